@@ -1,0 +1,157 @@
+"""Command line: `matebot run|chat|check-config|memory ...` with the exit codes of SPEC S16."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import os
+import sys
+from collections.abc import Awaitable, Callable, Sequence
+from pathlib import Path
+
+import yaml
+
+from bot.config import Config, load_config, masked_dump
+from bot.errors import ConfigError, MateError
+
+log = logging.getLogger("bot")
+
+EXIT_OK, EXIT_RUNTIME, EXIT_USAGE = 0, 1, 2
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # type: ignore[override]
+        self.print_usage(sys.stderr)
+        print(f"matebot: {message}", file=sys.stderr)
+        raise SystemExit(EXIT_USAGE)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    common = argparse.ArgumentParser(add_help=False)
+    # SUPPRESS: the option may stand before or after the command without one erasing the other.
+    common.add_argument("--config", default=argparse.SUPPRESS,
+                        help="config file (default: $MATE_CONFIG or ./config.yaml)")
+    common.add_argument("-v", "--verbose", action="store_true", default=argparse.SUPPRESS,
+                        help="debug logging")
+    parser = _Parser(prog="matebot", description="Self-hosted chat assistant with durable memory.",
+                     parents=[common])
+    commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    commands.add_parser("run", parents=[common], help="run the daemon")
+    chat = commands.add_parser("chat", parents=[common], help="console chat through the full pipeline")
+    chat.add_argument("--agent", type=int, default=1)
+    commands.add_parser("check-config", parents=[common], help="print the effective configuration")
+    memory = commands.add_parser("memory", parents=[common], help="inspect and maintain memory")
+    actions = memory.add_subparsers(dest="action", required=True, parser_class=_Parser)
+    emerge = actions.add_parser("emerge", parents=[common], help="consolidate daily notes now")
+    emerge.add_argument("--agent", type=int, required=True)
+    summarize = actions.add_parser("summarize", parents=[common], help="extract memory from a conversation now")
+    summarize.add_argument("--agent", type=int, required=True)
+    summarize.add_argument("--conversation", required=True)
+    show = actions.add_parser("show", parents=[common], help="list files, or print one")
+    show.add_argument("--agent", type=int, required=True)
+    show.add_argument("filename", nargs="?")
+    for name in ("export", "import"):
+        transfer = actions.add_parser(name, parents=[common], help=f"{name} the workspace files")
+        transfer.add_argument("--agent", type=int, required=True)
+        transfer.add_argument("dir", type=Path)
+    return parser
+
+
+def configure_logging(verbose: bool) -> None:
+    logging.basicConfig(
+        level=logging.DEBUG if verbose else logging.INFO,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+    # Library request logs can carry URLs with bot tokens in them (Telegram puts it in the path).
+    for noisy in ("httpx", "httpcore", "telegram", "discord", "apscheduler", "aiosqlite"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    configure_logging(getattr(args, "verbose", False))
+    try:
+        config = load_config(getattr(args, "config", None))
+    except ConfigError as exc:
+        print(f"matebot: config error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    handler = _HANDLERS.get(args.command if args.command != "memory" else f"memory {args.action}")
+    assert handler is not None
+    try:
+        return asyncio.run(handler(config, args))
+    except KeyboardInterrupt:
+        return EXIT_OK
+    except MateError as exc:
+        print(f"matebot: {exc}", file=sys.stderr)
+        return EXIT_RUNTIME
+
+
+async def _check_config(config: Config, args: argparse.Namespace) -> int:
+    print(yaml.safe_dump(masked_dump(config), sort_keys=False, allow_unicode=True), end="")
+    return EXIT_OK
+
+
+async def _memory_show(config: Config, args: argparse.Namespace) -> int:
+    from bot.app import open_core
+
+    async with open_core(config) as core:
+        await core.agents.get(args.agent)
+        if args.filename:
+            found = await core.workspace.get(args.agent, args.filename)
+            if found is None:
+                print(f"matebot: agent {args.agent} has no file {args.filename}", file=sys.stderr)
+                return EXIT_RUNTIME
+            print(found.content)
+            return EXIT_OK
+        for record in await core.workspace.list(args.agent):
+            flag = "enabled " if record.enabled else "disabled"
+            print(f"{record.filename}\t{flag}\t{record.file_size} B\tv{record.version}\t{record.update_time}")
+    return EXIT_OK
+
+
+async def _memory_export(config: Config, args: argparse.Namespace) -> int:
+    from bot.app import open_core
+    from memory.transfer import export_workspace
+
+    async with open_core(config) as core:
+        await core.agents.get(args.agent)
+        report = await export_workspace(core.workspace, args.agent, args.dir)
+    print(f"exported {len(report.written)} files to {args.dir}")
+    return EXIT_OK
+
+
+async def _memory_import(config: Config, args: argparse.Namespace) -> int:
+    from bot.app import open_core
+    from memory.transfer import import_workspace
+
+    async with open_core(config) as core:
+        await core.agents.get(args.agent)
+        report = await import_workspace(core.workspace, args.agent, args.dir)
+    print(f"imported {len(report.written)} files, {len(report.unchanged)} unchanged")
+    for name in report.refused:
+        print(f"refused {name}: not a valid workspace file name", file=sys.stderr)
+    return EXIT_OK if not report.refused else EXIT_RUNTIME
+
+
+async def _not_built(config: Config, args: argparse.Namespace) -> int:
+    print(f"matebot: '{args.command}' is not available in this build", file=sys.stderr)
+    return EXIT_RUNTIME
+
+
+_HANDLERS: dict[str, Callable[[Config, argparse.Namespace], Awaitable[int]]] = {
+    "check-config": _check_config,
+    "memory show": _memory_show,
+    "memory export": _memory_export,
+    "memory import": _memory_import,
+    "run": _not_built,
+    "chat": _not_built,
+    "memory emerge": _not_built,
+    "memory summarize": _not_built,
+}
+
+
+if __name__ == "__main__":
+    sys.exit(main())

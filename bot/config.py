@@ -1,0 +1,294 @@
+"""Load config.yaml into one frozen, validated Config tree (SPEC S2)."""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from bot.errors import ConfigError
+
+DEFAULT_MODEL = "claude-sonnet-5-5"
+SECRET_KEYS = frozenset({"api-key", "token"})
+
+
+def _kebab(name: str) -> str:
+    return name.replace("_", "-")
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(
+        extra="forbid", frozen=True, alias_generator=_kebab, populate_by_name=True
+    )
+
+
+class DatabaseConfig(_Model):
+    path: str = "data/mate.db"
+
+
+class LlmConfig(_Model):
+    provider: Literal["auto", "anthropic", "offline"] = "auto"
+    model: str = DEFAULT_MODEL
+    memory_model: str | None = None
+    api_key: str = ""
+    base_url: str = ""
+    max_output_tokens: int = Field(2048, ge=1, le=128000)
+    timeout_seconds: float = Field(120, gt=0)
+    max_retries: int = Field(3, ge=0, le=10)
+    max_concurrency: int = Field(32, ge=1, le=1000)
+
+    @property
+    def effective_memory_model(self) -> str:
+        return self.memory_model or self.model
+
+    @property
+    def uses_anthropic(self) -> bool:
+        if self.provider == "auto":
+            return bool(self.api_key)
+        return self.provider == "anthropic"
+
+
+class AgentEntry(_Model):
+    id: int = Field(ge=1)
+    name: str = "Mate"
+
+
+class RouteRule(_Model):
+    channel: str = "*"
+    chat: str = "*"
+    agent: int | Literal["per-chat"] = 1
+
+
+class WindowConfig(_Model):
+    default_max_input_tokens: int = Field(128000, ge=256)
+    compact_trigger_ratio: float = Field(0.75, gt=0, le=1)
+    preserve_recent_pairs: int = Field(2, ge=0, le=50)
+    summary_max_tokens: int = Field(300, ge=16)
+    summary_cache_minutes: float = Field(30, ge=0)
+
+
+class ConversationConfig(_Model):
+    window: WindowConfig = WindowConfig()
+
+
+class AgentConfig(_Model):
+    conversation: ConversationConfig = ConversationConfig()
+    max_tool_rounds: int = Field(8, ge=0, le=100)
+
+
+class MemoryConfig(_Model):
+    auto_summarize_enabled: bool = True
+    min_messages_for_summarize: int = Field(4, ge=0)
+    min_user_message_length: int = Field(10, ge=0)
+    skip_cron_conversations: bool = True
+    summary_max_tokens: int = Field(1000, ge=16)
+    max_transcript_messages: int = Field(30, ge=1)
+    max_transcript_message_chars: int = Field(2000, ge=16)
+    cooldown_minutes: float = Field(5, ge=0)
+    emergence_enabled: bool = True
+    emergence_day_range: int = Field(7, ge=1)
+    emergence_cron: str = "0 2 * * *"
+    profile_max_chars: int = Field(4000, ge=1)
+    memory_max_chars: int = Field(12000, ge=1)
+    remember_keywords: tuple[str, ...] = ()
+
+    @field_validator("emergence_cron")
+    @classmethod
+    def _five_fields(cls, value: str) -> str:
+        if len(value.split()) != 5:
+            raise ValueError("must be a five-field cron expression")
+        return value
+
+
+DmPolicy = Literal["allowlist", "open"]
+
+
+class TelegramConfig(_Model):
+    enabled: bool = False
+    token: str = ""
+    base_url: str | None = None
+    admins: tuple[str, ...] = ()
+    allowed_users: tuple[str, ...] = ()
+    dm_policy: DmPolicy = "allowlist"
+    group_policy: Literal["open", "allowlist", "disabled"] = "open"
+    require_mention: bool = True
+
+    @field_validator("admins", "allowed_users", mode="before")
+    @classmethod
+    def _ids_as_text(cls, value: Any) -> Any:
+        return tuple(str(v) for v in value) if isinstance(value, (list, tuple)) else value
+
+
+class DiscordConfig(_Model):
+    enabled: bool = False
+    token: str = ""
+    admins: tuple[str, ...] = ()
+    allowed_users: tuple[str, ...] = ()
+    allowed_guilds: tuple[str, ...] = ()
+    dm_policy: DmPolicy = "allowlist"
+    require_mention: bool = True
+    api_base_url: str | None = None
+    gateway_url: str | None = None
+
+    @field_validator("admins", "allowed_users", "allowed_guilds", mode="before")
+    @classmethod
+    def _ids_as_text(cls, value: Any) -> Any:
+        return tuple(str(v) for v in value) if isinstance(value, (list, tuple)) else value
+
+
+class ConsoleConfig(_Model):
+    enabled: bool | Literal["auto"] = "auto"
+
+
+class ChannelsConfig(_Model):
+    telegram: TelegramConfig = TelegramConfig()
+    discord: DiscordConfig = DiscordConfig()
+    console: ConsoleConfig = ConsoleConfig()
+
+
+class ApiConfig(_Model):
+    enabled: bool = True
+    host: str = "127.0.0.1"
+    port: int = Field(8765, ge=0, le=65535)
+    token: str = ""
+
+
+class MateConfig(_Model):
+    timezone: str = "local"
+    locale: Literal["en", "zh-CN"] = "en"
+    database: DatabaseConfig = DatabaseConfig()
+    llm: LlmConfig = LlmConfig()
+    agents: tuple[AgentEntry, ...] = (AgentEntry(id=1, name="Mate"),)
+    routing: tuple[RouteRule, ...] = (
+        RouteRule(channel="*", chat="direct", agent=1),
+        RouteRule(channel="*", chat="group", agent="per-chat"),
+    )
+    agent: AgentConfig = AgentConfig()
+    memory: MemoryConfig = MemoryConfig()
+    channels: ChannelsConfig = ChannelsConfig()
+    api: ApiConfig = ApiConfig()
+
+    @field_validator("timezone")
+    @classmethod
+    def _known_zone(cls, value: str) -> str:
+        if value != "local":
+            from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+            try:
+                ZoneInfo(value)
+            except (ZoneInfoNotFoundError, ValueError):
+                raise ValueError(f"unknown time zone {value!r}") from None
+        return value
+
+    @field_validator("agents", mode="before")
+    @classmethod
+    def _default_agent(cls, value: Any) -> Any:
+        return value or [{"id": 1, "name": "Mate"}]
+
+    @model_validator(mode="after")
+    def _unique_agent_ids(self) -> MateConfig:
+        ids = [a.id for a in self.agents]
+        if len(ids) != len(set(ids)):
+            raise ValueError("agents: ids must be unique")
+        return self
+
+
+class Config(_Model):
+    mate: MateConfig = MateConfig()
+    source: str = Field("<defaults>", exclude=True)
+
+
+_ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
+
+
+def expand_env(value: Any, environ: dict[str, str] | None = None) -> Any:
+    """Replace ${NAME} and ${NAME:-default} in every string of a YAML tree."""
+    env = os.environ if environ is None else environ
+    if isinstance(value, str):
+
+        def substitute(match: re.Match[str]) -> str:
+            name, default = match.group(1), match.group(2)
+            found = env.get(name)
+            if found:
+                return found
+            if default is not None:
+                return default
+            if name in env:
+                return ""
+            raise ConfigError(f"environment variable {name} is not set (use ${{{name}:-}} for an empty default)")
+
+        return _ENV_REF.sub(substitute, value)
+    if isinstance(value, dict):
+        return {k: expand_env(v, env) for k, v in value.items()}
+    if isinstance(value, list):
+        return [expand_env(v, env) for v in value]
+    return value
+
+
+def _error_line(error: ValidationError) -> str:
+    first = error.errors()[0]
+    path = ".".join(str(part) for part in first["loc"])
+    message = first["msg"]
+    if first["type"] == "extra_forbidden":
+        message = "unknown key"
+    elif message.startswith("Input should be greater than or equal to"):
+        message = "must be >= " + message.rsplit(" ", 1)[-1]
+    elif message.startswith("Input should be less than or equal to"):
+        message = "must be <= " + message.rsplit(" ", 1)[-1]
+    elif message.startswith("Value error, "):
+        message = message[len("Value error, "):]
+    return f"{path}: {message}" if path else message
+
+
+def parse_config(data: Any, source: str = "<memory>", environ: dict[str, str] | None = None) -> Config:
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"{source}: the top level must be a mapping with the key 'mate'")
+    try:
+        expanded = expand_env(data, environ)
+        return Config.model_validate({**expanded, "source": source})
+    except ValidationError as exc:
+        raise ConfigError(_error_line(exc)) from None
+
+
+def load_config(path: str | os.PathLike[str] | None = None, environ: dict[str, str] | None = None) -> Config:
+    """Read PATH (or $MATE_CONFIG, or ./config.yaml when present) into a Config."""
+    env = os.environ if environ is None else environ
+    chosen = path or env.get("MATE_CONFIG")
+    if chosen is None:
+        default = Path("config.yaml")
+        if not default.exists():
+            return parse_config({}, "<defaults>", env)
+        chosen = default
+    file = Path(chosen)
+    try:
+        text = file.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"cannot read config file {file}: {exc.strerror}") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" line {mark.line + 1}" if mark else ""
+        raise ConfigError(f"{file}:{where} invalid YAML") from None
+    return parse_config(data, str(file), env)
+
+
+def masked_dump(config: Config) -> dict[str, Any]:
+    """The effective configuration with every secret replaced by '***'."""
+
+    def mask(node: Any) -> Any:
+        if isinstance(node, dict):
+            return {
+                k: ("***" if k in SECRET_KEYS and v else mask(v)) for k, v in node.items()
+            }
+        if isinstance(node, list):
+            return [mask(v) for v in node]
+        return node
+
+    return mask(config.model_dump(mode="json", by_alias=True))

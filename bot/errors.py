@@ -1,0 +1,41 @@
+"""The small tree of errors matebot raises on purpose."""
+
+from __future__ import annotations
+
+
+class MateError(Exception):
+    """Base of every error matebot raises deliberately."""
+
+
+class ConfigError(MateError):
+    """The configuration is invalid; the message is one line naming the key."""
+
+
+class StorageError(MateError):
+    """The database could not be opened or migrated."""
+
+
+class VersionConflict(MateError):
+    """A workspace file changed since the version the writer read."""
+
+    def __init__(self, filename: str, expected: int, actual: int) -> None:
+        super().__init__(f"{filename}: expected version {expected}, found {actual}")
+        self.filename = filename
+        self.expected = expected
+        self.actual = actual
+
+
+class WorkspaceError(MateError):
+    """A workspace file operation was refused (bad name, too large, not found)."""
+
+
+class LLMError(MateError):
+    """The language model could not answer after the client's retries."""
+
+
+class PromptTooLong(LLMError):
+    """The provider rejected the request because the prompt exceeds its window."""
+
+
+class UnknownAgent(MateError):
+    """No agent with that id exists."""

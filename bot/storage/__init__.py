@@ -1,0 +1,40 @@
+"""Storage layer: the only place with SQL."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from bot.storage.agents import SqliteAgentRepository
+from bot.storage.conversations import SqliteConversationRepository, SqliteMessageRepository
+from bot.storage.database import Database
+from bot.storage.jobs import SqliteCronJobRepository
+from bot.storage.memory_state import SqliteMemoryPendingRepository, SqliteMemoryRunRepository
+from bot.storage.workspace_files import SqliteWorkspaceFileRepository
+
+
+@dataclass(frozen=True, slots=True)
+class Repositories:
+    """Every repository over one open Database."""
+
+    agents: SqliteAgentRepository
+    conversations: SqliteConversationRepository
+    messages: SqliteMessageRepository
+    workspace_files: SqliteWorkspaceFileRepository
+    cron_jobs: SqliteCronJobRepository
+    memory_pending: SqliteMemoryPendingRepository
+    memory_runs: SqliteMemoryRunRepository
+
+    @classmethod
+    def over(cls, db: Database) -> Repositories:
+        return cls(
+            agents=SqliteAgentRepository(db),
+            conversations=SqliteConversationRepository(db),
+            messages=SqliteMessageRepository(db),
+            workspace_files=SqliteWorkspaceFileRepository(db),
+            cron_jobs=SqliteCronJobRepository(db),
+            memory_pending=SqliteMemoryPendingRepository(db),
+            memory_runs=SqliteMemoryRunRepository(db),
+        )
+
+
+__all__ = ["Database", "Repositories"]

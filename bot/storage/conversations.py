@@ -1,0 +1,215 @@
+"""SQL for mate_conversation and mate_message."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from bot.storage.database import Database, utc_now
+from bot.storage.records import ConversationRecord, MessageRecord
+
+_CONVERSATION_COLUMNS = (
+    "id, agent_id, channel, chat_key, title, trigger_source, summary, summary_upto_message_id, "
+    "memory_upto_message_id, create_time, update_time, archived"
+)
+_MESSAGE_COLUMNS = "id, conversation_id, role, content, token_count, sender_id, sender_name, create_time"
+
+
+def _conversation(row: Any) -> ConversationRecord:
+    return ConversationRecord(
+        id=row["id"], agent_id=row["agent_id"], channel=row["channel"], chat_key=row["chat_key"],
+        title=row["title"], trigger_source=row["trigger_source"], summary=row["summary"],
+        summary_upto_message_id=row["summary_upto_message_id"],
+        memory_upto_message_id=row["memory_upto_message_id"], create_time=row["create_time"],
+        update_time=row["update_time"], archived=bool(row["archived"]),
+    )
+
+
+def _message(row: Any) -> MessageRecord:
+    return MessageRecord(
+        id=row["id"], conversation_id=row["conversation_id"], role=row["role"],
+        content=row["content"], token_count=row["token_count"], sender_id=row["sender_id"],
+        sender_name=row["sender_name"], create_time=row["create_time"],
+    )
+
+
+class SqliteConversationRepository:
+    def __init__(self, db: Database) -> None:
+        self._db = db
+
+    async def get(self, conversation_id: str) -> ConversationRecord | None:
+        row = await self._db.fetchone(
+            f"SELECT {_CONVERSATION_COLUMNS} FROM mate_conversation WHERE id = ?", (conversation_id,)
+        )
+        return _conversation(row) if row else None
+
+    async def active_for_chat(self, chat_key: str) -> ConversationRecord | None:
+        row = await self._db.fetchone(
+            f"SELECT {_CONVERSATION_COLUMNS} FROM mate_conversation "
+            "WHERE chat_key = ? AND archived = 0 ORDER BY create_time DESC, rowid DESC LIMIT 1",
+            (chat_key,),
+        )
+        return _conversation(row) if row else None
+
+    async def count_for_chat(self, chat_key: str) -> int:
+        row = await self._db.fetchone(
+            "SELECT COUNT(*) FROM mate_conversation WHERE chat_key = ?", (chat_key,)
+        )
+        return int(row[0]) if row else 0
+
+    async def create(
+        self, conversation_id: str, *, agent_id: int, channel: str, chat_key: str,
+        trigger_source: str, title: str | None = None,
+    ) -> ConversationRecord:
+        now = utc_now()
+        await self._db.execute(
+            "INSERT OR IGNORE INTO mate_conversation(id, agent_id, channel, chat_key, title, "
+            "trigger_source, create_time, update_time) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            (conversation_id, agent_id, channel, chat_key, title, trigger_source, now, now),
+        )
+        created = await self.get(conversation_id)
+        assert created is not None
+        return created
+
+    async def archive(self, conversation_id: str) -> None:
+        await self._db.execute(
+            "UPDATE mate_conversation SET archived = 1, update_time = ? WHERE id = ?",
+            (utc_now(), conversation_id),
+        )
+
+    async def set_summary(self, conversation_id: str, summary: str, upto_message_id: int) -> bool:
+        """Store a rolling summary; refuses to move the cut-off backwards."""
+        result = await self._db.execute(
+            "UPDATE mate_conversation SET summary = ?, summary_upto_message_id = ?, update_time = ? "
+            "WHERE id = ? AND summary_upto_message_id <= ?",
+            (summary, upto_message_id, utc_now(), conversation_id, upto_message_id),
+        )
+        return result.rowcount == 1
+
+    async def set_memory_watermark(self, conversation_id: str, upto_message_id: int) -> None:
+        await self._db.execute(
+            "UPDATE mate_conversation SET memory_upto_message_id = MAX(memory_upto_message_id, ?), "
+            "update_time = ? WHERE id = ?",
+            (upto_message_id, utc_now(), conversation_id),
+        )
+
+    async def count(self) -> int:
+        row = await self._db.fetchone("SELECT COUNT(*) FROM mate_conversation")
+        return int(row[0]) if row else 0
+
+
+class SqliteMessageRepository:
+    def __init__(self, db: Database) -> None:
+        self._db = db
+
+    async def add(
+        self, conversation_id: str, role: str, content: str, token_count: int,
+        sender_id: str | None = None, sender_name: str | None = None,
+    ) -> int:
+        now = utc_now()
+        async with self._db.transaction() as conn:
+            async with conn.execute(
+                "INSERT INTO mate_message(conversation_id, role, content, token_count, sender_id, "
+                "sender_name, create_time) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (conversation_id, role, content, token_count, sender_id, sender_name, now),
+            ) as cur:
+                message_id = int(cur.lastrowid or 0)
+            await conn.execute(
+                "UPDATE mate_conversation SET update_time = ? WHERE id = ?", (now, conversation_id)
+            )
+        return message_id
+
+    async def add_many(
+        self, conversation_id: str, rows: Sequence[tuple[str, str, int]],
+        sender_id: str | None = None, sender_name: str | None = None,
+    ) -> list[int]:
+        """Insert (role, content, token_count) rows in one transaction: a turn is stored whole."""
+        now = utc_now()
+        ids: list[int] = []
+        async with self._db.transaction() as conn:
+            for role, content, tokens in rows:
+                async with conn.execute(
+                    "INSERT INTO mate_message(conversation_id, role, content, token_count, "
+                    "sender_id, sender_name, create_time) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                    (conversation_id, role, content, tokens,
+                     sender_id if role == "user" else None,
+                     sender_name if role == "user" else None, now),
+                ) as cur:
+                    ids.append(int(cur.lastrowid or 0))
+            await conn.execute(
+                "UPDATE mate_conversation SET update_time = ? WHERE id = ?", (now, conversation_id)
+            )
+        return ids
+
+    async def after(self, conversation_id: str, after_id: int, limit: int = 1000) -> list[MessageRecord]:
+        """Messages with id > after_id, oldest first."""
+        rows = await self._db.fetchall(
+            f"SELECT {_MESSAGE_COLUMNS} FROM mate_message WHERE conversation_id = ? AND id > ? "
+            "ORDER BY id LIMIT ?",
+            (conversation_id, after_id, limit),
+        )
+        return [_message(r) for r in rows]
+
+    async def latest(
+        self, conversation_id: str, limit: int, *, after_id: int = 0, upto_id: int | None = None,
+        roles: Sequence[str] | None = None,
+    ) -> list[MessageRecord]:
+        """The newest `limit` messages in (after_id, upto_id], returned oldest first."""
+        sql = f"SELECT {_MESSAGE_COLUMNS} FROM mate_message WHERE conversation_id = ? AND id > ?"
+        params: list[Any] = [conversation_id, after_id]
+        if upto_id is not None:
+            sql += " AND id <= ?"
+            params.append(upto_id)
+        if roles:
+            sql += f" AND role IN ({', '.join('?' for _ in roles)})"
+            params.extend(roles)
+        sql += " ORDER BY id DESC LIMIT ?"
+        params.append(limit)
+        rows = await self._db.fetchall(sql, params)
+        return [_message(r) for r in reversed(rows)]
+
+    async def oldest(
+        self, conversation_id: str, limit: int, *, after_id: int = 0, upto_id: int | None = None,
+        roles: Sequence[str] | None = None,
+    ) -> list[MessageRecord]:
+        """The oldest `limit` messages in (after_id, upto_id], oldest first."""
+        sql = f"SELECT {_MESSAGE_COLUMNS} FROM mate_message WHERE conversation_id = ? AND id > ?"
+        params: list[Any] = [conversation_id, after_id]
+        if upto_id is not None:
+            sql += " AND id <= ?"
+            params.append(upto_id)
+        if roles:
+            sql += f" AND role IN ({', '.join('?' for _ in roles)})"
+            params.extend(roles)
+        sql += " ORDER BY id LIMIT ?"
+        params.append(limit)
+        return [_message(r) for r in await self._db.fetchall(sql, params)]
+
+    async def count(
+        self, conversation_id: str, *, after_id: int = 0, upto_id: int | None = None,
+        roles: Sequence[str] | None = None,
+    ) -> int:
+        sql = "SELECT COUNT(*) FROM mate_message WHERE conversation_id = ? AND id > ?"
+        params: list[Any] = [conversation_id, after_id]
+        if upto_id is not None:
+            sql += " AND id <= ?"
+            params.append(upto_id)
+        if roles:
+            sql += f" AND role IN ({', '.join('?' for _ in roles)})"
+            params.extend(roles)
+        row = await self._db.fetchone(sql, params)
+        return int(row[0]) if row else 0
+
+    async def last_id(self, conversation_id: str) -> int:
+        row = await self._db.fetchone(
+            "SELECT COALESCE(MAX(id), 0) FROM mate_message WHERE conversation_id = ?",
+            (conversation_id,),
+        )
+        return int(row[0]) if row else 0
+
+    async def token_sum(self, conversation_id: str, after_id: int) -> int:
+        row = await self._db.fetchone(
+            "SELECT COALESCE(SUM(token_count), 0) FROM mate_message WHERE conversation_id = ? AND id > ?",
+            (conversation_id, after_id),
+        )
+        return int(row[0]) if row else 0

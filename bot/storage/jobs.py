@@ -1,0 +1,70 @@
+"""SQL for mate_cron_job."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from bot.storage.database import Database, utc_now
+from bot.storage.records import CronJobRecord
+
+_COLUMNS = (
+    "id, agent_id, name, cron_expression, timezone, task_type, trigger_message, enabled, "
+    "last_run_time, next_run_time, update_time"
+)
+
+
+def _record(row: Any) -> CronJobRecord:
+    return CronJobRecord(
+        id=row["id"], agent_id=row["agent_id"], name=row["name"],
+        cron_expression=row["cron_expression"], timezone=row["timezone"],
+        task_type=row["task_type"], trigger_message=row["trigger_message"],
+        enabled=bool(row["enabled"]), last_run_time=row["last_run_time"],
+        next_run_time=row["next_run_time"], update_time=row["update_time"],
+    )
+
+
+class SqliteCronJobRepository:
+    def __init__(self, db: Database) -> None:
+        self._db = db
+
+    async def add(
+        self, agent_id: int, name: str, cron_expression: str, timezone: str, task_type: str,
+        trigger_message: str, enabled: bool = True,
+    ) -> int:
+        now = utc_now()
+        result = await self._db.execute(
+            "INSERT INTO mate_cron_job(agent_id, name, cron_expression, timezone, task_type, "
+            "trigger_message, enabled, create_time, update_time) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (agent_id, name, cron_expression, timezone, task_type, trigger_message, int(enabled), now, now),
+        )
+        return result.lastrowid
+
+    async def list(self, *, enabled_only: bool = False) -> list[CronJobRecord]:
+        sql = f"SELECT {_COLUMNS} FROM mate_cron_job"
+        if enabled_only:
+            sql += " WHERE enabled = 1"
+        return [_record(r) for r in await self._db.fetchall(sql + " ORDER BY id")]
+
+    async def for_agent(self, agent_id: int) -> list[CronJobRecord]:
+        rows = await self._db.fetchall(
+            f"SELECT {_COLUMNS} FROM mate_cron_job WHERE agent_id = ? ORDER BY id", (agent_id,)
+        )
+        return [_record(r) for r in rows]
+
+    async def mark_run(self, job_id: int, last_run_time: str, next_run_time: str | None) -> None:
+        await self._db.execute(
+            "UPDATE mate_cron_job SET last_run_time = ?, next_run_time = ? WHERE id = ?",
+            (last_run_time, next_run_time, job_id),
+        )
+
+    async def set_next_run(self, job_id: int, next_run_time: str | None) -> None:
+        await self._db.execute(
+            "UPDATE mate_cron_job SET next_run_time = ? WHERE id = ?", (next_run_time, job_id)
+        )
+
+    async def fingerprint(self) -> str:
+        """Changes whenever a job is added, removed or edited (used to reload the scheduler)."""
+        row = await self._db.fetchone(
+            "SELECT COUNT(*), COALESCE(MAX(id), 0), COALESCE(MAX(update_time), '') FROM mate_cron_job"
+        )
+        return f"{row[0]}:{row[1]}:{row[2]}" if row else ""

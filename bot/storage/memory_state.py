@@ -1,0 +1,125 @@
+"""SQL for mate_memory_pending (durable extraction queue) and mate_memory_run (audit)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from bot.storage.database import Database, utc_now
+from bot.storage.records import MemoryRunRecord, PendingMemoryRecord
+
+_PENDING_COLUMNS = "conversation_id, agent_id, upto_message_id, trigger_source, attempts, due_time, last_error"
+_RUN_COLUMNS = "id, agent_id, kind, conversation_id, status, reason, started, finished, error"
+
+
+def _pending(row: Any) -> PendingMemoryRecord:
+    return PendingMemoryRecord(
+        conversation_id=row["conversation_id"], agent_id=row["agent_id"],
+        upto_message_id=row["upto_message_id"], trigger_source=row["trigger_source"],
+        attempts=row["attempts"], due_time=row["due_time"], last_error=row["last_error"],
+    )
+
+
+def _run(row: Any) -> MemoryRunRecord:
+    return MemoryRunRecord(
+        id=row["id"], agent_id=row["agent_id"], kind=row["kind"],
+        conversation_id=row["conversation_id"], status=row["status"], reason=row["reason"],
+        started=row["started"], finished=row["finished"], error=row["error"],
+    )
+
+
+class SqliteMemoryPendingRepository:
+    def __init__(self, db: Database) -> None:
+        self._db = db
+
+    async def upsert(
+        self, conversation_id: str, agent_id: int, upto_message_id: int, trigger_source: str,
+        due_time: str | None = None,
+    ) -> None:
+        """One row per conversation; a newer event only moves upto_message_id forward."""
+        now = utc_now()
+        await self._db.execute(
+            f"INSERT INTO mate_memory_pending({_PENDING_COLUMNS}, create_time) "
+            "VALUES (?, ?, ?, ?, 0, ?, NULL, ?) ON CONFLICT(conversation_id) DO UPDATE SET "
+            "upto_message_id = MAX(upto_message_id, excluded.upto_message_id), "
+            "trigger_source = excluded.trigger_source",
+            (conversation_id, agent_id, upto_message_id, trigger_source, due_time or now, now),
+        )
+
+    async def get(self, conversation_id: str) -> PendingMemoryRecord | None:
+        row = await self._db.fetchone(
+            f"SELECT {_PENDING_COLUMNS} FROM mate_memory_pending WHERE conversation_id = ?",
+            (conversation_id,),
+        )
+        return _pending(row) if row else None
+
+    async def all(self) -> list[PendingMemoryRecord]:
+        rows = await self._db.fetchall(
+            f"SELECT {_PENDING_COLUMNS} FROM mate_memory_pending ORDER BY due_time, create_time"
+        )
+        return [_pending(r) for r in rows]
+
+    async def record_failure(self, conversation_id: str, error: str, due_time: str) -> int:
+        await self._db.execute(
+            "UPDATE mate_memory_pending SET attempts = attempts + 1, last_error = ?, due_time = ? "
+            "WHERE conversation_id = ?",
+            (error[:2000], due_time, conversation_id),
+        )
+        row = await self.get(conversation_id)
+        return row.attempts if row else 0
+
+    async def complete(self, conversation_id: str, upto_message_id: int) -> None:
+        """Drop the row unless a newer message arrived meanwhile."""
+        await self._db.execute(
+            "DELETE FROM mate_memory_pending WHERE conversation_id = ? AND upto_message_id <= ?",
+            (conversation_id, upto_message_id),
+        )
+
+    async def delete(self, conversation_id: str) -> None:
+        await self._db.execute(
+            "DELETE FROM mate_memory_pending WHERE conversation_id = ?", (conversation_id,)
+        )
+
+
+class SqliteMemoryRunRepository:
+    def __init__(self, db: Database) -> None:
+        self._db = db
+
+    async def start(self, agent_id: int, kind: str, conversation_id: str | None = None) -> int:
+        result = await self._db.execute(
+            "INSERT INTO mate_memory_run(agent_id, kind, conversation_id, status, started) "
+            "VALUES (?, ?, ?, 'running', ?)",
+            (agent_id, kind, conversation_id, utc_now()),
+        )
+        return result.lastrowid
+
+    async def finish(self, run_id: int, status: str, reason: str | None = None, error: str | None = None) -> None:
+        await self._db.execute(
+            "UPDATE mate_memory_run SET status = ?, reason = ?, error = ?, finished = ? WHERE id = ?",
+            (status, reason, error[:2000] if error else None, utc_now(), run_id),
+        )
+
+    async def record(
+        self, agent_id: int, kind: str, status: str, *, conversation_id: str | None = None,
+        reason: str | None = None, error: str | None = None,
+    ) -> int:
+        now = utc_now()
+        result = await self._db.execute(
+            "INSERT INTO mate_memory_run(agent_id, kind, conversation_id, status, reason, started, "
+            "finished, error) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            (agent_id, kind, conversation_id, status, reason, now, now, error),
+        )
+        return result.lastrowid
+
+    async def recent(self, agent_id: int, limit: int = 5) -> list[MemoryRunRecord]:
+        rows = await self._db.fetchall(
+            f"SELECT {_RUN_COLUMNS} FROM mate_memory_run WHERE agent_id = ? ORDER BY id DESC LIMIT ?",
+            (agent_id, limit),
+        )
+        return [_run(r) for r in rows]
+
+    async def for_conversation(self, conversation_id: str) -> list[MemoryRunRecord]:
+        rows = await self._db.fetchall(
+            f"SELECT {_RUN_COLUMNS} FROM mate_memory_run WHERE conversation_id = ? ORDER BY id",
+            (conversation_id,),
+        )
+        return [_run(r) for r in rows]

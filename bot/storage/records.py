@@ -1,0 +1,94 @@
+"""Plain frozen values returned by the repositories."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class AgentRecord:
+    id: int
+    name: str
+    create_time: str
+
+
+@dataclass(frozen=True, slots=True)
+class ConversationRecord:
+    id: str
+    agent_id: int
+    channel: str
+    chat_key: str
+    title: str | None
+    trigger_source: str
+    summary: str | None
+    summary_upto_message_id: int
+    memory_upto_message_id: int
+    create_time: str
+    update_time: str
+    archived: bool
+
+
+@dataclass(frozen=True, slots=True)
+class MessageRecord:
+    id: int
+    conversation_id: str
+    role: str
+    content: str
+    token_count: int
+    sender_id: str | None
+    sender_name: str | None
+    create_time: str
+
+
+@dataclass(frozen=True, slots=True)
+class WorkspaceFileRecord:
+    id: int
+    agent_id: int
+    filename: str
+    content: str
+    file_size: int
+    enabled: bool
+    sort_order: int
+    create_time: str
+    update_time: str
+    deleted: bool
+    version: int
+
+
+@dataclass(frozen=True, slots=True)
+class CronJobRecord:
+    id: int
+    agent_id: int
+    name: str
+    cron_expression: str
+    timezone: str
+    task_type: str
+    trigger_message: str
+    enabled: bool
+    last_run_time: str | None
+    next_run_time: str | None
+    update_time: str
+
+
+@dataclass(frozen=True, slots=True)
+class PendingMemoryRecord:
+    conversation_id: str
+    agent_id: int
+    upto_message_id: int
+    trigger_source: str
+    attempts: int
+    due_time: str
+    last_error: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryRunRecord:
+    id: int
+    agent_id: int
+    kind: str
+    conversation_id: str | None
+    status: str
+    reason: str | None
+    started: str
+    finished: str | None
+    error: str | None

@@ -1,0 +1,138 @@
+"""WorkspaceFileService: per-agent markdown files with versioned writes (SPEC S7)."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Protocol
+
+from bot.errors import VersionConflict, WorkspaceError
+from bot.storage.records import WorkspaceFileRecord
+from bot.storage.workspace_files import SqliteWorkspaceFileRepository
+
+log = logging.getLogger(__name__)
+
+# The core files, their injection order, and that they start enabled (seed, S7).
+SEED_FILES: tuple[tuple[str, int], ...] = (
+    ("AGENTS.md", 0),
+    ("SOUL.md", 1),
+    ("PROFILE.md", 2),
+    ("MEMORY.md", 3),
+)
+PROFILE_FILE = "PROFILE.md"
+MEMORY_FILE = "MEMORY.md"
+DAILY_PREFIX = "memory/"
+
+
+class SeedSource(Protocol):
+    def workspace_seed(self, filename: str) -> str: ...
+
+
+@dataclass(frozen=True, slots=True)
+class WriteOutcome:
+    file: WorkspaceFileRecord
+    created: bool
+
+
+def daily_note_name(date_iso: str) -> str:
+    return f"{DAILY_PREFIX}{date_iso}.md"
+
+
+class WorkspaceFileService:
+    """CRUD over mate_workspace_file and the system-prompt injection built from it."""
+
+    def __init__(self, files: SqliteWorkspaceFileRepository, seeds: SeedSource) -> None:
+        self._files = files
+        self._seeds = seeds
+
+    async def seed(self, agent_id: int) -> int:
+        """Create the missing core files of an agent; returns how many were created."""
+        created = 0
+        for filename, sort_order in SEED_FILES:
+            if await self._files.get(agent_id, filename) is not None:
+                continue
+            content = self._seeds.workspace_seed(filename)
+            if await self._files.insert(agent_id, filename, content, enabled=True, sort_order=sort_order):
+                created += 1
+        return created
+
+    async def get(self, agent_id: int, filename: str) -> WorkspaceFileRecord | None:
+        return await self._files.get(agent_id, filename)
+
+    async def read_text(self, agent_id: int, filename: str) -> tuple[str, int]:
+        """(content, version); ('', 0) for a missing file."""
+        found = await self._files.get(agent_id, filename)
+        return (found.content, found.version) if found else ("", 0)
+
+    async def list(self, agent_id: int, prefix: str = "") -> list[WorkspaceFileRecord]:
+        return await self._files.list(agent_id, prefix)
+
+    async def write(
+        self, agent_id: int, filename: str, content: str, *, expected_version: int | None = None,
+        enabled: bool = False, sort_order: int = 100,
+    ) -> WriteOutcome:
+        """Create or replace a file.
+
+        expected_version None writes unconditionally; 0 means "the file must not exist";
+        N > 0 means "only if the file is still at version N". A mismatch raises
+        VersionConflict and changes nothing. `enabled`/`sort_order` apply only on creation.
+        """
+        current = await self._files.get(agent_id, filename)
+        if current is None:
+            if expected_version not in (None, 0):
+                raise VersionConflict(filename, expected_version, 0)
+            inserted = await self._files.insert(
+                agent_id, filename, content, enabled=enabled, sort_order=sort_order
+            )
+            if inserted is None:  # someone created it between our read and insert
+                raced = await self._files.get(agent_id, filename)
+                raise VersionConflict(filename, expected_version or 0, raced.version if raced else 0)
+            return WriteOutcome(inserted, created=True)
+        if expected_version is not None and current.version != expected_version:
+            raise VersionConflict(filename, expected_version, current.version)
+        if not await self._files.update_content(current.id, content, expected_version):
+            latest = await self._files.get(agent_id, filename)
+            raise VersionConflict(filename, current.version, latest.version if latest else 0)
+        updated = await self._files.get(agent_id, filename)
+        assert updated is not None
+        return WriteOutcome(updated, created=False)
+
+    async def append(
+        self, agent_id: int, filename: str, text: str, *, header: str = "",
+        expected_version: int | None = None,
+    ) -> WriteOutcome:
+        """Append `text` (a new file starts with `header`), version-checked like write()."""
+        current = await self._files.get(agent_id, filename)
+        if current is None:
+            body = f"{header}\n\n{text.strip()}\n" if header else f"{text.strip()}\n"
+            return await self.write(agent_id, filename, body, expected_version=expected_version or 0)
+        separator = "" if current.content.endswith("\n") or not current.content else "\n"
+        body = f"{current.content}{separator}\n{text.strip()}\n"
+        version = current.version if expected_version is None else expected_version
+        return await self.write(agent_id, filename, body, expected_version=version)
+
+    async def delete(self, agent_id: int, filename: str) -> bool:
+        """Logical delete: the row stays, the name is free again."""
+        current = await self._files.get(agent_id, filename)
+        return bool(current) and await self._files.soft_delete(current.id)  # type: ignore[union-attr]
+
+    async def set_enabled(self, agent_id: int, filename: str, enabled: bool) -> None:
+        current = await self._files.get(agent_id, filename)
+        if current is None:
+            raise WorkspaceError(f"{filename}: no such file")
+        await self._files.set_enabled(current.id, enabled)
+
+    async def injection(self, agent_id: int) -> str:
+        """The `--- NAME ---` blocks of the enabled, non-blank files, in sort order."""
+        blocks = [
+            f"--- {f.filename} ---\n{f.content.rstrip()}"
+            for f in await self._files.list(agent_id, enabled_only=True)
+            if f.content.strip()
+        ]
+        return "\n\n".join(blocks)
+
+    async def build_system_prompt(self, agent_id: int, base: str = "") -> str:
+        """The base system prompt followed by the workspace injection (rebuilt on every call)."""
+        injection = await self.injection(agent_id)
+        parts = [part for part in (base.rstrip(), injection) if part]
+        return "\n\n".join(parts)

@@ -1,0 +1,40 @@
+"""Shared fixtures: a migrated SQLite file in tmp_path and the core services over it."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from bot.app import Core, open_core
+from bot.config import Config, parse_config
+
+
+@pytest.fixture(autouse=True)
+def _loopback_without_proxy(monkeypatch: pytest.MonkeyPatch) -> None:
+    # httpx and aiohttp obey proxy variables even for 127.0.0.1; our fakes live there.
+    monkeypatch.setenv("NO_PROXY", "127.0.0.1,localhost")
+    monkeypatch.setenv("no_proxy", "127.0.0.1,localhost")
+    # PTB warns (an error under filterwarnings=error) unless its timedelta API is chosen.
+    monkeypatch.setenv("PTB_TIMEDELTA", "true")
+    for name in ("ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL", "MATE_CONFIG", "MATE_API_TOKEN"):
+        monkeypatch.delenv(name, raising=False)
+
+
+def make_config(tmp_path: Path, **mate: object) -> Config:
+    """A Config whose database lives in tmp_path; `mate` overrides keys (kebab-case dicts)."""
+    data: dict[str, object] = {"database": {"path": str(tmp_path / "mate.db")}, "timezone": "UTC"}
+    data.update(mate)
+    return parse_config({"mate": data}, environ={})
+
+
+@pytest.fixture
+def config(tmp_path: Path) -> Config:
+    return make_config(tmp_path)
+
+
+@pytest.fixture
+async def core(config: Config) -> AsyncIterator[Core]:
+    async with open_core(config) as opened:
+        yield opened

@@ -1,0 +1,400 @@
+"""A scriptable fake of the Anthropic Messages API that the real SDK can talk to over HTTP."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import socket
+from collections import deque
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from types import TracebackType
+from typing import Any
+
+from aiohttp import web
+
+# What the SDK does with reply_raw_tool_use (anthropic 2.16):
+# - non-streaming: models are built without validation, so a non-object input
+#   (e.g. '"oops"' or '[1, 2]') arrives unchanged as ToolUseBlock.input (a str /
+#   list, despite the Dict annotation); text that is not JSON at all makes the
+#   whole body unparsable and messages.create raises a bare json.JSONDecodeError
+#   (a ValueError, not an anthropic error, and not retried).
+# - streaming: the raw text is sent as one input_json_delta; the SDK parses it
+#   with jiter in partial mode, so '"oops"' becomes the str "oops", a truncated
+#   object like '{"a": 1' is accepted as {"a": 1}, and garbage raises ValueError
+#   ("Unable to parse tool parameter JSON ...") while iterating the stream.
+
+
+@dataclass
+class RecordedRequest:
+    """One HTTP request as the fake received it."""
+
+    path: str
+    headers: dict[str, str]  # keys lower-cased so lookups don't depend on client casing
+    body: dict[str, Any]
+    time: float  # loop.time() on arrival
+
+
+@dataclass(frozen=True)
+class TextReply:
+    """A single text block answer."""
+
+    text: str
+    input_tokens: int = 10
+    output_tokens: int = 5
+    stop_reason: str = "end_turn"
+    delay: float = 0.0
+
+
+@dataclass(frozen=True)
+class ToolUseReply:
+    """A tool_use answer; raw_input_json, when set, is spliced in verbatim instead of input."""
+
+    name: str
+    input: dict[str, Any] = field(default_factory=dict)
+    raw_input_json: str | None = None
+    tool_use_id: str | None = None
+    text: str | None = None
+    input_tokens: int = 10
+    output_tokens: int = 5
+    delay: float = 0.0
+
+
+@dataclass(frozen=True)
+class ErrorReply:
+    """An API error with the official error body shape."""
+
+    status: int
+    error_type: str
+    message: str
+    retry_after: float | None = None
+    delay: float = 0.0
+
+
+@dataclass(frozen=True)
+class DisconnectReply:
+    """Drop the connection without sending any response."""
+
+    delay: float = 0.0
+
+
+Handler = Callable[[RecordedRequest], "Awaitable[web.StreamResponse] | dict[str, Any]"]
+
+
+@dataclass(frozen=True)
+class CustomReply:
+    """Delegate the answer to a test-provided handler (a dict is sent as a 200 JSON body)."""
+
+    handler: Handler
+
+
+_RAW_SENTINEL = "__fake_anthropic_raw_tool_input__"
+
+Script = TextReply | ToolUseReply | ErrorReply | DisconnectReply | CustomReply
+Responder = Callable[[RecordedRequest], Script | None]
+
+
+class FakeAnthropic:
+    """Serve a fake Messages API on 127.0.0.1; use as `async with FakeAnthropic() as fake:`."""
+
+    def __init__(self, *, default_text: str = "ok", latency: float = 0.0) -> None:
+        self.default_text = default_text
+        self.latency = latency
+        self.responder: Responder | None = None
+        self.requests: list[RecordedRequest] = []
+        self.url = ""
+        self._queue: deque[Script] = deque()
+        self._runner: web.AppRunner | None = None
+        self._inflight: set[asyncio.Task[Any]] = set()
+        self._counter = 0
+
+    # -- lifecycle -----------------------------------------------------------
+
+    async def __aenter__(self) -> FakeAnthropic:
+        app = web.Application()
+        app.router.add_route("*", "/{tail:.*}", self._handle)
+        # handler_cancellation: a client that times out or disconnects should not
+        # leave a sleeping handler behind to delay shutdown.
+        self._runner = web.AppRunner(app, access_log=None, handler_cancellation=True, shutdown_timeout=0.5)
+        await self._runner.setup()
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+        await web.SockSite(self._runner, sock).start()
+        self.url = f"http://127.0.0.1:{port}"
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        # Cancel handlers still sleeping (latency/delay) so shutdown is immediate.
+        for task in list(self._inflight):
+            task.cancel()
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+
+    # -- scripting -----------------------------------------------------------
+
+    def push(self, script: Script) -> None:
+        """Append an already-built script to the FIFO queue."""
+        self._queue.append(script)
+
+    def reply_text(
+        self,
+        text: str,
+        *,
+        input_tokens: int = 10,
+        output_tokens: int = 5,
+        stop_reason: str = "end_turn",
+        delay: float = 0.0,
+    ) -> None:
+        self.push(TextReply(text, input_tokens, output_tokens, stop_reason, delay))
+
+    def reply_tool_use(
+        self,
+        name: str,
+        input: dict[str, Any],
+        *,
+        tool_use_id: str | None = None,
+        text: str | None = None,
+        input_tokens: int = 10,
+        output_tokens: int = 5,
+        delay: float = 0.0,
+    ) -> None:
+        self.push(
+            ToolUseReply(
+                name,
+                input,
+                tool_use_id=tool_use_id,
+                text=text,
+                input_tokens=input_tokens,
+                output_tokens=output_tokens,
+                delay=delay,
+            )
+        )
+
+    def reply_raw_tool_use(
+        self,
+        name: str,
+        raw_input_json: str,
+        *,
+        tool_use_id: str | None = None,
+        text: str | None = None,
+        input_tokens: int = 10,
+        output_tokens: int = 5,
+        delay: float = 0.0,
+    ) -> None:
+        """Script a tool_use whose input text is sent verbatim (see module comment for SDK behaviour)."""
+        self.push(
+            ToolUseReply(
+                name,
+                raw_input_json=raw_input_json,
+                tool_use_id=tool_use_id,
+                text=text,
+                input_tokens=input_tokens,
+                output_tokens=output_tokens,
+                delay=delay,
+            )
+        )
+
+    def reply_error(
+        self,
+        status: int,
+        error_type: str,
+        message: str,
+        *,
+        retry_after: float | None = None,
+        delay: float = 0.0,
+    ) -> None:
+        self.push(ErrorReply(status, error_type, message, retry_after, delay))
+
+    def reply_prompt_too_long(self, actual: int = 210000, maximum: int = 200000) -> None:
+        self.reply_error(400, "invalid_request_error", f"prompt is too long: {actual} tokens > {maximum} maximum")
+
+    def reply_disconnect(self, *, delay: float = 0.0) -> None:
+        self.push(DisconnectReply(delay))
+
+    def reply_with(self, handler: Handler) -> None:
+        self.push(CustomReply(handler))
+
+    def pending(self) -> int:
+        """Number of scripted replies not yet consumed."""
+        return len(self._queue)
+
+    def messages_requests(self) -> list[dict[str, Any]]:
+        """Bodies of the POST /v1/messages requests, in arrival order."""
+        return [r.body for r in self.requests if r.path == "/v1/messages"]
+
+    # -- serving -------------------------------------------------------------
+
+    async def _handle(self, request: web.Request) -> web.StreamResponse:
+        task = asyncio.current_task()
+        assert task is not None
+        self._inflight.add(task)
+        try:
+            return await self._dispatch(request)
+        finally:
+            self._inflight.discard(task)
+
+    async def _dispatch(self, request: web.Request) -> web.StreamResponse:
+        raw = await request.read()
+        try:
+            body = json.loads(raw) if raw else {}
+        except ValueError:
+            body = None
+        # Record before answering so tests see requests that got errors or hung.
+        recorded = RecordedRequest(
+            path=request.path,
+            headers={k.lower(): v for k, v in request.headers.items()},
+            body=body if isinstance(body, dict) else {},
+            time=asyncio.get_running_loop().time(),
+        )
+        self.requests.append(recorded)
+        if not isinstance(body, dict):
+            return self._error(ErrorReply(400, "invalid_request_error", "request body is not a JSON object"))
+        if request.method == "POST" and request.path == "/v1/messages/count_tokens":
+            return web.json_response({"input_tokens": len(raw) // 4})
+        if request.method != "POST" or request.path != "/v1/messages":
+            return self._error(ErrorReply(404, "not_found_error", f"{request.method} {request.path} not found"))
+
+        # The script is chosen on arrival so queue order follows arrival order
+        # even when answers are delayed.
+        script = self._next_script(recorded)
+        delay = self.latency + getattr(script, "delay", 0.0)
+        if delay > 0:
+            await asyncio.sleep(delay)
+        return await self._answer(request, recorded, script)
+
+    def _next_script(self, recorded: RecordedRequest) -> Script:
+        if self.responder is not None:
+            script = self.responder(recorded)
+            if script is not None:
+                return script
+        if self._queue:
+            return self._queue.popleft()
+        return TextReply(self.default_text)
+
+    async def _answer(self, request: web.Request, recorded: RecordedRequest, script: Script) -> web.StreamResponse:
+        if isinstance(script, ErrorReply):
+            return self._error(script)
+        if isinstance(script, DisconnectReply):
+            assert request.transport is not None
+            request.transport.abort()
+            # Raising is how aiohttp abandons a request without writing anything.
+            raise asyncio.CancelledError
+        if isinstance(script, CustomReply):
+            result = script.handler(recorded)
+            if isinstance(result, dict):
+                return web.json_response(result)
+            return await result
+        model = str(recorded.body.get("model", "claude-fake"))
+        if recorded.body.get("stream"):
+            return await self._stream(request, model, script)
+        return self._json_message(model, script)
+
+    def _next_id(self, prefix: str) -> str:
+        self._counter += 1
+        return f"{prefix}_fake{self._counter:06d}"
+
+    def _blocks(self, script: TextReply | ToolUseReply) -> list[dict[str, Any]]:
+        if isinstance(script, TextReply):
+            return [{"type": "text", "text": script.text}]
+        blocks: list[dict[str, Any]] = []
+        if script.text is not None:
+            blocks.append({"type": "text", "text": script.text})
+        blocks.append(
+            {
+                "type": "tool_use",
+                "id": script.tool_use_id or self._next_id("toolu"),
+                "name": script.name,
+                # A sentinel string stands in for raw input until it is spliced in.
+                "input": _RAW_SENTINEL if script.raw_input_json is not None else script.input,
+            }
+        )
+        return blocks
+
+    def _json_message(self, model: str, script: TextReply | ToolUseReply) -> web.Response:
+        stop_reason = script.stop_reason if isinstance(script, TextReply) else "tool_use"
+        message = {
+            "id": self._next_id("msg"),
+            "type": "message",
+            "role": "assistant",
+            "model": model,
+            "content": self._blocks(script),
+            "stop_reason": stop_reason,
+            "stop_sequence": None,
+            "usage": {"input_tokens": script.input_tokens, "output_tokens": script.output_tokens},
+        }
+        text = json.dumps(message)
+        if isinstance(script, ToolUseReply) and script.raw_input_json is not None:
+            # Splice the raw text in place of the placeholder so it is sent byte-for-byte.
+            text = text.replace(json.dumps(_RAW_SENTINEL), script.raw_input_json, 1)
+        return web.Response(text=text, content_type="application/json", headers=self._headers())
+
+    async def _stream(self, request: web.Request, model: str, script: TextReply | ToolUseReply) -> web.StreamResponse:
+        response = web.StreamResponse(headers={**self._headers(), "Content-Type": "text/event-stream"})
+        await response.prepare(request)
+
+        async def send(event: str, data: dict[str, Any]) -> None:
+            await response.write(f"event: {event}\ndata: {json.dumps({'type': event, **data})}\n\n".encode())
+
+        stop_reason = script.stop_reason if isinstance(script, TextReply) else "tool_use"
+        message = {
+            "id": self._next_id("msg"),
+            "type": "message",
+            "role": "assistant",
+            "model": model,
+            "content": [],
+            "stop_reason": None,
+            "stop_sequence": None,
+            "usage": {"input_tokens": script.input_tokens, "output_tokens": 1},
+        }
+        await send("message_start", {"message": message})
+        await send("ping", {})
+        for index, block in enumerate(self._blocks(script)):
+            if block["type"] == "text":
+                await send("content_block_start", {"index": index, "content_block": {"type": "text", "text": ""}})
+                for chunk in _chunks(block["text"]):
+                    await send("content_block_delta", {"index": index, "delta": {"type": "text_delta", "text": chunk}})
+            else:
+                assert isinstance(script, ToolUseReply)
+                start = {**block, "input": {}}
+                await send("content_block_start", {"index": index, "content_block": start})
+                raw = script.raw_input_json if script.raw_input_json is not None else json.dumps(block["input"])
+                # Several deltas, as the real API does, so accumulation is exercised.
+                for chunk in _chunks(raw):
+                    delta = {"type": "input_json_delta", "partial_json": chunk}
+                    await send("content_block_delta", {"index": index, "delta": delta})
+            await send("content_block_stop", {"index": index})
+        await send(
+            "message_delta",
+            {
+                "delta": {"stop_reason": stop_reason, "stop_sequence": None},
+                "usage": {"output_tokens": script.output_tokens},
+            },
+        )
+        await send("message_stop", {})
+        await response.write_eof()
+        return response
+
+    def _error(self, script: ErrorReply) -> web.Response:
+        headers = self._headers()
+        if script.retry_after is not None:
+            headers["retry-after"] = str(script.retry_after)
+        body = {"type": "error", "error": {"type": script.error_type, "message": script.message}}
+        return web.json_response(body, status=script.status, headers=headers)
+
+    def _headers(self) -> dict[str, str]:
+        return {"request-id": self._next_id("req")}
+
+
+def _chunks(text: str, parts: int = 3) -> list[str]:
+    """Split text into up to `parts` pieces; empty text still yields one (empty) piece."""
+    if not text:
+        return [""]
+    size = max(1, -(-len(text) // parts))
+    return [text[i : i + size] for i in range(0, len(text), size)]

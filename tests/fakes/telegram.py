@@ -1,0 +1,389 @@
+"""In-process fake of the Telegram Bot API that a real python-telegram-bot client can talk to."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+import time
+from collections import defaultdict, deque
+from types import TracebackType
+from typing import Any, Callable
+
+from aiohttp import web
+
+# Telegram types these parameters as free text; everything else PTB sends as a JSON string.
+_TEXT_FIELDS = frozenset(
+    {
+        "text", "caption", "parse_mode", "action", "title", "description", "short_description",
+        "name", "language_code", "emoji", "query", "question", "explanation", "url",
+        "inline_message_id", "callback_query_id", "business_connection_id", "first_name",
+        "last_name", "phone_number", "address", "message_effect_id", "secret_token",
+        "file_id", "sticker", "photo", "document", "audio", "video", "voice", "animation",
+    }
+)  # fmt: skip
+
+
+def _utf16_len(text: str) -> int:
+    """Entity offsets are measured in UTF-16 code units, as PTB's parse_entity expects."""
+    return len(text.encode("utf-16-le")) // 2
+
+
+def _decode(key: str, value: Any) -> Any:
+    """Turn one wire value back into the Python value the client meant."""
+    if not isinstance(value, str):
+        return value  # JSON bodies already carry their types
+    if key in _TEXT_FIELDS:
+        return value
+    try:
+        return json.loads(value)
+    except ValueError:
+        return value  # e.g. chat_id="@channel" or an opaque file id
+
+
+class FakeTelegram:
+    """A scriptable Bot API server on 127.0.0.1 with a random port."""
+
+    token: str = "123456:TEST"
+
+    def __init__(self, token: str | None = None) -> None:
+        if token is not None:
+            self.token = token
+        self.bot_user: dict[str, Any] = {
+            "id": 999,
+            "is_bot": True,
+            "first_name": "Mate",
+            "username": "mate_bot",
+        }
+        self.base_url = ""
+        self.base_file_url = ""
+        self.calls: list[tuple[str, dict[str, Any]]] = []
+        self.sent: list[dict[str, Any]] = []
+        self.commands: list[dict[str, Any]] = []
+        self._updates: list[dict[str, Any]] = []
+        self._update_ids = itertools.count(1)
+        self._message_ids = itertools.count(1)
+        self._messages: dict[tuple[Any, int], dict[str, Any]] = {}
+        self._chat_types: dict[Any, str] = {}
+        self._failures: dict[str, deque[dict[str, Any]]] = defaultdict(deque)
+        # Replaced on every change so waiters (long polls, wait_for_sent) wake and re-check.
+        self._changed = asyncio.Event()
+        self._closing = False
+        self._runner: web.AppRunner | None = None
+        self._handlers: dict[str, Callable[[dict[str, Any]], Any]] = {
+            "getMe": lambda p: self.bot_user,
+            "deleteWebhook": lambda p: True,
+            "sendMessage": self._send_message,
+            "sendChatAction": lambda p: True,
+            "setMyCommands": self._set_my_commands,
+            "getMyCommands": lambda p: self.commands,
+            "deleteMyCommands": self._delete_my_commands,
+            "editMessageText": self._edit_message_text,
+            "close": lambda p: True,
+            "logOut": lambda p: True,
+        }
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    async def __aenter__(self) -> FakeTelegram:
+        app = web.Application()
+        app.router.add_route("*", "/bot{token}/{method}", self._handle)
+        self._runner = web.AppRunner(app, shutdown_timeout=1.0)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, "127.0.0.1", 0)
+        await site.start()
+        port = self._runner.addresses[0][1]
+        self.base_url = f"http://127.0.0.1:{port}/bot"
+        self.base_file_url = f"http://127.0.0.1:{port}/file/bot"
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        # Release pending long polls first so cleanup does not wait for them.
+        self._closing = True
+        self._notify()
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+
+    # -- test-facing API ---------------------------------------------------------------------
+
+    def calls_of(self, method: str) -> list[dict[str, Any]]:
+        return [params for name, params in self.calls if name == method]
+
+    def push_update(self, update: dict[str, Any]) -> None:
+        if "update_id" not in update:
+            update["update_id"] = next(self._update_ids)
+        self._updates.append(update)
+        self._notify()
+
+    def push_text(
+        self,
+        text: str,
+        *,
+        chat_id: int = 42,
+        user_id: int = 42,
+        chat_type: str = "private",
+        first_name: str = "Alice",
+        username: str | None = "alice",
+        message_thread_id: int | None = None,
+        is_topic_message: bool = False,
+        reply_to_bot: bool = False,
+        entities: list[dict[str, Any]] | None = None,
+    ) -> dict[str, Any]:
+        message = self._incoming(chat_id, user_id, chat_type, first_name, username)
+        message["text"] = text
+        message["entities"] = self._auto_entities(text) if entities is None else entities
+        if message_thread_id is not None:
+            message["message_thread_id"] = message_thread_id
+            if chat_type == "supergroup":
+                message["chat"]["is_forum"] = True
+        if is_topic_message:
+            message["is_topic_message"] = True
+        if reply_to_bot:
+            message["reply_to_message"] = self._bot_message(
+                chat_id, {"text": "earlier reply"}, message_thread_id
+            )
+        return self._push_message(message)
+
+    def push_sticker(self, *, chat_id: int = 42, user_id: int = 42) -> dict[str, Any]:
+        message = self._incoming(chat_id, user_id, "private" if chat_id > 0 else "group")
+        message["sticker"] = {
+            "file_id": f"sticker-{message['message_id']}",
+            "file_unique_id": f"uniq-{message['message_id']}",
+            "type": "regular",
+            "width": 512,
+            "height": 512,
+            "is_animated": False,
+            "is_video": False,
+            "emoji": "👍",
+        }
+        return self._push_message(message)
+
+    def fail_next(
+        self,
+        method: str,
+        *,
+        error_code: int,
+        description: str,
+        retry_after: int | None = None,
+    ) -> None:
+        if retry_after is not None and retry_after < 1:
+            # PTB only raises RetryAfter for a truthy retry_after; 0 would surface as NetworkError.
+            raise ValueError("retry_after must be >= 1: PTB ignores retry_after=0")
+        error: dict[str, Any] = {"ok": False, "error_code": error_code, "description": description}
+        if retry_after is not None:
+            error["parameters"] = {"retry_after": retry_after}
+        self._failures[method].append(error)
+
+    async def wait_for_sent(self, count: int = 1, timeout: float = 5.0) -> list[dict[str, Any]]:
+        if not await self._wait_until(lambda: len(self.sent) >= count, timeout):
+            raise AssertionError(
+                f"expected {count} sent message(s) within {timeout}s, got {len(self.sent)}: "
+                f"{self.sent!r}; calls: {[name for name, _ in self.calls]}"
+            )
+        return list(self.sent)
+
+    # -- HTTP --------------------------------------------------------------------------------
+
+    async def _handle(self, request: web.Request) -> web.Response:
+        if request.match_info["token"] != self.token:
+            # PTB maps 401/404 to InvalidToken.
+            return self._reply({"ok": False, "error_code": 401, "description": "Unauthorized"})
+        method = request.match_info["method"]
+        params = await self._params(request)
+        self.calls.append((method, params))
+        if self._failures[method]:
+            return self._reply(self._failures[method].popleft())
+        if method == "getUpdates":
+            result: Any = await self._get_updates(params)
+        else:
+            handler = self._handlers.get(method, self._fallback(method))
+            result = handler(params)
+        return self._reply({"ok": True, "result": result})
+
+    @staticmethod
+    async def _params(request: web.Request) -> dict[str, Any]:
+        raw: dict[str, Any] = dict(request.query)
+        if request.content_type == "application/json":
+            body = await request.json() if request.can_read_body else {}
+            raw.update(body or {})
+        elif request.can_read_body:
+            for key, value in (await request.post()).items():
+                if isinstance(value, web.FileField):
+                    raw[key] = {
+                        "filename": value.filename,
+                        "content_type": value.content_type,
+                        "data": value.file.read(),
+                    }
+                else:
+                    raw[key] = value
+        params = {key: _decode(key, value) for key, value in raw.items()}
+        if isinstance(params.get("chat_id"), str) and params["chat_id"].lstrip("-").isdigit():
+            params["chat_id"] = int(params["chat_id"])
+        return params
+
+    @staticmethod
+    def _reply(payload: dict[str, Any]) -> web.Response:
+        status = 200 if payload["ok"] else int(payload["error_code"])
+        return web.json_response(payload, status=status)
+
+    # -- methods -----------------------------------------------------------------------------
+
+    async def _get_updates(self, params: dict[str, Any]) -> list[dict[str, Any]]:
+        offset = int(params.get("offset") or 0)
+        if offset > 0:
+            # Telegram forgets everything below the offset: that is the confirmation.
+            self._updates = [u for u in self._updates if u["update_id"] >= offset]
+        elif offset < 0:
+            self._updates = self._updates[offset:]
+        # Capped at 1 s so a test never blocks on a long poll.
+        wait = min(float(params.get("timeout") or 0), 1.0)
+        await self._wait_until(lambda: bool(self._updates) or self._closing, wait)
+        limit = int(params.get("limit") or 100)
+        return self._updates[:limit]
+
+    def _send_message(self, params: dict[str, Any]) -> dict[str, Any]:
+        reply = params.get("reply_parameters")
+        if isinstance(reply, dict) and "reply_to_message_id" not in params:
+            # PTB 22 always sends reply_parameters; expose the flat id tests usually want.
+            params["reply_to_message_id"] = reply.get("message_id")
+        fields: dict[str, Any] = {"text": params.get("text", "")}
+        if params.get("entities"):
+            fields["entities"] = params["entities"]
+        message = self._bot_message(params["chat_id"], fields, params.get("message_thread_id"))
+        reply_id = params.get("reply_to_message_id")
+        if reply_id is not None and (params["chat_id"], reply_id) in self._messages:
+            message["reply_to_message"] = self._messages[(params["chat_id"], reply_id)]
+        self.sent.append(params)
+        self._notify()
+        return message
+
+    def _set_my_commands(self, params: dict[str, Any]) -> bool:
+        self.commands = list(params.get("commands") or [])
+        return True
+
+    def _delete_my_commands(self, params: dict[str, Any]) -> bool:
+        self.commands = []
+        return True
+
+    def _edit_message_text(self, params: dict[str, Any]) -> dict[str, Any] | bool:
+        if "inline_message_id" in params:
+            return True  # Telegram answers inline edits with a bare True.
+        key = (params["chat_id"], int(params["message_id"]))
+        message = self._messages.get(key) or self._bot_message(params["chat_id"], {}, None)
+        message.update(text=params.get("text", ""), edit_date=int(time.time()))
+        if params.get("entities"):
+            message["entities"] = params["entities"]
+        return message
+
+    def _fallback(self, method: str) -> Callable[[dict[str, Any]], Any]:
+        if not method.startswith("send"):
+            return lambda p: True
+
+        # PTB parses send* results as Message objects; a bare True would crash it.
+        def send(p: dict[str, Any]) -> Any:
+            fields = {"caption": p["caption"]} if "caption" in p else {}
+            message = self._bot_message(p.get("chat_id", 0), fields, p.get("message_thread_id"))
+            return [message] if method == "sendMediaGroup" else message
+
+        return send
+
+    # -- builders ----------------------------------------------------------------------------
+
+    def _chat(self, chat_id: Any, chat_type: str | None = None) -> dict[str, Any]:
+        if chat_type is None:
+            default = "private" if isinstance(chat_id, int) and chat_id > 0 else "supergroup"
+            chat_type = self._chat_types.get(chat_id, default)
+        chat: dict[str, Any] = {"id": chat_id, "type": chat_type}
+        if chat_type == "private":
+            chat["first_name"] = "Alice"
+        else:
+            chat["title"] = "Test Group"
+        return chat
+
+    def _incoming(
+        self,
+        chat_id: int,
+        user_id: int,
+        chat_type: str,
+        first_name: str = "Alice",
+        username: str | None = "alice",
+    ) -> dict[str, Any]:
+        self._chat_types[chat_id] = chat_type
+        chat = self._chat(chat_id, chat_type)
+        user: dict[str, Any] = {"id": user_id, "is_bot": False, "first_name": first_name}
+        if username is not None:
+            user["username"] = username
+        if chat_type == "private":
+            chat.update({k: v for k, v in user.items() if k in ("first_name", "username")})
+        return {
+            "message_id": next(self._message_ids),
+            "date": int(time.time()),
+            "chat": chat,
+            "from": user,
+        }
+
+    def _push_message(self, message: dict[str, Any]) -> dict[str, Any]:
+        self._messages[(message["chat"]["id"], message["message_id"])] = message
+        update = {"update_id": next(self._update_ids), "message": message}
+        self.push_update(update)
+        return update
+
+    def _bot_message(
+        self, chat_id: Any, fields: dict[str, Any], thread_id: int | None
+    ) -> dict[str, Any]:
+        message: dict[str, Any] = {
+            "message_id": next(self._message_ids),
+            "date": int(time.time()),
+            "chat": self._chat(chat_id),
+            "from": self.bot_user,
+            **fields,
+        }
+        if thread_id is not None:
+            message["message_thread_id"] = thread_id
+            message["is_topic_message"] = True
+        self._messages[(chat_id, message["message_id"])] = message
+        return message
+
+    def _auto_entities(self, text: str) -> list[dict[str, Any]]:
+        entities: list[dict[str, Any]] = []
+        command_end = 0
+        if text.startswith("/"):
+            command = text.split(maxsplit=1)[0]
+            command_end = len(command)
+            entities.append({"type": "bot_command", "offset": 0, "length": _utf16_len(command)})
+        mention = f"@{self.bot_user['username']}"
+        start = text.find(mention, command_end)
+        if start >= 0:
+            entities.append(
+                {
+                    "type": "mention",
+                    "offset": _utf16_len(text[:start]),
+                    "length": _utf16_len(mention),
+                }
+            )
+        return entities
+
+    # -- waiting -----------------------------------------------------------------------------
+
+    def _notify(self) -> None:
+        self._changed.set()
+        self._changed = asyncio.Event()
+
+    async def _wait_until(self, predicate: Callable[[], bool], timeout: float) -> bool:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        while not predicate():
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                return False
+            try:
+                await asyncio.wait_for(self._changed.wait(), remaining)
+            except TimeoutError:
+                return predicate()
+        return True

@@ -1,0 +1,227 @@
+"""Checks that the fake Anthropic server behaves as the real SDK expects."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+import anthropic
+import pytest
+from aiohttp import web
+
+from tests.fakes.anthropic import FakeAnthropic, RecordedRequest, Script, TextReply
+
+MESSAGES: list[dict[str, Any]] = [{"role": "user", "content": "hi"}]
+KW: dict[str, Any] = {"model": "claude-test", "max_tokens": 100, "messages": MESSAGES}
+
+ClientFactory = Callable[..., anthropic.AsyncAnthropic]
+
+
+@pytest.fixture(autouse=True)
+def no_proxy(monkeypatch: pytest.MonkeyPatch) -> None:
+    # httpx honours proxy variables; a proxy would swallow 127.0.0.1 traffic.
+    monkeypatch.setenv("NO_PROXY", "127.0.0.1,localhost")
+    monkeypatch.setenv("no_proxy", "127.0.0.1,localhost")
+
+
+@pytest.fixture
+async def fake() -> AsyncIterator[FakeAnthropic]:
+    async with FakeAnthropic() as server:
+        yield server
+
+
+@pytest.fixture
+async def make_client(fake: FakeAnthropic) -> AsyncIterator[ClientFactory]:
+    clients: list[anthropic.AsyncAnthropic] = []
+
+    def make(max_retries: int = 0, timeout: float = 5.0) -> anthropic.AsyncAnthropic:
+        client = anthropic.AsyncAnthropic(
+            api_key="test-key", base_url=fake.url, max_retries=max_retries, timeout=timeout
+        )
+        clients.append(client)
+        return client
+
+    yield make
+    # Closing here keeps filterwarnings=error from tripping on unclosed transports.
+    for client in clients:
+        await client.close()
+
+
+async def test_text_reply_and_usage(fake: FakeAnthropic, make_client: ClientFactory) -> None:
+    fake.reply_text("hello there", input_tokens=42, output_tokens=7)
+    message = await make_client().messages.create(system="be nice", **KW)
+    assert message.content[0].type == "text"
+    assert message.content[0].text == "hello there"
+    assert message.model == "claude-test"
+    assert message.stop_reason == "end_turn"
+    assert (message.usage.input_tokens, message.usage.output_tokens) == (42, 7)
+    assert message.id.startswith("msg_")
+    body = fake.messages_requests()[0]
+    assert body["system"] == "be nice" and body["messages"] == MESSAGES
+    assert fake.requests[0].path == "/v1/messages"
+
+
+async def test_default_text_when_queue_empty(fake: FakeAnthropic, make_client: ClientFactory) -> None:
+    fake.default_text = "fallback"
+    message = await make_client().messages.create(**KW)
+    assert message.content[0].type == "text" and message.content[0].text == "fallback"
+
+
+async def test_tool_use_parsed(fake: FakeAnthropic, make_client: ClientFactory) -> None:
+    fake.reply_tool_use("remember", {"fact": "likes tea"}, tool_use_id="toolu_1", text="Saving.")
+    message = await make_client().messages.create(**KW)
+    assert message.stop_reason == "tool_use"
+    text, tool = message.content
+    assert text.type == "text" and text.text == "Saving."
+    assert tool.type == "tool_use"
+    assert (tool.id, tool.name, tool.input) == ("toolu_1", "remember", {"fact": "likes tea"})
+
+
+async def test_raw_tool_input_passes_through_unvalidated(fake: FakeAnthropic, make_client: ClientFactory) -> None:
+    fake.reply_raw_tool_use("remember", '"not an object"')
+    fake.reply_raw_tool_use("remember", '{"fact": ')
+    client = make_client()
+    message = await client.messages.create(**KW)
+    tool = message.content[0]
+    assert tool.type == "tool_use" and tool.input == "not an object"  # type: ignore[comparison-overlap]
+    # Unparsable JSON breaks the whole body; the SDK lets the decode error escape.
+    with pytest.raises(json.JSONDecodeError):
+        await client.messages.create(**KW)
+
+
+async def test_prompt_too_long(fake: FakeAnthropic, make_client: ClientFactory) -> None:
+    fake.reply_prompt_too_long(210000, 200000)
+    with pytest.raises(anthropic.BadRequestError) as info:
+        await make_client(max_retries=2).messages.create(**KW)
+    assert info.value.status_code == 400
+    assert "prompt is too long: 210000 tokens > 200000 maximum" in info.value.message
+    assert isinstance(info.value.body, dict) and info.value.body["error"]["type"] == "invalid_request_error"
+    assert len(fake.requests) == 1  # 400 is not retried
+
+
+async def test_rate_limit_retried_then_success(fake: FakeAnthropic, make_client: ClientFactory) -> None:
+    # retry-after must be > 0 to be honoured; 0 falls back to ~0.5 s backoff.
+    fake.reply_error(429, "rate_limit_error", "slow down", retry_after=0.001)
+    fake.reply_text("finally")
+    message = await make_client(max_retries=2).messages.create(**KW)
+    assert message.content[0].type == "text" and message.content[0].text == "finally"
+    assert len(fake.requests) == 2
+    assert fake.requests[1].headers["x-stainless-retry-count"] == "1"
+
+
+async def test_overloaded_retried_then_raised(fake: FakeAnthropic, make_client: ClientFactory) -> None:
+    for _ in range(2):
+        fake.reply_error(529, "overloaded_error", "Overloaded", retry_after=0.001)
+    with pytest.raises(anthropic.InternalServerError) as info:
+        await make_client(max_retries=1).messages.create(**KW)
+    assert isinstance(info.value, anthropic.OverloadedError) and info.value.status_code == 529
+    assert len(fake.requests) == 2
+
+
+async def test_server_error_without_retries(fake: FakeAnthropic, make_client: ClientFactory) -> None:
+    fake.reply_error(500, "api_error", "boom")
+    with pytest.raises(anthropic.InternalServerError):
+        await make_client(max_retries=0).messages.create(**KW)
+    assert len(fake.requests) == 1
+
+
+async def test_disconnect_is_connection_error(fake: FakeAnthropic, make_client: ClientFactory) -> None:
+    fake.reply_disconnect()
+    client = make_client()
+    with pytest.raises(anthropic.APIConnectionError) as info:
+        await client.messages.create(**KW)
+    assert not isinstance(info.value, anthropic.APITimeoutError)
+    assert len(fake.requests) == 1
+    # The server keeps serving after dropping a connection.
+    message = await client.messages.create(**KW)
+    assert message.content[0].type == "text" and message.content[0].text == "ok"
+
+
+async def test_latency_causes_timeout(fake: FakeAnthropic, make_client: ClientFactory) -> None:
+    fake.latency = 0.5
+    with pytest.raises(anthropic.APITimeoutError):
+        await make_client(timeout=0.2).messages.create(**KW)
+    assert len(fake.requests) == 1  # recorded on arrival, before the wait
+
+
+async def test_streaming_text(fake: FakeAnthropic, make_client: ClientFactory) -> None:
+    fake.reply_text("streamed words here", input_tokens=12, output_tokens=3)
+    async with make_client().messages.stream(**KW) as stream:
+        chunks = [chunk async for chunk in stream.text_stream]
+        message = await stream.get_final_message()
+    assert len(chunks) > 1 and "".join(chunks) == "streamed words here"
+    assert message.stop_reason == "end_turn"
+    assert (message.usage.input_tokens, message.usage.output_tokens) == (12, 3)
+    assert fake.messages_requests()[0]["stream"] is True
+
+
+async def test_streaming_event_sequence_and_tool_use(fake: FakeAnthropic, make_client: ClientFactory) -> None:
+    fake.reply_tool_use("lookup", {"q": "weather", "n": [1, 2]}, text="Checking.")
+    stream = await make_client().messages.create(stream=True, **KW)
+    events = [event.type async for event in stream]
+    assert events[0] == "message_start" and events[-2:] == ["message_delta", "message_stop"]
+    assert events.count("content_block_start") == events.count("content_block_stop") == 2
+
+    fake.reply_tool_use("lookup", {"q": "weather"})
+    async with make_client().messages.stream(**KW) as accumulating:
+        message = await accumulating.get_final_message()
+    tool = message.content[0]
+    assert tool.type == "tool_use" and tool.input == {"q": "weather"}
+    assert message.stop_reason == "tool_use"
+
+
+async def test_count_tokens(fake: FakeAnthropic, make_client: ClientFactory) -> None:
+    result = await make_client().messages.count_tokens(model="claude-test", messages=MESSAGES)
+    raw_len = len(json.dumps({"messages": MESSAGES, "model": "claude-test"}))
+    assert abs(result.input_tokens - raw_len // 4) <= 2
+    assert fake.messages_requests() == []  # count_tokens is not a messages request
+
+
+async def test_responder_takes_precedence(fake: FakeAnthropic, make_client: ClientFactory) -> None:
+    def responder(request: RecordedRequest) -> Script | None:
+        # Answer by content so concurrent requests get stable replies.
+        content = request.body["messages"][-1]["content"]
+        return TextReply(f"echo {content}", delay=0.05 if content == "slow" else 0.0) if content != "queue" else None
+
+    fake.responder = responder
+    fake.reply_text("from queue")
+    client = make_client()
+
+    async def ask(content: str) -> str:
+        message = await client.messages.create(
+            model="m", max_tokens=10, messages=[{"role": "user", "content": content}]
+        )
+        block = message.content[0]
+        assert block.type == "text"
+        return block.text
+
+    assert await asyncio.gather(ask("slow"), ask("fast"), ask("queue")) == ["echo slow", "echo fast", "from queue"]
+
+
+async def test_reply_with_custom_handlers(fake: FakeAnthropic, make_client: ClientFactory) -> None:
+    async def teapot(request: RecordedRequest) -> web.StreamResponse:
+        return web.json_response({"type": "error", "error": {"type": "teapot", "message": "short"}}, status=418)
+
+    def shaped(request: RecordedRequest) -> dict[str, Any]:
+        return {
+            "id": "msg_x",
+            "type": "message",
+            "role": "assistant",
+            "model": request.body["model"],
+            "content": [{"type": "text", "text": "custom"}],
+            "stop_reason": "max_tokens",
+            "stop_sequence": None,
+            "usage": {"input_tokens": 1, "output_tokens": 1},
+        }
+
+    fake.reply_with(teapot)
+    fake.reply_with(shaped)
+    client = make_client()
+    with pytest.raises(anthropic.APIStatusError) as info:
+        await client.messages.create(**KW)
+    assert info.value.status_code == 418
+    message = await client.messages.create(**KW)
+    assert message.stop_reason == "max_tokens"
+    assert message.content[0].type == "text" and message.content[0].text == "custom"

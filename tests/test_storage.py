@@ -1,0 +1,98 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import aiosqlite
+
+from bot.storage import Database, Repositories
+from bot.storage.migrations import MIGRATIONS
+
+SPEC_TABLES = {
+    "mate_agent", "mate_conversation", "mate_message", "mate_workspace_file", "mate_cron_job",
+    "mate_memory_pending", "mate_memory_run", "schema_version",
+}
+
+
+async def _schema(path: Path) -> list[tuple[str, str]]:
+    async with aiosqlite.connect(path) as conn:
+        async with conn.execute("SELECT name, sql FROM sqlite_master ORDER BY name") as cur:
+            return [(r[0], r[1]) for r in await cur.fetchall()]
+
+
+async def test_blank_database_gets_every_table_wal_and_foreign_keys(tmp_path: Path) -> None:
+    path = tmp_path / "sub" / "mate.db"
+    async with Database(path) as db:
+        names = {name for name, _ in await _schema(path)}
+        assert SPEC_TABLES <= names
+        assert await db.schema_version() == MIGRATIONS[-1][0]
+        mode = await db.fetchone("PRAGMA journal_mode")
+        assert mode[0] == "wal"
+        fk = await db.fetchone("PRAGMA foreign_keys")
+        assert fk[0] == 1
+
+
+async def test_second_start_changes_nothing(tmp_path: Path) -> None:
+    path = tmp_path / "mate.db"
+    async with Database(path) as db:
+        await Repositories.over(db).agents.ensure(1, "Mate")
+    first = await _schema(path)
+    async with Database(path) as db:
+        rows = await db.fetchall("SELECT version FROM schema_version")
+        assert len(rows) == len(MIGRATIONS)
+        assert [a.name for a in await Repositories.over(db).agents.list()] == ["Mate"]
+    assert await _schema(path) == first
+
+
+async def test_foreign_keys_are_enforced(tmp_path: Path) -> None:
+    async with Database(tmp_path / "mate.db") as db:
+        repos = Repositories.over(db)
+        try:
+            await repos.messages.add("no-such-conversation", "user", "hi", 1)
+        except aiosqlite.IntegrityError:
+            pass
+        else:
+            raise AssertionError("a message without its conversation was stored")
+
+
+async def test_message_window_queries(tmp_path: Path) -> None:
+    async with Database(tmp_path / "mate.db") as db:
+        repos = Repositories.over(db)
+        await repos.agents.ensure(1, "Mate")
+        await repos.conversations.create("console:me", agent_id=1, channel="console", chat_key="console:me",
+                                         trigger_source="console")
+        ids = await repos.messages.add_many("console:me", [("user", f"m{i}", i) for i in range(10)])
+        assert ids == sorted(ids)
+        assert [m.content for m in await repos.messages.latest("console:me", 3)] == ["m7", "m8", "m9"]
+        assert [m.content for m in await repos.messages.oldest("console:me", 2, after_id=ids[4])] == ["m5", "m6"]
+        assert await repos.messages.count("console:me", after_id=ids[1], upto_id=ids[3]) == 2
+        assert await repos.messages.token_sum("console:me", ids[7]) == 8 + 9
+        assert await repos.conversations.set_summary("console:me", "s", ids[5])
+        assert not await repos.conversations.set_summary("console:me", "older", ids[2])
+        conversation = await repos.conversations.get("console:me")
+        assert (conversation.summary, conversation.summary_upto_message_id) == ("s", ids[5])
+
+
+async def test_per_chat_agents_are_stable_and_above_configured_ids(tmp_path: Path) -> None:
+    async with Database(tmp_path / "mate.db") as db:
+        agents = Repositories.over(db).agents
+        await agents.ensure(1, "Mate")
+        first, created = await agents.create_for_chat("tg:-100", "Group", 5)
+        again, created_again = await agents.create_for_chat("tg:-100", "Group", 5)
+        other, _ = await agents.create_for_chat("tg:-200", "Other", 5)
+        assert (first, created, again, created_again) == (6, True, 6, False)
+        assert other == 7
+
+
+async def test_pending_rows_coalesce_per_conversation(tmp_path: Path) -> None:
+    async with Database(tmp_path / "mate.db") as db:
+        repos = Repositories.over(db)
+        await repos.agents.ensure(1, "Mate")
+        await repos.conversations.create("c", agent_id=1, channel="console", chat_key="c", trigger_source="console")
+        await repos.memory_pending.upsert("c", 1, 10, "console")
+        await repos.memory_pending.upsert("c", 1, 7, "console")
+        (row,) = await repos.memory_pending.all()
+        assert row.upto_message_id == 10
+        await repos.memory_pending.complete("c", 9)
+        assert await repos.memory_pending.get("c") is not None
+        await repos.memory_pending.complete("c", 10)
+        assert await repos.memory_pending.all() == []

@@ -1,0 +1,92 @@
+from __future__ import annotations
+
+import pytest
+
+from bot.app import Core
+from bot.errors import VersionConflict
+from bot.prompts import PromptLibrary
+from memory.workspace import SEED_FILES
+
+
+async def test_seeded_files_flags_and_order(core: Core) -> None:
+    files = await core.workspace.list(1)
+    assert [(f.filename, f.enabled, f.sort_order) for f in files] == [
+        ("AGENTS.md", True, 0), ("SOUL.md", True, 1), ("PROFILE.md", True, 2), ("MEMORY.md", True, 3)
+    ]
+    prompts = PromptLibrary("en")
+    for record in files:
+        assert record.content == prompts.workspace_seed(record.filename)
+        assert record.file_size == len(record.content.encode("utf-8"))
+        assert record.version == 1
+
+
+async def test_seeding_twice_creates_nothing(core: Core) -> None:
+    assert await core.workspace.seed(1) == 0
+    assert len(await core.workspace.list(1)) == len(SEED_FILES)
+
+
+async def test_seed_creates_one_cron_job_per_agent(core: Core) -> None:
+    await core.agents.ensure_configured()
+    (job,) = await core.repos.cron_jobs.for_agent(1)
+    assert (job.cron_expression, job.task_type, job.enabled) == ("0 2 * * *", "text", True)
+    assert "MEMORY.md" in job.trigger_message
+
+
+async def test_system_prompt_format_is_byte_exact_with_cjk(core: Core) -> None:
+    for name, _ in SEED_FILES:
+        await core.workspace.write(1, name, "")
+    await core.workspace.write(1, "AGENTS.md", "规则一\n规则二\n")
+    await core.workspace.write(1, "PROFILE.md", "名字：小明 🙂")
+    await core.workspace.write(1, "notes.md", "not injected")  # new files start disabled
+    await core.workspace.write(1, "ZZZ.md", "late", enabled=True, sort_order=3)
+    prompt = await core.workspace.build_system_prompt(1, "Base prompt.")
+    expected = (
+        "Base prompt.\n\n"
+        "--- AGENTS.md ---\n规则一\n规则二\n\n"
+        "--- PROFILE.md ---\n名字：小明 🙂\n\n"
+        "--- ZZZ.md ---\nlate"
+    )
+    assert prompt.encode("utf-8") == expected.encode("utf-8")
+
+
+async def test_file_size_counts_utf8_bytes(core: Core) -> None:
+    outcome = await core.workspace.write(1, "memory/2026-04-01.md", "咖啡")
+    assert (outcome.created, outcome.file.file_size, outcome.file.enabled) == (True, 6, False)
+
+
+async def test_logical_delete_hides_file_and_frees_its_name(core: Core) -> None:
+    await core.workspace.write(1, "notes.md", "first")
+    assert await core.workspace.delete(1, "notes.md")
+    assert await core.workspace.get(1, "notes.md") is None
+    assert "notes.md" not in [f.filename for f in await core.workspace.list(1)]
+    again = await core.workspace.write(1, "notes.md", "second", expected_version=0)
+    assert again.created and again.file.content == "second"
+    rows = await core.db.fetchall(
+        "SELECT content, deleted FROM mate_workspace_file WHERE filename = 'notes.md' ORDER BY id"
+    )
+    assert [(r[0], r[1]) for r in rows] == [("first", 1), ("second", 0)]
+
+
+async def test_version_increments_and_conflict_is_reported(core: Core) -> None:
+    _, version = await core.workspace.read_text(1, "MEMORY.md")
+    first = await core.workspace.write(1, "MEMORY.md", "A", expected_version=version)
+    assert first.file.version == version + 1
+    with pytest.raises(VersionConflict):
+        await core.workspace.write(1, "MEMORY.md", "B", expected_version=version)
+    assert (await core.workspace.get(1, "MEMORY.md")).content == "A"
+    with pytest.raises(VersionConflict):
+        await core.workspace.write(1, "MEMORY.md", "C", expected_version=0)
+
+
+async def test_append_creates_with_header_then_appends(core: Core) -> None:
+    name = "memory/2026-04-03.md"
+    await core.workspace.append(1, name, "- first", header="# 2026-04-03")
+    await core.workspace.append(1, name, "- second", header="# 2026-04-03")
+    assert (await core.workspace.get(1, name)).content == "# 2026-04-03\n\n- first\n\n- second\n"
+
+
+async def test_agents_do_not_share_files(core: Core) -> None:
+    other = await core.agents.for_chat("tg:-1", "Group")
+    await core.workspace.write(1, "PROFILE.md", "owner secret")
+    assert "owner secret" not in await core.workspace.build_system_prompt(other)
+    assert len(await core.workspace.list(other)) == len(SEED_FILES)
