@@ -240,16 +240,28 @@ _LINK = re.compile(r"\[([^\[\]\n]+)\]\(\s*([^\s()]+(?:\([^\s()]*\)[^\s()]*)*)\s*
 _BARE_URL = re.compile(r"(?i)\b(?:https?|tg)://[^\s<>()\[\]]+")
 _SAFE_SCHEME = re.compile(r"(?i)(?:https?|tg|mailto):")
 _HEADING = re.compile(r"[ \t]{0,3}#{1,6}[ \t]+(.*?)(?:[ \t]+#+)?[ \t]*")
-_WRAPPED_BOLD = re.compile(r"\*\*(.+)\*\*|__(.+)__")
 _LANG = re.compile(r"[\w.+#-]+")
 _TAG = re.compile(r"<(/?)([a-z]+)[^>]*>")
 
-# Applied in order; the lookarounds keep 2*3*4 and snake_case_names literal.
+# Applied in order. ASCII-alnum lookarounds keep x**2 and 2*3*4 literal without breaking
+# bold glued to CJK text; \w lookarounds keep snake_case_names literal.
 _EMPHASIS: tuple[tuple[re.Pattern[str], str, str], ...] = (
-    (re.compile(r"\*\*\*(?=\S)(.+?)(?<=\S)\*\*\*"), "<b><i>", "</i></b>"),
-    (re.compile(r"\*\*(?=\S)(.+?)(?<=\S)\*\*"), "<b>", "</b>"),
-    (re.compile(r"~~(?=\S)(.+?)(?<=\S)~~"), "<s>", "</s>"),
-    (re.compile(r"(?<![\w*])\*(?=[^\s*])(.+?)(?<=[^\s*])\*(?![\w*])"), "<i>", "</i>"),
+    (
+        re.compile(r"(?<![A-Za-z0-9*])\*\*\*(?=[^\s*])(.+?)(?<=[^\s*])\*\*\*(?![A-Za-z0-9*])"),
+        "<b><i>",
+        "</i></b>",
+    ),
+    (
+        re.compile(r"(?<![A-Za-z0-9*])\*\*(?=[^\s*])(.+?)(?<=[^\s*])\*\*(?![A-Za-z0-9*])"),
+        "<b>",
+        "</b>",
+    ),
+    (re.compile(r"(?<!~)~~(?=[^\s~])(.+?)(?<=[^\s~])~~(?!~)"), "<s>", "</s>"),
+    (
+        re.compile(r"(?<![A-Za-z0-9*])\*(?=[^\s*])(.+?)(?<=[^\s*])\*(?![A-Za-z0-9*])"),
+        "<i>",
+        "</i>",
+    ),
     (re.compile(r"(?<![\w_])_(?=[^\s_])(.+?)(?<=[^\s_])_(?![\w_])"), "<i>", "</i>"),
 )
 
@@ -310,12 +322,10 @@ def _render_line(line: str, frags: list[str]) -> str:
     m = _HEADING.fullmatch(line)
     if m is None:
         return _inline(line, frags)
-    title = m.group(1)
-    # "## **Title**" is common LLM output; don't nest bold in bold.
-    wrapped = _WRAPPED_BOLD.fullmatch(title)
-    if wrapped and _balanced(_inline(wrapped.group(1) or wrapped.group(2), [])):
-        title = wrapped.group(1) or wrapped.group(2)
-    return f"<b>{_inline(title, frags)}</b>" if title else ""
+    # "## **Title**" is common LLM output; bold inside a bold line is noise, and dropping
+    # whole <b></b> pairs keeps the line balanced.
+    title = _inline(m.group(1), frags).replace("<b>", "").replace("</b>", "")
+    return f"<b>{title}</b>" if title else ""
 
 
 def _render_fence(text: str, f: _Fence) -> str:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Protocol
 
 
 @dataclass(frozen=True, slots=True)
@@ -13,3 +14,25 @@ class ConversationCompletedEvent:
     assistant_reply: str
     message_count: int
     trigger_source: str  # web | channel | console | cron
+
+
+class MemoryEventSink(Protocol):
+    """Where the router and the window hand memory work (implemented by the memory worker)."""
+
+    async def publish(self, event: ConversationCompletedEvent, upto_message_id: int) -> None:
+        """Record the event durably (mate_memory_pending), then queue it; never waits for the analysis."""
+        ...
+
+    async def extract_before_fold(self, agent_id: int, conversation_id: str, upto_message_id: int) -> None:
+        """S5 hand-off: analyse messages <= upto_message_id not yet past the memory watermark, now."""
+        ...
+
+
+class NullMemorySink:
+    """Used when memory is off (and by commands that run without the worker)."""
+
+    async def publish(self, event: ConversationCompletedEvent, upto_message_id: int) -> None:
+        return None
+
+    async def extract_before_fold(self, agent_id: int, conversation_id: str, upto_message_id: int) -> None:
+        return None

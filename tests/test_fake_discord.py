@@ -237,6 +237,22 @@ async def test_gateway_drop_resumes(dc: FakeDiscord, run: Run) -> None:
     assert (await asyncio.wait_for(messages.get(), 5)).content == "after resume"
 
 
+async def test_invalid_session_reidentifies(dc: FakeDiscord, run: Run) -> None:
+    client = make_client()
+    messages = inbox(client)
+
+    async def no_wait(shard_id: int | None, *, initial: bool = False) -> None:
+        pass  # discord.py otherwise sleeps 5 s before every re-IDENTIFY
+
+    client.before_identify_hook = no_wait  # type: ignore[method-assign]
+    await run(client)
+    await dc.drop_gateway(resumable=False)
+    await dc.wait_for(lambda: len(dc.identifies) == 2)
+    assert len(dc.resumes) == 1  # tried, refused with op 9
+    await dc.send_guild_message("fresh session")
+    assert (await asyncio.wait_for(messages.get(), 5)).content == "fresh session"
+
+
 def _set_on(name: str, event: asyncio.Event) -> Callable[[], Awaitable[None]]:
     async def handler() -> None:
         event.set()

@@ -76,7 +76,7 @@ HOSTILE_NAMES: list[object] = [
     "a" * 300 + ".md",
     # compatibility characters that fold into traversal or separators (NFKC)
     "．．/x.md",
-    "\uff0e\uff0e/x.md",
+    "memory/．/x.md",
     "\u2024\u2024/x.md",
     "memory／x.md",
     "memory＼x.md",

@@ -107,7 +107,7 @@ class FakeDiscord:
             "owner_id": "1",
             "unavailable": False,
             "large": False,
-            "member_count": 2,
+            "member_count": 1,  # just the bot, so discord.py counts the guild as chunked
             "joined_at": _now(),
             "features": [],
             "preferred_locale": "en-US",
@@ -321,7 +321,9 @@ class FakeDiscord:
                 authorizing_integration_owners={"0": "0"},
             )
         else:
-            channel = next(c for c in self.guild["channels"] if c["id"] == channel_id)
+            channel = next((c for c in self.guild["channels"] if c["id"] == channel_id), None)
+            if channel is None:
+                raise ValueError(f"no channel {channel_id!r} in the fake guild")
             interaction.update(
                 guild_id=guild_id,
                 guild={"id": guild_id, "locale": "en-US", "features": []},
@@ -378,11 +380,17 @@ class FakeDiscord:
             headers["Retry-After"] = str(retry_after)
         self._post_failures.append((status, body, headers))
 
-    async def drop_gateway(self, code: int = 4000) -> None:
-        """Close the live websocket from the server side; the client should reconnect and RESUME."""
+    async def drop_gateway(self, code: int = 4000, *, resumable: bool = True) -> None:
+        """Close the live websocket from the server side; the client reconnects and RESUMEs.
+
+        With resumable=False the session is forgotten, so the RESUME gets op 9 (invalid session)
+        and the client re-IDENTIFYs, which discord.py delays by 5 s via Client.before_identify_hook.
+        """
         ws = self._ws
         self._live.clear()
         self._ws = None
+        if not resumable:
+            self.session_id = None
         if ws is not None:
             await ws.close(code=code)
 
@@ -454,7 +462,7 @@ class FakeDiscord:
 
     async def _on_resume(self, ws: web.WebSocketResponse, data: dict[str, Any]) -> None:
         self.resumes.append(data)
-        if data.get("session_id") != self.session_id:
+        if self.session_id is None or data.get("session_id") != self.session_id:
             await self._send(ws, {"op": 9, "d": False})  # invalid session: the client re-identifies
             self._notify()
             return

@@ -1,0 +1,61 @@
+"""Tolerant parsing of the JSON object a memory model answers with (fences, chatter around it)."""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+_FENCE = re.compile(r"```(?:json|JSON)?\s*\n?(.*?)```", re.S)
+
+
+class InvalidJsonReply(ValueError):
+    """The reply holds no JSON object with the required fields."""
+
+
+def extract_json_object(text: str) -> dict[str, Any]:
+    """The first JSON object in `text`: inside a ``` fence if there is one, else anywhere."""
+    candidates = [m.group(1) for m in _FENCE.finditer(text)] + [text]
+    decoder = json.JSONDecoder()
+    for candidate in candidates:
+        start = candidate.find("{")
+        while start != -1:
+            try:
+                value, _ = decoder.raw_decode(candidate, start)
+            except json.JSONDecodeError:
+                start = candidate.find("{", start + 1)
+                continue
+            if isinstance(value, dict):
+                return value
+            start = candidate.find("{", start + 1)
+    raise InvalidJsonReply("no JSON object in the reply")
+
+
+def _as_bool(value: Any, field: str) -> bool:
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.strip().lower() in ("true", "false"):
+        return value.strip().lower() == "true"
+    raise InvalidJsonReply(f"{field} must be a boolean")
+
+
+def _as_text(value: Any, field: str) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, str):
+        return value
+    raise InvalidJsonReply(f"{field} must be a string")
+
+
+def parse_memory_reply(text: str, text_fields: tuple[str, ...]) -> dict[str, Any]:
+    """{should_update: bool, reason: str, <text_fields>: str}; missing text fields read as ''."""
+    data = extract_json_object(text)
+    if "should_update" not in data:
+        raise InvalidJsonReply("should_update is missing")
+    parsed: dict[str, Any] = {
+        "should_update": _as_bool(data["should_update"], "should_update"),
+        "reason": _as_text(data.get("reason"), "reason"),
+    }
+    for field in text_fields:
+        parsed[field] = _as_text(data.get(field), field)
+    return parsed
