@@ -24,6 +24,7 @@ def utf16_len(s: str) -> int:
 # Any indentation is accepted because LLMs indent fences inside list items.
 _FENCE_OPEN = re.compile(r"[ \t]*(`{3,}|~{3,})(.*)")
 _FENCE_CLOSE = re.compile(r"[ \t]*(`{3,}|~{3,})\s*")
+_NON_SPACE = re.compile(r"\S")
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,6 +33,7 @@ class _Fence:
 
     start: int  # first char of the opener line
     body: int  # first char after the opener line's newline
+    code: int  # first non-whitespace char of the body (``close`` when there is none)
     close: int  # first char of the closer line (len(text) when unclosed)
     end: int  # just past the closer line, excluding its newline (len(text) when unclosed)
     opener: str  # opener line without indentation, e.g. "```python"
@@ -58,12 +60,21 @@ def _find_fences(text: str) -> list[_Fence]:
             m = _FENCE_CLOSE.fullmatch(text, i, j)
             marker = open_at[3]
             if m and m.group(1)[0] == marker[0] and len(m.group(1)) >= len(marker):
-                fences.append(_Fence(open_at[0], open_at[1], i, j, open_at[2], marker, True))
+                fences.append(_fence(text, open_at, i, j, closed=True))
                 open_at = None
         i = j + 1
     if open_at is not None:
-        fences.append(_Fence(open_at[0], open_at[1], n, n, open_at[2], open_at[3], False))
+        fences.append(_fence(text, open_at, n, n, closed=False))
     return fences
+
+
+def _fence(
+    text: str, open_at: tuple[int, int, str, str], close: int, end: int, *, closed: bool
+) -> _Fence:
+    """Build a _Fence from the pending opener and where its closer was found."""
+    start, body, opener, marker = open_at
+    code = _NON_SPACE.search(text, body, close)
+    return _Fence(start, body, code.start() if code else close, close, end, opener, marker, closed)
 
 
 # --------------------------------------------------------------------------- splitting
@@ -71,7 +82,6 @@ def _find_fences(text: str) -> list[_Fence]:
 _PARAGRAPH = re.compile(r"\n[ \t]*\n")
 _LINE = re.compile(r"\n")
 _SPACE = re.compile(r"\s+")
-_NON_SPACE = re.compile(r"\S")
 _LEADING_SPACE = re.compile(r"\s*")
 
 
@@ -152,16 +162,14 @@ def split_message(text: str, limit: int, *, length: Callable[[str], int] = len) 
     def cut_state(p: int) -> tuple[int, _Fence | None]:
         """Return (usable cut at or before ``p``, fence the chunk would end inside)."""
         f = fence_after_start(p)
-        if f is None or p > f.end:
+        if f is None or p > f.end or (p == f.end and f.closed):
             return p, None
-        if p <= f.body:
-            # The chunk would end on a dangling opener line; cut before the opener instead.
+        # Inside the closer line: end the chunk with the code instead.
+        p = min(p, f.close)
+        if p <= f.code:
+            # The chunk would end on an opener with no code after it; cut before the opener.
             return f.start, None
-        if p <= f.close:
-            return p, f
-        if p < f.end:
-            return f.close, f  # inside the closer line: end the chunk with the code instead
-        return p, None
+        return p, f
 
     def choose_cut(pos: int, end: int, visible: int) -> tuple[int, _Fence | None]:
         """Pick the best boundary in ``text[pos:end]``; its separator may start at ``end``."""
@@ -185,7 +193,18 @@ def split_message(text: str, limit: int, *, length: Callable[[str], int] = len) 
     chunks: list[str] = []
     pos = _skip_separator(text, 0)
     while pos < n:
-        f = fence_after_start(pos)
+        f = fence_after_start(pos + 1)
+        if f is not None and f.start == pos:
+            if f.code == f.close:
+                # An empty code block at a chunk boundary carries nothing; drop it.
+                pos = _skip_separator(text, f.end)
+                continue
+            # Starting on an opener is handled as a reopen, so the opener line can never be
+            # cut off from its code; blank lines before the code are dropped.
+            newline = text.rfind("\n", f.body, f.code)
+            pos = newline + 1 if newline >= 0 else f.body
+        else:
+            f = fence_after_start(pos)
         reopen = f if f is not None and f.body <= pos < f.close else None
         prefix = f"{reopen.opener}\n" if reopen else ""
         room = limit - length(prefix)

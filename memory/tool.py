@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import json
 import logging
 from typing import Any
@@ -123,8 +124,8 @@ class WorkspaceMemoryTool:
         self._max_content_bytes = max_content_bytes
 
     def definitions(self) -> list[dict[str, Any]]:
-        # Deep copies through JSON: a caller that mutates a definition cannot change ours.
-        return json.loads(json.dumps(_DEFINITIONS))  # type: ignore[no-any-return]
+        # Deep copies: a caller that mutates a definition cannot change ours.
+        return copy.deepcopy(list(_DEFINITIONS))
 
     def handles(self, name: str) -> bool:
         return name in TOOL_NAMES

@@ -9,7 +9,7 @@ from bot.storage.records import CronJobRecord
 
 _COLUMNS = (
     "id, agent_id, name, cron_expression, timezone, task_type, trigger_message, enabled, "
-    "last_run_time, next_run_time, update_time"
+    "last_run_time, next_run_time, update_time, create_time"
 )
 
 
@@ -20,6 +20,7 @@ def _record(row: Any) -> CronJobRecord:
         task_type=row["task_type"], trigger_message=row["trigger_message"],
         enabled=bool(row["enabled"]), last_run_time=row["last_run_time"],
         next_run_time=row["next_run_time"], update_time=row["update_time"],
+        create_time=row["create_time"],
     )
 
 

@@ -68,6 +68,8 @@ class CronJobRecord:
     last_run_time: str | None
     next_run_time: str | None
     update_time: str
+    # Last, with a default, so records built before it existed still construct.
+    create_time: str = ""
 
 
 @dataclass(frozen=True, slots=True)

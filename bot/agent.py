@@ -1,0 +1,153 @@
+"""Agent: one turn of a conversation — window, LLM, tool loop, stored reply (SPEC S4, S5, S9)."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from bot.config import MateConfig
+from bot.context.messages import Content, HistoryItem, encode_blocks
+from bot.context.tokens import PER_MESSAGE_OVERHEAD, TokenEstimator
+from bot.context.window import ConversationWindowManager, MessageTooLong, Window
+from bot.errors import LLMError, PromptTooLong
+from bot.llm import LLMClient, LLMRequest, LLMResponse, ToolCall
+from bot.prompts import PromptLibrary
+from bot.storage import Repositories
+from bot.storage.records import ConversationRecord
+from bot.tools import ToolResult, ToolSet
+from memory.workspace import WorkspaceFileService
+
+log = logging.getLogger(__name__)
+
+_UNSTORED_ID = 1 << 62
+
+
+@dataclass(frozen=True, slots=True)
+class AgentReply:
+    text: str
+    ok: bool  # False: a refusal or apology; nothing from the model was stored
+    user_message_id: int | None = None
+    last_message_id: int | None = None
+
+
+def local_now_text(timezone_name: str) -> str:
+    from bot.clock import zone
+
+    return datetime.now(zone(timezone_name)).strftime("%Y-%m-%d %H:%M %Z").strip()
+
+
+class Agent:
+    """Answers one user message of a conversation and stores the whole turn at once."""
+
+    def __init__(
+        self, config: MateConfig, repos: Repositories, workspace: WorkspaceFileService,
+        window: ConversationWindowManager, llm: LLMClient, tokens: TokenEstimator,
+        prompts: PromptLibrary, tools: Sequence[ToolSet] = (),
+        now_text: Callable[[], str] | None = None,
+    ) -> None:
+        self._config = config
+        self._repos = repos
+        self._workspace = workspace
+        self._window = window
+        self._llm = llm
+        self._tokens = tokens
+        self._prompts = prompts
+        self._tools = list(tools)
+        self._now_text = now_text or (lambda: local_now_text(config.timezone))
+
+    @property
+    def model(self) -> str:
+        return self._config.llm.model
+
+    def tool_definitions(self) -> list[dict[str, Any]]:
+        return [d for t in self._tools for d in t.definitions()]
+
+    async def system_prompt(self, agent_id: int, agent_name: str) -> str:
+        base = self._prompts.render("agent/system", agent_name=agent_name, now=self._now_text(),
+                                    channel_hint="")
+        return await self._workspace.build_system_prompt(agent_id, base)
+
+    async def respond(
+        self, conversation: ConversationRecord, text: str, *, agent_name: str = "Mate",
+        sender_id: str | None = None, sender_name: str | None = None,
+    ) -> AgentReply:
+        tools = self.tool_definitions()
+        system = await self.system_prompt(conversation.agent_id, agent_name)
+        user_tokens = self._tokens.count_text(text)
+        pending = HistoryItem(_UNSTORED_ID, "user", text, user_tokens)
+        window = await self._window.build(conversation, system, [pending], tools, self.model)
+        if isinstance(window, MessageTooLong):
+            log.info("message too long for the window: %d > %d tokens", window.tokens, window.budget)
+            return AgentReply(self._prompts.text("too_long", tokens=window.tokens, budget=window.budget), ok=False)
+        user_id = await self._repos.messages.add(conversation.id, "user", text, user_tokens, sender_id, sender_name)
+        window.current = [HistoryItem(user_id, "user", text, user_tokens)]
+        return await self._run_turn(conversation, window, user_id)
+
+    async def _run_turn(self, conversation: ConversationRecord, window: Window, user_id: int) -> AgentReply:
+        turn: list[tuple[str, Content]] = []
+        rounds = 0
+        retried = False
+        while True:
+            extra = [("assistant" if role == "assistant" else "user", content) for role, content in turn]
+            request = LLMRequest(
+                model=self.model, system=window.system, messages=self._window.assemble(window, extra),
+                max_tokens=self._config.llm.max_output_tokens, tools=window.tools,
+            )
+            try:
+                response = await self._llm.complete(request)
+            except PromptTooLong:
+                if retried:
+                    log.warning("prompt too long even after the emergency compaction",
+                                extra={"conversation_id": conversation.id})
+                    return AgentReply(self._prompts.text("prompt_too_long"), ok=False, user_message_id=user_id)
+                log.info("prompt too long: retrying with the recent exchanges only",
+                         extra={"conversation_id": conversation.id})
+                window = self._window.compact_for_retry(window)
+                retried = True
+                continue
+            except LLMError as exc:
+                log.warning("LLM call failed: %s", exc, extra={"conversation_id": conversation.id})
+                return AgentReply(self._prompts.text("llm_error"), ok=False, user_message_id=user_id)
+            self._observe(window, turn, response)
+            if response.tool_calls and rounds < self._config.agent.max_tool_rounds:
+                rounds += 1
+                turn.append(("assistant", response.content))
+                turn.append(("tool", await self._run_tools(conversation.agent_id, response.tool_calls)))
+                continue
+            final = response.text.strip()
+            if response.tool_calls and not final:
+                final = self._prompts.text("tool_rounds_exceeded")
+            if not final:
+                final = self._prompts.text("empty_reply")
+            rows = [(role, c if isinstance(c, str) else encode_blocks(c), self._tokens.count_content(c))
+                    for role, c in turn]
+            rows.append(("assistant", final, self._tokens.count_text(final)))
+            ids = await self._repos.messages.add_many(conversation.id, rows)
+            return AgentReply(final, ok=True, user_message_id=user_id, last_message_id=ids[-1])
+
+    def _observe(self, window: Window, turn: list[tuple[str, Content]], response: LLMResponse) -> None:
+        raw = window.raw_tokens + sum(self._tokens.count_content(c) + PER_MESSAGE_OVERHEAD for _, c in turn)
+        self._tokens.observe(self.model, raw, response.input_tokens)
+
+    async def _run_tools(self, agent_id: int, calls: Sequence[ToolCall]) -> list[dict[str, Any]]:
+        results = []
+        for call in calls:
+            result = await self._run_tool(agent_id, call)
+            block: dict[str, Any] = {"type": "tool_result", "tool_use_id": call.id, "content": result.content}
+            if result.is_error:
+                block["is_error"] = True
+            results.append(block)
+        return results
+
+    async def _run_tool(self, agent_id: int, call: ToolCall) -> ToolResult:
+        for tool_set in self._tools:
+            if tool_set.handles(call.name):
+                try:
+                    return await tool_set.call(agent_id, call.name, call.input)
+                except Exception as exc:  # a tool bug goes back to the model, never up the loop
+                    log.exception("tool %s failed", call.name)
+                    return ToolResult(self._prompts.text("tool_bad_input", error=type(exc).__name__), True)
+        return ToolResult(self._prompts.text("tool_unknown", name=call.name), is_error=True)

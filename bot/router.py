@@ -1,0 +1,214 @@
+"""ChannelMessageRouter: inbound message -> agent -> reply, then the memory event (SPEC S4, S13)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from bot.agent import Agent
+from bot.agents import AgentDirectory
+from bot.config import DiscordConfig, MateConfig, TelegramConfig
+from bot.prompts import PromptLibrary
+from bot.storage import Repositories
+from bot.storage.records import ConversationRecord
+from channels.base import InboundMessage, conversation_key
+from memory.events import ConversationCompletedEvent, MemoryEventSink
+
+if TYPE_CHECKING:
+    from bot.commands import CommandHandler
+
+log = logging.getLogger(__name__)
+
+MAX_MESSAGE_CHARS = 400_000
+_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+
+
+@dataclass(frozen=True, slots=True)
+class RoutedReply:
+    text: str
+    conversation_id: str
+    agent_id: int
+
+
+def clean_text(text: str) -> str:
+    """Lone surrogates become U+FFFD and C0 controls (but tab and newlines) are dropped."""
+    repaired = text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+    return _CONTROL.sub("", repaired)
+
+
+class _KeyedLocks:
+    """One FIFO lock per conversation key, dropped when nobody holds or waits for it."""
+
+    def __init__(self) -> None:
+        self._locks: dict[str, tuple[asyncio.Lock, int]] = {}
+
+    @asynccontextmanager
+    async def hold(self, key: str) -> AsyncIterator[None]:
+        lock, users = self._locks.get(key, (asyncio.Lock(), 0))
+        self._locks[key] = (lock, users + 1)
+        try:
+            async with lock:
+                yield
+        finally:
+            lock, users = self._locks[key]
+            if users <= 1:
+                del self._locks[key]
+            else:
+                self._locks[key] = (lock, users - 1)
+
+
+class ChannelMessageRouter:
+    """Routes chats to agents and conversations; strict order within one, concurrency across."""
+
+    def __init__(
+        self, config: MateConfig, repos: Repositories, agents: AgentDirectory, agent: Agent,
+        memory: MemoryEventSink, prompts: PromptLibrary,
+    ) -> None:
+        self._config = config
+        self._repos = repos
+        self._agents = agents
+        self._agent = agent
+        self._memory = memory
+        self._prompts = prompts
+        self._locks = _KeyedLocks()
+        self._in_flight = 0
+        self._idle = asyncio.Event()
+        self._idle.set()
+        self._accepting = True
+        self.commands: CommandHandler | None = None
+
+    # -- routing ----------------------------------------------------------------------
+
+    async def agent_for(self, message: InboundMessage) -> int:
+        for rule in self._config.routing:
+            if rule.channel not in ("*", message.channel):
+                continue
+            chat = rule.chat
+            if chat == "*" or (chat == "direct" and message.is_direct) or (
+                chat == "group" and not message.is_direct) or chat == message.chat_id:
+                if rule.agent == "per-chat":
+                    title = message.chat_title or conversation_key(message)
+                    return await self._agents.for_chat(conversation_key(message), title)
+                return rule.agent
+        return self._config.agents[0].id
+
+    async def conversation_for(self, message: InboundMessage, agent_id: int) -> ConversationRecord:
+        key = conversation_key(message)
+        found = await self._repos.conversations.active_for_chat(key)
+        if found is not None and found.agent_id == agent_id:
+            return found
+        if found is not None:  # the routing changed: keep the old history, start afresh
+            await self._repos.conversations.archive(found.id)
+        return await self._create_conversation(key, message, agent_id)
+
+    async def _create_conversation(self, key: str, message: InboundMessage, agent_id: int) -> ConversationRecord:
+        count = await self._repos.conversations.count_for_chat(key)
+        conversation_id = key if count == 0 else f"{key}#{count + 1}"
+        return await self._repos.conversations.create(
+            conversation_id, agent_id=agent_id, channel=message.channel, chat_key=key,
+            trigger_source=message.trigger_source, title=message.chat_title or None,
+        )
+
+    async def new_conversation(self, conversation: ConversationRecord, message: InboundMessage) -> ConversationRecord:
+        """/new: archive the chat's conversation and open `<key>#<n>`."""
+        await self._repos.conversations.archive(conversation.id)
+        return await self._create_conversation(conversation.chat_key, message, conversation.agent_id)
+
+    # -- access -----------------------------------------------------------------------
+
+    def _policy(self, channel: str) -> TelegramConfig | DiscordConfig | None:
+        return getattr(self._config.channels, channel, None) if channel in ("telegram", "discord") else None
+
+    def is_admin(self, message: InboundMessage) -> bool:
+        policy = self._policy(message.channel)
+        if policy is None:  # console and web callers are the owner (S13)
+            return message.channel in ("console", "web") or message.is_admin
+        return message.sender_id in policy.admins
+
+    def _refusal(self, message: InboundMessage) -> str | None:
+        """None: allowed; "": ignore silently; text: answer with it and stop."""
+        policy = self._policy(message.channel)
+        if policy is None:
+            return None
+        allowed = message.sender_id in policy.admins or message.sender_id in policy.allowed_users
+        if message.is_direct:
+            if policy.dm_policy == "allowlist" and not allowed:
+                return self._prompts.text("not_allowed", user_id=message.sender_id)
+            return None
+        group_policy = getattr(policy, "group_policy", "open")
+        if group_policy == "disabled" or (group_policy == "allowlist" and not allowed):
+            return ""
+        if policy.require_mention and not message.mentions_bot and not message.text.lstrip().startswith("/"):
+            return ""
+        return None
+
+    # -- handling ---------------------------------------------------------------------
+
+    def stop_intake(self) -> None:
+        self._accepting = False
+
+    async def drain(self, timeout: float) -> bool:
+        """Wait for in-flight replies; False when the timeout passed first."""
+        try:
+            await asyncio.wait_for(self._idle.wait(), timeout)
+            return True
+        except TimeoutError:
+            return False
+
+    async def handle(self, message: InboundMessage, *, agent_id: int | None = None) -> RoutedReply | None:
+        """The reply to send back, or None when the message is ignored."""
+        if not self._accepting or not message.text.strip():
+            return None
+        refusal = self._refusal(message)
+        if refusal == "":
+            return None
+        if refusal is not None:
+            log.info("refused a message from a user not on the allowlist",
+                     extra={"channel": message.channel, "chat_id": message.chat_id})
+            return RoutedReply(refusal, conversation_key(message), 0)
+        self._in_flight += 1
+        self._idle.clear()
+        try:
+            return await self._handle(message, agent_id)
+        finally:
+            self._in_flight -= 1
+            if self._in_flight == 0:
+                self._idle.set()
+
+    async def _handle(self, message: InboundMessage, forced_agent: int | None) -> RoutedReply:
+        agent_id = forced_agent if forced_agent is not None else await self.agent_for(message)
+        key = conversation_key(message)
+        async with self._locks.hold(key):
+            conversation = await self.conversation_for(message, agent_id)
+            text = clean_text(message.text)
+            if self.commands is not None and text.lstrip().startswith("/"):
+                answer = await self.commands.handle(self, message, conversation, text.strip())
+                if answer is not None:
+                    return RoutedReply(answer, conversation.id, agent_id)
+            if len(text) > MAX_MESSAGE_CHARS:
+                return RoutedReply(self._prompts.text("message_too_large", size=len(text.encode("utf-8")),
+                                                      limit=MAX_MESSAGE_CHARS), conversation.id, agent_id)
+            stored = text if message.is_direct else f"[{message.sender_name or message.sender_id}] {text}"
+            agent = await self._agents.get(agent_id)
+            reply = await self._agent.respond(conversation, stored, agent_name=agent.name,
+                                              sender_id=message.sender_id, sender_name=message.sender_name)
+            if reply.ok and reply.last_message_id is not None:
+                await self._publish(conversation, stored, reply.text, reply.last_message_id)
+            return RoutedReply(reply.text, conversation.id, agent_id)
+
+    async def _publish(self, conversation: ConversationRecord, user_text: str, reply: str, upto: int) -> None:
+        try:
+            count = await self._repos.messages.count(conversation.id, roles=("user", "assistant"))
+            event = ConversationCompletedEvent(
+                agent_id=conversation.agent_id, conversation_id=conversation.id, user_message=user_text,
+                assistant_reply=reply, message_count=count, trigger_source=conversation.trigger_source,
+            )
+            await self._memory.publish(event, upto)
+        except Exception:  # the reply is already made; memory has its own durable retry
+            log.exception("could not publish the memory event", extra={"conversation_id": conversation.id})
+

@@ -1,0 +1,100 @@
+"""Builds the conversation pipeline (LLM, window, agent, router, commands) over a Core."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+from contextlib import AsyncExitStack, asynccontextmanager
+from dataclasses import dataclass
+from typing import Any
+
+from bot.agent import Agent
+from bot.app import Core, open_core
+from bot.commands import CommandHandler
+from bot.config import Config
+from bot.context.tokens import TokenEstimator
+from bot.context.window import ConversationWindowManager
+from bot.llm import AnthropicClient, LLMClient, OfflineClient
+from bot.router import ChannelMessageRouter
+from memory.events import MemoryEventSink, NullMemorySink
+from memory.tool import WorkspaceMemoryTool
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(slots=True)
+class Runtime:
+    core: Core
+    llm: LLMClient
+    tokens: TokenEstimator
+    window: ConversationWindowManager
+    agent: Agent
+    router: ChannelMessageRouter
+    commands: CommandHandler
+    memory: MemoryEventSink
+    offline: bool
+    extras: dict[str, Any]
+
+
+def make_llm(config: Config) -> AnthropicClient | OfflineClient:
+    if config.mate.llm.uses_anthropic:
+        return AnthropicClient(config.mate.llm)
+    return OfflineClient()
+
+
+@asynccontextmanager
+async def open_runtime(
+    config: Config, *, llm: LLMClient | None = None, with_memory_worker: bool = True,
+) -> AsyncIterator[Runtime]:
+    """Everything a conversation needs; the memory worker is built but its loop not started."""
+    async with AsyncExitStack() as stack:
+        core = await stack.enter_async_context(open_core(config))
+        mate = config.mate
+        offline = False
+        if llm is None:
+            client = make_llm(config)
+            offline = isinstance(client, OfflineClient)
+            llm = await stack.enter_async_context(client)
+        tokens = TokenEstimator()
+        memory: MemoryEventSink = NullMemorySink()
+        extras: dict[str, Any] = {}
+        summarizer = emergence = None
+        if with_memory_worker:
+            memory, summarizer, emergence = await _memory_services(stack, core, llm, extras)
+        window = ConversationWindowManager(
+            mate.agent.conversation.window, core.repos, tokens, llm, core.prompts, memory,
+            summary_model=mate.llm.effective_memory_model,
+        )
+        tool = WorkspaceMemoryTool(core.workspace, core.prompts)
+        agent = Agent(mate, core.repos, core.workspace, window, llm, tokens, core.prompts, [tool])
+        router = ChannelMessageRouter(mate, core.repos, core.agents, agent, memory, core.prompts)
+        commands = CommandHandler(mate, core.repos, core.workspace, window, agent, core.prompts,
+                                  emergence=emergence, summarizer=summarizer)
+        router.commands = commands
+        yield Runtime(core, llm, tokens, window, agent, router, commands, memory, offline, extras)
+
+
+async def _memory_services(
+    stack: AsyncExitStack, core: Core, llm: LLMClient, extras: dict[str, Any],
+) -> tuple[MemoryEventSink, Any, Any]:
+    """The memory worker and emergence service, when those modules are present."""
+    try:
+        from memory.summarization import MemorySummarizationService
+        from memory.worker import MemoryWorker
+    except ImportError:
+        return NullMemorySink(), None, None
+    mate = core.config.mate
+    service = MemorySummarizationService(mate, core.repos, core.workspace, llm, core.prompts)
+    worker = MemoryWorker(service, core.repos, mate)
+    stack.push_async_callback(worker.close)
+    extras["summarization"] = service
+    extras["worker"] = worker
+    emergence = None
+    try:
+        from memory.emergence import MemoryEmergenceService
+
+        emergence = MemoryEmergenceService(mate, core.repos, core.workspace, llm, core.prompts)
+        extras["emergence"] = emergence
+    except ImportError:
+        pass
+    return worker, worker, emergence

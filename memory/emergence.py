@@ -1,0 +1,177 @@
+"""MemoryEmergenceService: consolidates an agent's recent daily notes into MEMORY.md (SPEC S8)."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Any, Literal
+from zoneinfo import ZoneInfo
+
+from bot.config import MateConfig
+from bot.errors import LLMError, VersionConflict
+from bot.llm import LLMClient, LLMRequest
+from bot.prompts import PromptLibrary
+from bot.storage import Repositories
+from memory.filenames import is_daily_note_name
+from memory.json_reply import InvalidJsonReply, parse_memory_reply
+from memory.workspace import DAILY_PREFIX, MEMORY_FILE, SEED_FILES, WorkspaceFileService
+
+log = logging.getLogger(__name__)
+
+RUN_KIND = "emergence"
+JSON_ATTEMPTS = 3
+_FIELDS = ("memory_content",)
+# Room for a complete MEMORY.md in the reply: up to one token per character (CJK text)
+# plus the JSON around it; a truncated reply would only come back as invalid JSON.
+_REPLY_OVERHEAD_TOKENS = 1024
+_MEMORY_SORT_ORDER = dict(SEED_FILES)[MEMORY_FILE]
+
+Status = Literal["completed", "skipped", "failed", "disabled"]
+Clock = Callable[[], datetime]
+
+
+@dataclass(frozen=True, slots=True)
+class EmergenceOutcome:
+    status: Status
+    updated: bool
+    reason: str
+
+
+class _Failed(Exception):
+    """Ends a run as failed with a reason meant for the user (API msg, /memory emerge answer)."""
+
+
+def _utc_now() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+def _local_date(moment: datetime, zone: str) -> str:
+    local = moment.astimezone() if zone == "local" else moment.astimezone(ZoneInfo(zone))
+    return local.date().isoformat()
+
+
+class MemoryEmergenceService:
+    """One emerge() call = one LLM consolidation (redone once on a concurrent edit) = one run row."""
+
+    def __init__(
+        self, config: MateConfig, repos: Repositories, workspace: WorkspaceFileService,
+        llm: LLMClient, prompts: PromptLibrary, clock: Clock = _utc_now,
+    ) -> None:
+        self._config = config
+        self._memory = config.memory
+        self._repos = repos
+        self._workspace = workspace
+        self._llm = llm
+        self._prompts = prompts
+        self._clock = clock
+
+    async def emerge(self, agent_id: int) -> EmergenceOutcome:
+        if not self._memory.emergence_enabled:
+            # Not a run: nothing is recorded, so /status is not filled with nightly no-ops.
+            return EmergenceOutcome("disabled", False, "memory emergence is disabled")
+        run_id = await self._repos.memory_runs.start(agent_id, RUN_KIND)
+        try:
+            outcome = await self._consolidate(agent_id, redo_on_conflict=True)
+        except _Failed as exc:
+            outcome = EmergenceOutcome("failed", False, str(exc))
+        except BaseException as exc:
+            # Unexpected (database, cancellation): leave an honest row, let the caller see it.
+            await self._repos.memory_runs.finish(run_id, "failed", error=f"{type(exc).__name__}: {exc}")
+            raise
+        error = outcome.reason if outcome.status == "failed" else None
+        await self._repos.memory_runs.finish(run_id, outcome.status, outcome.reason, error)
+        log.info("emergence for agent %s: %s (%s)", agent_id, outcome.status, outcome.reason)
+        return outcome
+
+    async def _consolidate(self, agent_id: int, *, redo_on_conflict: bool) -> EmergenceOutcome:
+        notes = await self._daily_notes(agent_id)
+        if not notes:
+            return EmergenceOutcome("skipped", False, "no daily notes to consolidate")
+        # Read with its version before the call, so a write made meanwhile is detected.
+        memory_text, version = await self._workspace.read_text(agent_id, MEMORY_FILE)
+        reply = await self._ask_model(notes, memory_text)
+        content = reply["memory_content"]
+        if not reply["should_update"]:
+            return EmergenceOutcome("completed", False, reply["reason"])
+        if not content.strip():
+            # An empty replacement would wipe the memory; read it as "nothing to change".
+            return EmergenceOutcome(
+                "completed", False, "the model asked for an update but sent no memory_content; MEMORY.md is unchanged"
+            )
+        if content == memory_text:
+            return EmergenceOutcome("completed", False, "the proposed MEMORY.md equals the current one")
+        try:
+            await self._workspace.write(
+                agent_id, MEMORY_FILE, content, expected_version=version,
+                enabled=True, sort_order=_MEMORY_SORT_ORDER,
+            )
+        except VersionConflict:
+            if not redo_on_conflict:
+                raise _Failed("MEMORY.md was changed by another writer during the run; nothing was written") from None
+            log.info("MEMORY.md of agent %s changed during emergence; redoing on the fresh contents", agent_id)
+            return await self._consolidate(agent_id, redo_on_conflict=False)
+        return EmergenceOutcome("completed", True, reply["reason"])
+
+    async def _daily_notes(self, agent_id: int) -> list[tuple[str, str]]:
+        """(filename, content) of the most recent non-blank daily notes, newest first."""
+        files = await self._workspace.list(agent_id, DAILY_PREFIX)
+        # Only dated names, so memory/ideas.md and friends never take a day's place.
+        notes = [(f.filename, f.content) for f in files if is_daily_note_name(f.filename) and f.content.strip()]
+        notes.sort(key=lambda note: note[0], reverse=True)  # ISO dates sort as text
+        return notes[: self._memory.emergence_day_range]
+
+    async def _ask_model(self, notes: list[tuple[str, str]], memory_text: str) -> dict[str, Any]:
+        budget = self._memory.memory_max_chars
+        system = self._prompts.render("memory/emergence-system", memory_max_chars=budget)
+        user = self._prompts.render(
+            "memory/emergence-user",
+            date=_local_date(self._clock(), self._config.timezone),
+            memory=memory_text, memory_chars=len(memory_text), memory_max_chars=budget,
+            daily_notes="\n\n".join(f"### {name}\n{content.strip()}" for name, content in notes),
+        )
+        messages: list[dict[str, Any]] = [{"role": "user", "content": user}]
+        reply, raw = await self._ask_json(system, messages)
+        length = len(reply["memory_content"])
+        if not reply["should_update"] or length <= budget:
+            return reply
+        # Over budget: never truncate silently; ask once for a shorter version.
+        messages += [
+            {"role": "assistant", "content": raw},
+            {"role": "user", "content": self._prompts.render(
+                "memory/shorten", field="memory_content", actual_chars=length, max_chars=budget,
+            )},
+        ]
+        reply, _ = await self._ask_json(system, messages)
+        length = len(reply["memory_content"])
+        if reply["should_update"] and length > budget:
+            raise _Failed(
+                f"memory_content is {length} characters, over the budget of {budget}, even after "
+                "asking for a shorter version; nothing was written"
+            )
+        return reply
+
+    async def _ask_json(self, system: str, messages: list[dict[str, Any]]) -> tuple[dict[str, Any], str]:
+        """The parsed reply and its raw text; the same request is re-sent on invalid JSON.
+
+        An LLMError fails the run at once: the SDK has already retried 429/5xx/529 with
+        backoff, and stacking our retries on top would only multiply the wait.
+        """
+        request = LLMRequest(
+            model=self._config.llm.effective_memory_model, system=system, messages=messages,
+            max_tokens=max(self._memory.summary_max_tokens, self._memory.memory_max_chars + _REPLY_OVERHEAD_TOKENS),
+            purpose="emergence",
+        )
+        problem = ""
+        for attempt in range(1, JSON_ATTEMPTS + 1):
+            try:
+                response = await self._llm.complete(request)
+            except LLMError as exc:
+                raise _Failed(f"the model call failed: {exc}") from None
+            try:
+                return parse_memory_reply(response.text, _FIELDS), response.text
+            except InvalidJsonReply as exc:
+                problem = str(exc)
+                log.warning("emergence reply %s/%s is not valid JSON: %s", attempt, JSON_ATTEMPTS, problem)
+        raise _Failed(f"invalid JSON from the model after {JSON_ATTEMPTS} attempts: {problem}")
