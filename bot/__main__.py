@@ -136,8 +136,33 @@ async def _memory_import(config: Config, args: argparse.Namespace) -> int:
     return EXIT_OK if not report.refused else EXIT_RUNTIME
 
 
+async def _run(config: Config, args: argparse.Namespace) -> int:
+    from bot.daemon import run_daemon
+
+    return await run_daemon(config)
+
+
+async def _chat(config: Config, args: argparse.Namespace) -> int:
+    from bot.daemon import run_daemon
+
+    if args.agent not in [a.id for a in config.mate.agents]:
+        print(f"matebot: agent {args.agent} is not configured in mate.agents", file=sys.stderr)
+        return EXIT_USAGE
+    return await run_daemon(_console_routed_to(config, args.agent), console=True,
+                            exit_when_console_closes=True)
+
+
+def _console_routed_to(config: Config, agent_id: int) -> Config:
+    """The same config with console chats routed to `agent_id` first."""
+    from bot.config import RouteRule
+
+    mate = config.mate
+    routing = (RouteRule(channel="console", chat="*", agent=agent_id), *mate.routing)
+    return config.model_copy(update={"mate": mate.model_copy(update={"routing": routing})})
+
+
 async def _not_built(config: Config, args: argparse.Namespace) -> int:
-    print(f"matebot: '{args.command}' is not available in this build", file=sys.stderr)
+    print(f"matebot: '{args.command} {getattr(args, 'action', '')}' is not available yet", file=sys.stderr)
     return EXIT_RUNTIME
 
 
@@ -146,8 +171,8 @@ _HANDLERS: dict[str, Callable[[Config, argparse.Namespace], Awaitable[int]]] = {
     "memory show": _memory_show,
     "memory export": _memory_export,
     "memory import": _memory_import,
-    "run": _not_built,
-    "chat": _not_built,
+    "run": _run,
+    "chat": _chat,
     "memory emerge": _not_built,
     "memory summarize": _not_built,
 }

@@ -157,6 +157,17 @@ class ApiConfig(_Model):
     token: str = ""
 
 
+def is_loopback(host: str) -> bool:
+    import ipaddress
+
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
 class MateConfig(_Model):
     timezone: str = "local"
     locale: Literal["en", "zh-CN"] = "en"
@@ -194,6 +205,8 @@ class MateConfig(_Model):
         ids = [a.id for a in self.agents]
         if len(ids) != len(set(ids)):
             raise ValueError("agents: ids must be unique")
+        if self.api.enabled and not self.api.token and not is_loopback(self.api.host):
+            raise ValueError("api.token: required when api.host is not a loopback address")
         return self
 
 
@@ -241,6 +254,8 @@ def _error_line(error: ValidationError) -> str:
         message = "must be <= " + message.rsplit(" ", 1)[-1]
     elif message.startswith("Value error, "):
         message = message[len("Value error, "):]
+    if re.match(r"^[a-z][a-z0-9.-]*: ", message):  # a cross-field check names its own key
+        return f"{path}.{message}" if path else message
     return f"{path}: {message}" if path else message
 
 

@@ -66,6 +66,7 @@ async def open_runtime(
             summary_model=mate.llm.effective_memory_model,
         )
         tool = WorkspaceMemoryTool(core.workspace, core.prompts)
+        extras["memory_tool"] = tool
         agent = Agent(mate, core.repos, core.workspace, window, llm, tokens, core.prompts, [tool])
         router = ChannelMessageRouter(mate, core.repos, core.agents, agent, memory, core.prompts)
         commands = CommandHandler(mate, core.repos, core.workspace, window, agent, core.prompts,

@@ -263,25 +263,33 @@ _LANG = re.compile(r"[\w.+#-]+")
 _TAG = re.compile(r"<(/?)([a-z]+)[^>]*>")
 
 # Applied in order. ASCII-alnum lookarounds keep x**2 and 2*3*4 literal without breaking
-# bold glued to CJK text; \w lookarounds keep snake_case_names literal.
+# bold glued to CJK text; \w lookarounds keep snake_case_names literal. Content may not
+# contain the delimiter itself, so an unmatched opener fails at the next delimiter instead
+# of rescanning the rest of the line (quadratic on lines full of asterisks).
 _EMPHASIS: tuple[tuple[re.Pattern[str], str, str], ...] = (
     (
-        re.compile(r"(?<![A-Za-z0-9*])\*\*\*(?=[^\s*])(.+?)(?<=[^\s*])\*\*\*(?![A-Za-z0-9*])"),
+        re.compile(r"(?<![A-Za-z0-9*])\*\*\*(?=[^\s*])([^*]+?)(?<=\S)\*\*\*(?![A-Za-z0-9*])"),
         "<b><i>",
         "</i></b>",
     ),
     (
-        re.compile(r"(?<![A-Za-z0-9*])\*\*(?=[^\s*])(.+?)(?<=[^\s*])\*\*(?![A-Za-z0-9*])"),
+        re.compile(
+            r"(?<![A-Za-z0-9*])\*\*(?=[^\s*])((?:[^*]|\*(?!\*))+?)(?<=[^\s*])\*\*(?![A-Za-z0-9*])"
+        ),
         "<b>",
         "</b>",
     ),
-    (re.compile(r"(?<!~)~~(?=[^\s~])(.+?)(?<=[^\s~])~~(?!~)"), "<s>", "</s>"),
+    (re.compile(r"(?<!~)~~(?=[^\s~])((?:[^~]|~(?!~))+?)(?<=[^\s~])~~(?!~)"), "<s>", "</s>"),
     (
-        re.compile(r"(?<![A-Za-z0-9*])\*(?=[^\s*])(.+?)(?<=[^\s*])\*(?![A-Za-z0-9*])"),
+        re.compile(r"(?<![A-Za-z0-9*])\*(?=[^\s*])([^*]+?)(?<=\S)\*(?![A-Za-z0-9*])"),
         "<i>",
         "</i>",
     ),
-    (re.compile(r"(?<![\w_])_(?=[^\s_])(.+?)(?<=[^\s_])_(?![\w_])"), "<i>", "</i>"),
+    (
+        re.compile(r"(?<![\w_])_(?=[^\s_])((?:[^_]|(?<=\w)_(?=\w))+?)(?<=[^\s_])_(?![\w_])"),
+        "<i>",
+        "</i>",
+    ),
 )
 
 

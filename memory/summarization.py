@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
@@ -184,7 +185,8 @@ class MemorySummarizationService:
                 await self._sleep(self._retry_delays[min(attempt - 1, len(self._retry_delays) - 1)])
                 continue
             except BaseException as exc:  # never leave a run row "running" (cancellation included)
-                await asyncio.shield(self._repos.memory_runs.finish(run_id, "failed", error=repr(exc)))
+                with contextlib.suppress(Exception):
+                    await asyncio.shield(self._repos.memory_runs.finish(run_id, "failed", error=repr(exc)))
                 raise
             await self._repos.memory_runs.finish(run_id, outcome.status, reason=outcome.reason)
             return outcome

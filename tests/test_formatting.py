@@ -137,16 +137,21 @@ def test_long_fenced_code_block_reopened(
     chunks = split_message(text, limit, length=length)
     code_chunks = [c for c in chunks if "value_" in c]
     assert len(code_chunks) >= 3
+    assert chunks[0] == "Here is the code:"
     for chunk in code_chunks:
         assert length(chunk) <= limit
-        assert chunk.split("\n")[0] in (f"```{lang}", "Here is the code:")
-        assert chunk.startswith(f"```{lang}\n") or chunk == code_chunks[0]
+        assert chunk.startswith(f"```{lang}\n")
         assert_fences_closed(chunk)
-    for chunk in code_chunks[1:-1]:
-        assert chunk.startswith(f"```{lang}\n") and chunk.endswith("\n```")
+    for chunk in code_chunks[:-1]:
+        assert chunk.endswith("\n```")
     # Code indentation survives the reopen.
-    assert code_chunks[1].split("\n")[1].startswith("    value_")
+    assert all(c.split("\n")[1].startswith("    value_") for c in code_chunks)
     assert visible("\n".join(chunks)) == visible(text)
+
+
+def test_fence_opener_never_stranded_from_its_code() -> None:
+    fenced = "```py\n" + "x" * 30 + "\n```"
+    assert split_message("a" * 30 + "\n" + fenced, 40) == ["a" * 30, fenced]
 
 
 def test_unclosed_fence_reopened_in_later_chunks() -> None:
@@ -203,7 +208,10 @@ def assert_balanced(out: str) -> None:
         ("use `a<b && **c**`", "use <code>a&lt;b &amp;&amp; **c**</code>"),
         ("``has ` tick``", "<code>has ` tick</code>"),
         ("**bold `code`**", "<b>bold <code>code</code></b>"),
-        ("[site](https://ex.com/a_b_c?x=1&y=2)", '<a href="https://ex.com/a_b_c?x=1&amp;y=2">site</a>'),
+        (
+            "[site](https://ex.com/a_b_c?x=1&y=2)",
+            '<a href="https://ex.com/a_b_c?x=1&amp;y=2">site</a>',
+        ),
         ("[**b**](https://x.y)", '<a href="https://x.y"><b>b</b></a>'),
         ("[bad](javascript:alert(1))", "[bad](javascript:alert(1))"),
         ("# Title", "<b>Title</b>"),
@@ -219,10 +227,16 @@ def assert_balanced(out: str) -> None:
         ("## **Bold** heading *it*", "<b>Bold heading <i>it</i></b>"),
         ("see https://x.com/_path_ ok", "see https://x.com/_path_ ok"),
         (r"\*not italic\*", "*not italic*"),
-        ("```python\nif a < b and c:\n    print(**kw)\n```", '<pre><code class="language-python">if a &lt; b and c:\n    print(**kw)</code></pre>'),
+        (
+            "```python\nif a < b and c:\n    print(**kw)\n```",
+            '<pre><code class="language-python">if a &lt; b and c:\n    print(**kw)</code></pre>',
+        ),
         ("```\nx & y\n```", "<pre>x &amp; y</pre>"),
         ("```evil\"lang\nx\n```", "<pre>x</pre>"),
-        ("text\n```js\nlet a = 1;\n```\nafter **b**", 'text\n<pre><code class="language-js">let a = 1;</code></pre>\nafter <b>b</b>'),
+        (
+            "text\n```js\nlet a = 1;\n```\nafter **b**",
+            'text\n<pre><code class="language-js">let a = 1;</code></pre>\nafter <b>b</b>',
+        ),
     ],
 )
 def test_markdown_conversion(md: str, expected: str) -> None:

@@ -1,0 +1,222 @@
+"""Admin HTTP API and the web chat page on aiohttp (SPEC S10, S12)."""
+
+from __future__ import annotations
+
+import hmac
+import json
+import logging
+import uuid
+from importlib import resources
+from typing import Any
+
+from aiohttp import web
+
+from bot.config import ApiConfig
+from bot.runtime import Runtime
+from channels.base import InboundMessage
+from memory.tool import LIST_TOOL, READ_TOOL
+
+log = logging.getLogger(__name__)
+
+MAX_BODY_BYTES = 2 * 1024 * 1024
+_RUNTIME = web.AppKey("runtime", Runtime)
+_TOKEN = web.AppKey("token", str)
+
+
+def _ok(data: dict[str, Any], **top: Any) -> web.Response:
+    return web.json_response({"code": 200, "data": data, **top}, dumps=_dumps)
+
+
+def _fail(status: int, msg: str) -> web.Response:
+    return web.json_response({"code": status, "msg": msg}, status=status, dumps=_dumps)
+
+
+def _dumps(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False)
+
+
+@web.middleware
+async def _auth(request: web.Request, handler: Any) -> web.StreamResponse:
+    token = request.app[_TOKEN]
+    if token and request.path != "/":
+        given = request.headers.get("Authorization", "")
+        if not hmac.compare_digest(given.encode(), f"Bearer {token}".encode()):
+            return _fail(401, request.app[_RUNTIME].core.prompts.text("api_unauthorized"))
+    return await handler(request)
+
+
+@web.middleware
+async def _errors(request: web.Request, handler: Any) -> web.StreamResponse:
+    try:
+        return await handler(request)
+    except web.HTTPException as exc:
+        if exc.status >= 400:
+            return _fail(exc.status, exc.reason)
+        raise
+    except Exception:  # a bug in one request must not take the daemon down
+        log.exception("API request failed: %s %s", request.method, request.path)
+        return _fail(500, "internal error")
+
+
+async def _agent_id(request: web.Request) -> int:
+    rt = request.app[_RUNTIME]
+    raw = request.match_info["agent_id"]
+    if not raw.isdigit() or not await rt.core.agents.exists(int(raw)):
+        raise _NotFound(rt.core.prompts.text("api_unknown_agent", agent_id=raw[:32]))
+    return int(raw)
+
+
+class _NotFound(Exception):
+    pass
+
+
+class _BadRequest(Exception):
+    pass
+
+
+@web.middleware
+async def _client_errors(request: web.Request, handler: Any) -> web.StreamResponse:
+    try:
+        return await handler(request)
+    except _NotFound as exc:
+        return _fail(404, str(exc))
+    except _BadRequest as exc:
+        return _fail(400, request.app[_RUNTIME].core.prompts.text("api_bad_request", error=str(exc)))
+
+
+async def _json_body(request: web.Request) -> dict[str, Any]:
+    if not request.can_read_body:
+        return {}
+    try:
+        body = await request.json(loads=json.loads)
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        raise _BadRequest("the body is not valid JSON") from None
+    if not isinstance(body, dict):
+        raise _BadRequest("the body must be a JSON object")
+    return body
+
+
+async def emergence(request: web.Request) -> web.Response:
+    rt = request.app[_RUNTIME]
+    agent_id = await _agent_id(request)
+    service = rt.commands.emergence
+    if service is None:
+        return _ok({"status": "disabled", "updated": False, "reason": "emergence is not available"})
+    try:
+        outcome = await service.emerge(agent_id)
+    except Exception as exc:
+        log.exception("emergence failed")
+        return _fail(500, rt.core.prompts.text("api_emergence_failed", error=type(exc).__name__))
+    if outcome.status == "failed":
+        return _fail(500, rt.core.prompts.text("api_emergence_failed", error=outcome.reason))
+    return _ok({"status": outcome.status, "updated": bool(outcome.updated), "reason": outcome.reason})
+
+
+async def summarize(request: web.Request) -> web.Response:
+    rt = request.app[_RUNTIME]
+    agent_id = await _agent_id(request)
+    conversation_id = request.match_info["conversation_id"]
+    conversation = await rt.core.repos.conversations.get(conversation_id)
+    if conversation is None or conversation.agent_id != agent_id:
+        raise _NotFound(f"conversation {conversation_id[:80]} not found for agent {agent_id}")
+    if rt.commands.summarizer is None:
+        return _fail(500, rt.core.prompts.text("api_summarize_failed", error="memory worker not running"))
+    try:
+        outcome = await rt.commands.summarizer.summarize_now(agent_id, conversation_id)
+    except Exception as exc:
+        log.exception("summarize failed")
+        return _fail(500, rt.core.prompts.text("api_summarize_failed", error=type(exc).__name__))
+    if outcome.status == "failed":
+        return _fail(500, rt.core.prompts.text("api_summarize_failed", error=outcome.reason))
+    return _ok({"status": outcome.status, "updated": bool(getattr(outcome, "updated", False)),
+                "reason": outcome.reason})
+
+
+async def list_files(request: web.Request) -> web.Response:
+    rt = request.app[_RUNTIME]
+    agent_id = await _agent_id(request)
+    arguments = {"agentId": agent_id}
+    if prefix := request.query.get("prefix"):
+        arguments["filenamePrefix"] = prefix
+    result = await rt.extras["memory_tool"].call(agent_id, LIST_TOOL, arguments)
+    return _ok(json.loads(result.content))
+
+
+async def read_file(request: web.Request) -> web.Response:
+    rt = request.app[_RUNTIME]
+    agent_id = await _agent_id(request)
+    filename = request.match_info["filename"]
+    result = await rt.extras["memory_tool"].call(agent_id, READ_TOOL, {"agentId": agent_id, "filename": filename})
+    if result.is_error:
+        raise _NotFound(json.loads(result.content).get("error", "not found"))
+    return _ok(json.loads(result.content))
+
+
+async def chat(request: web.Request) -> web.Response:
+    rt = request.app[_RUNTIME]
+    agent_id = await _agent_id(request)
+    body = await _json_body(request)
+    message = body.get("message")
+    if not isinstance(message, str) or not message.strip():
+        raise _BadRequest("message must be a non-empty string")
+    conversation_id = body.get("conversationId")
+    if conversation_id is not None and not isinstance(conversation_id, str):
+        raise _BadRequest("conversationId must be a string")
+    client = (conversation_id or uuid.uuid4().hex).removeprefix("web:").split("#", 1)[0][:128]
+    inbound = InboundMessage(channel="web", chat_id=client, sender_id="web", sender_name="web",
+                             text=message, is_direct=True, trigger_source="web")
+    reply = await rt.router.handle(inbound, agent_id=agent_id)
+    if reply is None:
+        return _fail(503, "not accepting messages")
+    data = {"reply": reply.text, "conversationId": reply.conversation_id}
+    # The spec names both the envelope and the bare {reply, conversationId}: answer with both.
+    return _ok(data, **data)
+
+
+async def healthz(request: web.Request) -> web.Response:
+    return _ok({"status": "ok"}, status="ok")
+
+
+async def index(request: web.Request) -> web.Response:
+    page = resources.files("bot").joinpath("web", "index.html").read_text(encoding="utf-8")
+    return web.Response(text=page, content_type="text/html", charset="utf-8")
+
+
+def build_app(rt: Runtime, config: ApiConfig) -> web.Application:
+    app = web.Application(middlewares=[_errors, _auth, _client_errors], client_max_size=MAX_BODY_BYTES)
+    app[_RUNTIME] = rt
+    app[_TOKEN] = config.token
+    app.router.add_post("/api/v1/memory/{agent_id}/emergence", emergence)
+    app.router.add_post("/api/v1/memory/{agent_id}/summarize/{conversation_id}", summarize)
+    app.router.add_get("/api/v1/memory/{agent_id}/files", list_files)
+    app.router.add_get("/api/v1/memory/{agent_id}/files/{filename:.+}", read_file)
+    app.router.add_post("/api/v1/chat/{agent_id}", chat)
+    app.router.add_get("/healthz", healthz)
+    app.router.add_get("/", index)
+    return app
+
+
+class ApiServer:
+    """The aiohttp site as an async context manager; `port` is the bound port (0 = any)."""
+
+    def __init__(self, rt: Runtime, config: ApiConfig) -> None:
+        self._app = build_app(rt, config)
+        self._config = config
+        self._runner: web.AppRunner | None = None
+        self.port = config.port
+
+    async def __aenter__(self) -> ApiServer:
+        self._runner = web.AppRunner(self._app, access_log=None)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, self._config.host, self._config.port)
+        await site.start()
+        server = site._server
+        sockets = getattr(server, "sockets", None) or []
+        if sockets:
+            self.port = sockets[0].getsockname()[1]
+        log.info("API listening on http://%s:%s", self._config.host, self.port)
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        if self._runner is not None:
+            await self._runner.cleanup()

@@ -1,0 +1,28 @@
+"""Starts the daemon's outward services (API, scheduler, chat channels) on an exit stack."""
+
+from __future__ import annotations
+
+import logging
+from contextlib import AsyncExitStack
+from typing import Any
+
+from bot.config import Config
+from bot.errors import MateError
+from bot.runtime import Runtime
+
+log = logging.getLogger(__name__)
+
+
+async def start_services(config: Config, rt: Runtime, stack: AsyncExitStack) -> list[Any]:
+    """Returns the chat channels to supervise; everything else is owned by `stack`."""
+    mate = config.mate
+    if mate.api.enabled:
+        from bot.api import ApiServer
+
+        try:
+            server = await stack.enter_async_context(ApiServer(rt, mate.api))
+        except OSError as exc:
+            raise MateError(f"cannot listen on {mate.api.host}:{mate.api.port}: {exc.strerror}") from None
+        rt.extras["api_port"] = server.port
+    channels: list[Any] = []
+    return channels

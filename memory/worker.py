@@ -1,0 +1,302 @@
+"""MemoryWorker: runs memory extraction off the reply path, from durable pending rows (SPEC S6)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import defaultdict
+from collections.abc import Coroutine, Sequence
+from datetime import datetime, timedelta, timezone
+from types import TracebackType
+from typing import Any
+
+from bot.config import MateConfig
+from bot.storage import Repositories
+from bot.storage.records import PendingMemoryRecord
+from memory.events import ConversationCompletedEvent
+from memory.summarization import (
+    RUN_KIND, AnalysisOutcome, Clock, MemorySummarizationService, Sleep, utc_now,
+)
+
+log = logging.getLogger(__name__)
+
+MAX_ATTEMPTS = 3
+DEFAULT_RETRY_DELAYS: tuple[float, ...] = (60.0, 300.0)
+# How long a fold waits for a running analysis of the same agent before leaving the
+# work to the pending row (the user's reply is waiting on the fold).
+DEFAULT_FOLD_LOCK_TIMEOUT = 30.0
+
+
+def _iso(moment: datetime) -> str:
+    return moment.astimezone(timezone.utc).isoformat(timespec="milliseconds")
+
+
+def _parse(text: str) -> datetime:
+    moment = datetime.fromisoformat(text)
+    return moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)
+
+
+class MemoryWorker:
+    """MemoryEventSink with one consumer loop, per-agent cooldown and lock, and deferred runs.
+
+    The queue holds agent ids, not events: an agent's run analyses every due pending row
+    of that agent, which is what lets skipped triggers coalesce into one deferred run.
+    The queue is unbounded but deduplicated, so it never holds more than one entry per agent.
+    """
+
+    def __init__(
+        self, service: MemorySummarizationService, repos: Repositories, config: MateConfig, *,
+        clock: Clock = utc_now, sleep: Sleep = asyncio.sleep,
+        retry_delays: Sequence[float] = DEFAULT_RETRY_DELAYS, max_attempts: int = MAX_ATTEMPTS,
+        fold_lock_timeout: float = DEFAULT_FOLD_LOCK_TIMEOUT,
+    ) -> None:
+        self._service = service
+        self._repos = repos
+        self._memory = config.memory
+        self._clock = clock
+        self._sleep = sleep
+        self._retry_delays = tuple(retry_delays) or (0.0,)
+        self._max_attempts = max_attempts
+        self._fold_lock_timeout = fold_lock_timeout
+        self._queue: asyncio.Queue[int] = asyncio.Queue()
+        self._queued: set[int] = set()
+        self._locks: defaultdict[int, asyncio.Lock] = defaultdict(asyncio.Lock)
+        self._last_start: dict[int, datetime] = {}
+        self._deferred: dict[int, tuple[datetime, asyncio.Task[None]]] = {}
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    async def __aenter__(self) -> MemoryWorker:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.close()
+
+    # -- MemoryEventSink -------------------------------------------------------
+
+    async def publish(self, event: ConversationCompletedEvent, upto_message_id: int) -> None:
+        """Pre-check, record the pending row, queue the agent; never waits for an analysis."""
+        go, reason = self._service.should_analyze(event)
+        if not go:
+            log.info("memory extraction skipped for %s: %s", event.conversation_id, reason,
+                     extra={"conversation_id": event.conversation_id})
+            return
+        await self._repos.memory_pending.upsert(event.conversation_id, event.agent_id, upto_message_id,
+                                                event.trigger_source, due_time=_iso(self._clock()))
+        self._enqueue(event.agent_id)
+
+    async def extract_before_fold(self, agent_id: int, conversation_id: str, upto_message_id: int) -> None:
+        """Analyse up to `upto_message_id` now, before the window folds those messages away.
+
+        Bypasses the cooldown; waits up to fold_lock_timeout for a running analysis of the
+        agent. The pending row is written first, so a timeout, a failure or a crash only
+        postpones the work to the worker; this never raises into the window.
+        """
+        if not self._memory.auto_summarize_enabled:
+            return
+        try:
+            conversation = await self._repos.conversations.get(conversation_id)
+            if conversation is None or conversation.memory_upto_message_id >= upto_message_id:
+                return
+            await self._repos.memory_pending.upsert(conversation_id, agent_id, upto_message_id,
+                                                    conversation.trigger_source, due_time=_iso(self._clock()))
+            lock = self._locks[agent_id]
+            try:
+                async with asyncio.timeout(self._fold_lock_timeout):
+                    await lock.acquire()
+            except TimeoutError:
+                log.warning("memory extraction before fold of %s postponed: agent %d busy", conversation_id,
+                            agent_id, extra={"conversation_id": conversation_id})
+                self._enqueue(agent_id)
+                return
+            try:
+                self._last_start[agent_id] = self._clock()
+                outcome = await self._service.analyze_and_update_memory(
+                    agent_id, conversation_id, upto_message_id=upto_message_id, attempts=1
+                )
+            finally:
+                lock.release()
+            if outcome.status == "failed" and outcome.retryable:
+                self._enqueue(agent_id)  # the row stays; the worker retries after the cooldown
+            else:
+                await self._repos.memory_pending.complete(conversation_id, upto_message_id)
+        except Exception:  # boundary: the fold must go on whatever happens here
+            log.exception("memory extraction before fold of %s failed", conversation_id,
+                          extra={"conversation_id": conversation_id})
+
+    # -- manual trigger --------------------------------------------------------
+
+    async def summarize_now(self, agent_id: int, conversation_id: str) -> AnalysisOutcome:
+        """Run the analysis at once (API, /memory summarize): bypasses the cooldown, not the lock."""
+        lock = self._locks[agent_id]
+        if lock.locked():
+            reason = "busy: a memory analysis for this agent is already running"
+            await self._repos.memory_runs.record(agent_id, RUN_KIND, "skipped", conversation_id=conversation_id,
+                                                reason=reason)
+            return AnalysisOutcome("skipped", False, reason)
+        async with lock:
+            self._last_start[agent_id] = self._clock()
+            outcome = await self._service.analyze_and_update_memory(agent_id, conversation_id)
+        if outcome.status != "failed":
+            await self._repos.memory_pending.complete(conversation_id, outcome.watermark)
+        return outcome
+
+    # -- lifecycle -------------------------------------------------------------
+
+    async def start(self) -> int:
+        """Re-queue every pending row left by a previous run; returns how many there were."""
+        return await self.recover()
+
+    async def recover(self) -> int:
+        rows = await self._repos.memory_pending.all()
+        for agent_id in dict.fromkeys(row.agent_id for row in rows):
+            self._enqueue(agent_id)
+        if rows:
+            log.info("re-queued %d pending memory extractions", len(rows))
+        return len(rows)
+
+    async def run(self) -> None:
+        """The consumer loop; cancelling it cancels the analyses in flight and keeps their rows."""
+        try:
+            while True:
+                agent_id = await self._queue.get()
+                self._queued.discard(agent_id)
+                self._queue.task_done()
+                self._spawn(self._trigger(agent_id), f"memory-agent-{agent_id}")
+        finally:
+            await self.close()
+
+    async def drain(self, timeout: float) -> bool:
+        """Wait until nothing is queued or running (deferred runs not yet due are not waited for)."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        while not self._idle():
+            if loop.time() >= deadline:
+                return False
+            await asyncio.sleep(0.005)
+        return True
+
+    async def close(self) -> None:
+        """Cancel timers and analyses; pending rows stay in the table for the next start."""
+        tasks = [t for t in self._tasks if t is not asyncio.current_task()]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        self._deferred.clear()
+
+    # -- internals -------------------------------------------------------------
+
+    def _enqueue(self, agent_id: int) -> None:
+        if agent_id not in self._queued:
+            self._queued.add(agent_id)
+            self._queue.put_nowait(agent_id)
+
+    def _idle(self) -> bool:
+        now = self._clock()
+        waiting = {task: at for at, task in self._deferred.values()}
+        busy = [t for t in self._tasks if not t.done() and (t not in waiting or waiting[t] <= now)]
+        return self._queue.empty() and not busy
+
+    def _spawn(self, coro: Coroutine[Any, Any, None], name: str) -> asyncio.Task[None]:
+        task = asyncio.get_running_loop().create_task(self._guarded(coro, name), name=name)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return task
+
+    @staticmethod
+    async def _guarded(coro: Coroutine[Any, Any, None], name: str) -> None:
+        try:
+            await coro
+        except Exception:  # boundary: one bad run must not stop the worker
+            log.exception("memory worker task %s failed", name)
+
+    def _cooldown_end(self, agent_id: int, now: datetime) -> datetime:
+        last = self._last_start.get(agent_id)
+        return now if last is None else last + timedelta(minutes=self._memory.cooldown_minutes)
+
+    async def _trigger(self, agent_id: int) -> None:
+        now = self._clock()
+        ready = self._cooldown_end(agent_id, now)
+        if ready > now:
+            log.info("memory extraction for agent %d deferred: cooldown until %s", agent_id, _iso(ready))
+            self._defer(agent_id, ready)
+            return
+        lock = self._locks[agent_id]
+        if lock.locked():
+            log.info("memory extraction for agent %d deferred: an analysis is running", agent_id)
+            self._defer(agent_id, max(ready, now))
+            return
+        async with lock:
+            await self._run_due(agent_id)
+
+    def _defer(self, agent_id: int, at: datetime) -> None:
+        """Schedule the agent's one deferred run; an earlier one already scheduled absorbs this."""
+        existing = self._deferred.get(agent_id)
+        if existing is not None:
+            if existing[0] <= at:
+                return
+            existing[1].cancel()
+        task = self._spawn(self._deferred_run(agent_id, at), f"memory-deferred-{agent_id}")
+        self._deferred[agent_id] = (at, task)
+
+    async def _deferred_run(self, agent_id: int, at: datetime) -> None:
+        delay = (at - self._clock()).total_seconds()
+        await self._sleep(max(0.0, delay))
+        entry = self._deferred.get(agent_id)
+        if entry is not None and entry[1] is asyncio.current_task():
+            del self._deferred[agent_id]  # from here on a new trigger schedules a new run
+        # The single deferred run waits for a running analysis instead of skipping, so
+        # the tail of the conversation is always analysed.
+        async with self._locks[agent_id]:
+            await self._run_due(agent_id)
+
+    async def _run_due(self, agent_id: int) -> None:
+        """Analyse every due pending row of the agent (lock held); reschedule the rest."""
+        now = self._clock()
+        self._last_start[agent_id] = now
+        later: list[datetime] = []
+        for row in await self._repos.memory_pending.all():
+            if row.agent_id != agent_id:
+                continue
+            if _parse(row.due_time) > now:
+                later.append(_parse(row.due_time))
+                continue
+            retry_at = await self._process(row)
+            if retry_at is not None:
+                later.append(retry_at)
+        if later:
+            self._defer(agent_id, min(later))
+
+    async def _process(self, row: PendingMemoryRecord) -> datetime | None:
+        """One pending row; returns when to retry it, or None when it is done with."""
+        try:
+            outcome = await self._service.analyze_and_update_memory(
+                row.agent_id, row.conversation_id, upto_message_id=row.upto_message_id, attempts=1
+            )
+        except Exception as exc:  # boundary: an unexpected error counts as a failed attempt
+            log.exception("memory extraction of %s crashed", row.conversation_id,
+                          extra={"conversation_id": row.conversation_id})
+            outcome = AnalysisOutcome("failed", False, f"unexpected error: {exc!r}", retryable=True)
+        if outcome.status == "failed" and outcome.retryable:
+            return await self._record_failure(row, outcome.reason)
+        await self._repos.memory_pending.complete(row.conversation_id, row.upto_message_id)
+        return None
+
+    async def _record_failure(self, row: PendingMemoryRecord, error: str) -> datetime | None:
+        delay = self._retry_delays[min(row.attempts, len(self._retry_delays) - 1)]
+        due = self._clock() + timedelta(seconds=delay)
+        attempts = await self._repos.memory_pending.record_failure(row.conversation_id, error, _iso(due))
+        if attempts < self._max_attempts:
+            return due
+        # Give up: the watermark did not move, so the next event of this conversation
+        # brings these messages back into its transcript.
+        await self._repos.memory_pending.delete(row.conversation_id)
+        await self._repos.memory_runs.record(
+            row.agent_id, RUN_KIND, "failed", conversation_id=row.conversation_id,
+            reason=f"gave up after {attempts} attempts", error=error,
+        )
+        log.error("memory extraction of %s gave up after %d attempts: %s", row.conversation_id, attempts,
+                  error, extra={"conversation_id": row.conversation_id})
+        return None
