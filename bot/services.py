@@ -24,5 +24,13 @@ async def start_services(config: Config, rt: Runtime, stack: AsyncExitStack) -> 
         except OSError as exc:
             raise MateError(f"cannot listen on {mate.api.host}:{mate.api.port}: {exc.strerror}") from None
         rt.extras["api_port"] = server.port
+    emergence = rt.extras.get("emergence")
+    if emergence is not None:
+        from bot.cron_runner import DaemonCronJobRunner
+        from bot.scheduler import CronScheduler
+
+        runner = DaemonCronJobRunner(rt.router, emergence)
+        rt.extras["scheduler"] = await stack.enter_async_context(
+            CronScheduler(rt.core.repos, runner, timezone=mate.timezone))
     channels: list[Any] = []
     return channels

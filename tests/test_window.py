@@ -188,7 +188,7 @@ async def test_summary_is_first_user_block_never_system(tmp_path: Path, fake: Fa
     assert last[-1] == ("user", "tapir-fifth")
     # history oldest first, between the summary and the current message
     assert [t.split(" ")[0] for _, t in last[1:]] == [
-        "quokka-third", "ans-03", "lemur-fourth", "ans-04", "tapir-fifth"]
+        "yak-second", "ans-02", "quokka-third", "ans-03", "lemur-fourth", "ans-04", "tapir-fifth"]
 
 
 # -- compaction ------------------------------------------------------------------------

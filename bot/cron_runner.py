@@ -1,0 +1,35 @@
+"""Runs mate_cron_job rows: `text` jobs through the agent (trigger_source cron), `emergence` directly."""
+
+from __future__ import annotations
+
+import logging
+from datetime import datetime, timezone
+
+from bot.router import ChannelMessageRouter
+from bot.storage.records import CronJobRecord
+from channels.base import InboundMessage
+from memory.emergence import MemoryEmergenceService
+
+log = logging.getLogger(__name__)
+
+
+class DaemonCronJobRunner:
+    """The CronJobRunner of the daemon."""
+
+    def __init__(self, router: ChannelMessageRouter, emergence: MemoryEmergenceService) -> None:
+        self._router = router
+        self._emergence = emergence
+
+    async def run_text_job(self, job: CronJobRecord) -> None:
+        # Each run gets its own conversation: last night's review is no context for tonight's.
+        stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M")
+        message = InboundMessage(channel="cron", chat_id=f"{job.id}-{stamp}", sender_id="cron",
+                                 sender_name="cron", text=job.trigger_message, is_direct=True,
+                                 trigger_source="cron")
+        reply = await self._router.handle(message, agent_id=job.agent_id)
+        log.info("cron job %s (%s) ran for agent %s: %s", job.id, job.name, job.agent_id,
+                 (reply.text[:120] if reply else "no reply"))
+
+    async def run_emergence_job(self, job: CronJobRecord) -> None:
+        outcome = await self._emergence.emerge(job.agent_id)
+        log.info("cron emergence for agent %s: %s (%s)", job.agent_id, outcome.status, outcome.reason)
