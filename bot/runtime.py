@@ -16,8 +16,11 @@ from bot.context.tokens import TokenEstimator
 from bot.context.window import ConversationWindowManager
 from bot.llm import AnthropicClient, LLMClient, OfflineClient
 from bot.router import ChannelMessageRouter
+from memory.emergence import MemoryEmergenceService
 from memory.events import MemoryEventSink, NullMemorySink
+from memory.summarization import MemorySummarizationService
 from memory.tool import WorkspaceMemoryTool
+from memory.worker import MemoryWorker
 
 log = logging.getLogger(__name__)
 
@@ -77,25 +80,11 @@ async def open_runtime(
 
 async def _memory_services(
     stack: AsyncExitStack, core: Core, llm: LLMClient, extras: dict[str, Any],
-) -> tuple[MemoryEventSink, Any, Any]:
-    """The memory worker and emergence service, when those modules are present."""
-    try:
-        from memory.summarization import MemorySummarizationService
-        from memory.worker import MemoryWorker
-    except ImportError:
-        return NullMemorySink(), None, None
+) -> tuple[MemoryEventSink, MemoryWorker, MemoryEmergenceService]:
     mate = core.config.mate
     service = MemorySummarizationService(mate, core.repos, core.workspace, llm, core.prompts)
     worker = MemoryWorker(service, core.repos, mate)
     stack.push_async_callback(worker.close)
-    extras["summarization"] = service
-    extras["worker"] = worker
-    emergence = None
-    try:
-        from memory.emergence import MemoryEmergenceService
-
-        emergence = MemoryEmergenceService(mate, core.repos, core.workspace, llm, core.prompts)
-        extras["emergence"] = emergence
-    except ImportError:
-        pass
+    emergence = MemoryEmergenceService(mate, core.repos, core.workspace, llm, core.prompts)
+    extras.update(summarization=service, worker=worker, emergence=emergence)
     return worker, worker, emergence

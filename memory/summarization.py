@@ -1,4 +1,4 @@
-"""MemorySummarizationService: turn unanalysed messages into PROFILE.md, MEMORY.md and daily-note writes (SPEC S6, S7)."""
+"""MemorySummarizationService: unanalysed messages -> PROFILE.md, MEMORY.md and daily-note writes (SPEC S6, S7)."""
 
 from __future__ import annotations
 
@@ -55,7 +55,6 @@ class AnalysisOutcome:
 @dataclass(frozen=True, slots=True)
 class _Snapshot:
     """The files as read before the LLM call: their versions guard the writes."""
-
     date: str
     profile: tuple[str, int]
     memory: tuple[str, int]
@@ -133,6 +132,7 @@ class MemorySummarizationService:
         limit = self._memory.max_transcript_messages
         files: list[str] = []
         reasons: list[str] = []
+        problems: list[str] = []  # failures that moved the watermark (over budget): later batches still run
         while watermark < upto:
             rows = await self._repos.messages.oldest(
                 conversation_id, limit + 1, after_id=watermark, upto_id=upto, roles=TRANSCRIPT_ROLES
@@ -145,13 +145,14 @@ class MemorySummarizationService:
             end = batch[-1].id if len(rows) > limit else upto
             outcome = await self._batch(agent_id, conversation_id, batch, watermark, end, attempts)
             files += [f for f in outcome.files if f not in files]
-            if outcome.status == "failed":
-                return AnalysisOutcome("failed", bool(files), outcome.reason, tuple(files),
-                                       outcome.watermark or watermark, outcome.retryable)
-            reasons.append(outcome.reason)
+            if outcome.retryable:
+                return AnalysisOutcome("failed", bool(files), outcome.reason, tuple(files), watermark, True)
+            (problems if outcome.status == "failed" else reasons).append(outcome.reason)
             watermark = end
-        if not reasons:
+        if not reasons and not problems:
             return await self._skip(agent_id, conversation_id, "no new messages since the last analysis", watermark)
+        if problems:
+            return AnalysisOutcome("failed", bool(files), "; ".join(problems), tuple(files), watermark)
         reason = reasons[-1] if len(reasons) == 1 else f"{len(reasons)} batches; {reasons[-1]}"
         return AnalysisOutcome("completed", bool(files), reason, tuple(files), watermark)
 
@@ -213,10 +214,9 @@ class MemorySummarizationService:
         raise AssertionError("unreachable")
 
     async def _read_files(self, agent_id: int) -> _Snapshot:
+        zone = self._config.timezone  # "local" = the system's zone
         now = self._clock()
-        zone = self._config.timezone
-        local = now.astimezone() if zone == "local" else now.astimezone(ZoneInfo(zone))
-        date = local.date().isoformat()
+        date = (now.astimezone() if zone == "local" else now.astimezone(ZoneInfo(zone))).date().isoformat()
         return _Snapshot(
             date=date,
             profile=await self._workspace.read_text(agent_id, PROFILE_FILE),
@@ -266,8 +266,7 @@ class MemorySummarizationService:
         return reply, problems
 
     def _over_budget(self, reply: dict[str, Any]) -> list[tuple[str, int, int]]:
-        budgets = (("profile_update", self._memory.profile_max_chars),
-                   ("memory_update", self._memory.memory_max_chars))
+        budgets = (("profile_update", self._memory.profile_max_chars), ("memory_update", self._memory.memory_max_chars))
         return [(f, len(reply[f].strip()), limit) for f, limit in budgets if len(reply[f].strip()) > limit]
 
     async def _write(

@@ -1,0 +1,82 @@
+"""End to end: chat -> event -> memory worker -> workspace -> the very next request."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+
+from bot.llm import AnthropicClient
+from bot.runtime import open_runtime
+from channels.base import InboundMessage
+from tests.conftest import make_config
+from tests.fakes.anthropic import FakeAnthropic, RecordedRequest, TextReply
+
+MEMORY_REPLY = json.dumps({
+    "should_update": True, "reason": "the user shared stable facts",
+    "daily_entry": "- Alice said she is vegan and lives in Lyon",
+    "memory_update": "", "profile_update": "# Profile\n\n- Name: Alice\n- Diet: vegan\n- City: Lyon",
+})
+
+
+def _is_memory_request(request: RecordedRequest) -> bool:
+    return "should_update" in json.dumps(request.body.get("system", ""))
+
+
+def _say(text: str) -> InboundMessage:
+    return InboundMessage("console", "alice", "alice", "Alice", text, trigger_source="console")
+
+
+async def test_new_profile_reaches_the_very_next_chat_request(tmp_path: Path) -> None:
+    async with FakeAnthropic() as fake:
+        fake.responder = lambda r: TextReply(MEMORY_REPLY) if _is_memory_request(r) else TextReply("Noted!")
+        config = make_config(tmp_path, llm={"api-key": "k", "base-url": fake.url, "max-retries": 0},
+                             memory={"cooldown-minutes": 0})
+        async with AnthropicClient(config.mate.llm) as llm, open_runtime(config, llm=llm) as rt:
+            worker = rt.extras["worker"]
+            loop_task = asyncio.create_task(worker.run())
+            try:
+                await rt.router.handle(_say("Hello there, my name is Alice."))
+                await rt.router.handle(_say("I am vegan and I live in Lyon, France."))
+                assert await worker.drain(10)
+                memory_requests = [r for r in fake.requests if _is_memory_request(r)]
+                assert len(memory_requests) == 1
+                transcript = memory_requests[0].body["messages"][0]["content"]
+                assert "User: I am vegan and I live in Lyon, France." in json.dumps(transcript, ensure_ascii=False)
+                await rt.router.handle(_say("What do you know about me?"))
+            finally:
+                loop_task.cancel()
+                await asyncio.gather(loop_task, return_exceptions=True)
+            chat_requests = [r for r in fake.requests if not _is_memory_request(r)]
+            assert "Diet: vegan" in json.dumps(chat_requests[-1].body["system"], ensure_ascii=False)
+            assert "Diet: vegan" not in json.dumps(chat_requests[1].body["system"], ensure_ascii=False)
+            daily = [f for f in await rt.core.workspace.list(1, "memory/")]
+            assert len(daily) == 1 and not daily[0].enabled
+            assert daily[0].content.startswith(f"# {daily[0].filename[7:17]}\n")
+            # The third exchange was published after the loop stopped: it stays pending, whole.
+            (pending,) = await rt.core.repos.memory_pending.all()
+            assert pending.upto_message_id == await rt.core.repos.messages.last_id("console:alice")
+
+
+async def test_cron_conversation_is_not_summarised(tmp_path: Path) -> None:
+    async with FakeAnthropic() as fake:
+        fake.responder = lambda r: TextReply(MEMORY_REPLY) if _is_memory_request(r) else TextReply("Done.")
+        config = make_config(tmp_path, llm={"api-key": "k", "base-url": fake.url, "max-retries": 0},
+                             memory={"cooldown-minutes": 0, "min-messages-for-summarize": 0})
+        async with AnthropicClient(config.mate.llm) as llm, open_runtime(config, llm=llm) as rt:
+            from bot.cron_runner import DaemonCronJobRunner
+
+            worker = rt.extras["worker"]
+            loop_task = asyncio.create_task(worker.run())
+            try:
+                (job,) = await rt.core.repos.cron_jobs.for_agent(1)
+                await DaemonCronJobRunner(rt.router, rt.extras["emergence"]).run_text_job(job)
+                assert await worker.drain(5)
+            finally:
+                loop_task.cancel()
+                await asyncio.gather(loop_task, return_exceptions=True)
+            assert [r for r in fake.requests if _is_memory_request(r)] == []
+            chat = fake.messages_requests()
+            assert len(chat) == 1 and chat[0]["messages"][0]["content"] == job.trigger_message
+            conversations = await rt.core.db.fetchall("SELECT trigger_source FROM mate_conversation")
+            assert [r[0] for r in conversations] == ["cron"]
