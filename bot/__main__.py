@@ -71,6 +71,8 @@ def configure_logging(verbose: bool) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    # python-telegram-bot warns on every rate-limit answer unless its timedelta API is chosen.
+    os.environ.setdefault("PTB_TIMEDELTA", "true")
     args = build_parser().parse_args(argv)
     configure_logging(getattr(args, "verbose", False))
     try:

@@ -122,6 +122,12 @@ class TelegramConfig(_Model):
     def _ids_as_text(cls, value: Any) -> Any:
         return tuple(str(v) for v in value) if isinstance(value, (list, tuple)) else value
 
+    @model_validator(mode="after")
+    def _token_when_enabled(self) -> TelegramConfig:
+        if self.enabled and not self.token:
+            raise ValueError("token: required when enabled (set TELEGRAM_BOT_TOKEN)")
+        return self
+
 
 class DiscordConfig(_Model):
     enabled: bool = False
@@ -138,6 +144,12 @@ class DiscordConfig(_Model):
     @classmethod
     def _ids_as_text(cls, value: Any) -> Any:
         return tuple(str(v) for v in value) if isinstance(value, (list, tuple)) else value
+
+    @model_validator(mode="after")
+    def _token_when_enabled(self) -> DiscordConfig:
+        if self.enabled and not self.token:
+            raise ValueError("token: required when enabled (set DISCORD_BOT_TOKEN)")
+        return self
 
 
 class ConsoleConfig(_Model):

@@ -16,7 +16,7 @@ from bot.config import DiscordConfig, MateConfig, TelegramConfig
 from bot.prompts import PromptLibrary
 from bot.storage import Repositories
 from bot.storage.records import ConversationRecord
-from channels.base import InboundMessage, conversation_key
+from channels.base import InboundMessage, chat_key, conversation_key
 from memory.events import ConversationCompletedEvent, MemoryEventSink
 
 if TYPE_CHECKING:
@@ -92,8 +92,9 @@ class ChannelMessageRouter:
             if chat == "*" or (chat == "direct" and message.is_direct) or (
                 chat == "group" and not message.is_direct) or chat == message.chat_id:
                 if rule.agent == "per-chat":
-                    title = message.chat_title or conversation_key(message)
-                    return await self._agents.for_chat(conversation_key(message), title)
+                    # Bound to the chat, not the topic: a forum's topics share the group's agent.
+                    key = chat_key(message)
+                    return await self._agents.for_chat(key, message.chat_title or key)
                 return rule.agent
         return self._config.agents[0].id
 
@@ -181,9 +182,9 @@ class ChannelMessageRouter:
                 self._idle.set()
 
     async def _handle(self, message: InboundMessage, forced_agent: int | None) -> RoutedReply:
-        agent_id = forced_agent if forced_agent is not None else await self.agent_for(message)
         key = conversation_key(message)
         async with self._locks.hold(key):
+            agent_id = forced_agent if forced_agent is not None else await self.agent_for(message)
             conversation = await self.conversation_for(message, agent_id)
             text = clean_text(message.text)
             if self.commands is not None and text.lstrip().startswith("/"):

@@ -33,4 +33,12 @@ async def start_services(config: Config, rt: Runtime, stack: AsyncExitStack) -> 
         rt.extras["scheduler"] = await stack.enter_async_context(
             CronScheduler(rt.core.repos, runner, timezone=mate.timezone))
     channels: list[Any] = []
+    if mate.channels.telegram.enabled:
+        from channels.telegram_adapter import TelegramChannel
+
+        channels.append(TelegramChannel(mate.channels.telegram, rt.router.handle, rt.core.prompts))
+    if mate.channels.discord.enabled:
+        from channels.discord_adapter import DiscordChannel
+
+        channels.append(DiscordChannel(mate.channels.discord, rt.router.handle, rt.core.prompts))
     return channels

@@ -64,3 +64,9 @@ def conversation_key(message: InboundMessage) -> str:
     if message.channel == "web":
         return f"web:{message.chat_id}"
     return f"{message.channel}:{message.chat_id}"
+
+
+def chat_key(message: InboundMessage) -> str:
+    """The chat itself, threads and topics included: what a `per-chat` agent is bound to."""
+    prefixes = {"telegram": "tg", "discord": "dc"}
+    return f"{prefixes.get(message.channel, message.channel)}:{message.chat_id}"

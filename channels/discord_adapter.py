@@ -1,0 +1,330 @@
+"""DiscordChannel: a discord.py client turned into InboundMessages, replies and /memory app commands (SPEC S10)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING, Any, Literal
+
+import discord
+import discord.gateway
+import discord.http
+import yarl
+from discord import app_commands
+
+from bot.config import DiscordConfig
+from bot.prompts import PromptLibrary
+from channels.base import ChannelCapabilities, InboundMessage, OutboundMessage
+from channels.formatting import DISCORD_LIMIT, split_message
+
+if TYPE_CHECKING:
+    from bot.router import RoutedReply
+
+log = logging.getLogger(__name__)
+
+Handler = Callable[[InboundMessage], Awaitable["RoutedReply | None"]]
+ClientFactory = Callable[..., discord.Client]
+
+# Typing lasts ~10 s on Discord's side; refresh a little before it runs out.
+TYPING_REFRESH_S = 8.0
+# A reply never pings anyone, whatever the model wrote ("@everyone" stays text).
+_NO_PINGS = discord.AllowedMentions.none()
+_CHAT_MESSAGES = (discord.MessageType.default, discord.MessageType.reply)
+
+
+def _location(channel: Any, channel_id: int | None) -> tuple[str, str | None]:
+    """(chat_id, thread_id): a thread is its own conversation under its parent channel."""
+    if isinstance(channel, discord.Thread):
+        return str(channel.parent_id), str(channel.id)
+    return str(channel.id if channel is not None else channel_id), None
+
+
+class _EndpointOverride:
+    """Points discord.py at a REST proxy or fake; it only offers process-wide class attributes.
+
+    `Route.BASE` and `DiscordWebSocket.DEFAULT_GATEWAY` are read when a request or the first
+    websocket is made, so the values must stay set for the client's whole life; they are
+    restored afterwards unless someone else changed them meanwhile.
+    """
+
+    def __init__(self, api_base_url: str | None, gateway_url: str | None) -> None:
+        self._base = api_base_url.rstrip("/") if api_base_url else None  # e.g. http://host/api/v10
+        self._gateway = yarl.URL(gateway_url) if gateway_url else None
+        self._saved: tuple[str, yarl.URL] | None = None
+
+    def apply(self) -> None:
+        if self._saved is None:
+            self._saved = (discord.http.Route.BASE, discord.gateway.DiscordWebSocket.DEFAULT_GATEWAY)
+        if self._base is not None:
+            discord.http.Route.BASE = self._base
+        if self._gateway is not None:
+            discord.gateway.DiscordWebSocket.DEFAULT_GATEWAY = self._gateway
+
+    def restore(self) -> None:
+        if self._saved is None:
+            return
+        base, gateway = self._saved
+        self._saved = None
+        if self._base is not None and discord.http.Route.BASE == self._base:
+            discord.http.Route.BASE = base
+        if self._gateway is not None and discord.gateway.DiscordWebSocket.DEFAULT_GATEWAY == self._gateway:
+            discord.gateway.DiscordWebSocket.DEFAULT_GATEWAY = gateway
+
+
+class DiscordChannel:
+    """Embeds one discord.Client: `run()` in its own task, `stop()` closes it."""
+
+    name = "discord"
+    capabilities = ChannelCapabilities(max_message_length=DISCORD_LIMIT, rich_text=True, typing=True)
+
+    def __init__(
+        self, config: DiscordConfig, handler: Handler, prompts: PromptLibrary, *,
+        client_factory: ClientFactory | None = None,
+    ) -> None:
+        self._config = config
+        self._handler = handler
+        self._prompts = prompts
+        self._factory: ClientFactory = client_factory or discord.Client  # called as factory(intents=...)
+        self._endpoints = _EndpointOverride(config.api_base_url, config.gateway_url)
+        self._client: discord.Client | None = None
+        self._stopping = False
+        self._allowed_guilds = frozenset(config.allowed_guilds)
+
+    @property
+    def client(self) -> discord.Client | None:
+        """The running client (None before run()); for tests and diagnostics."""
+        return self._client
+
+    # -- lifecycle ----------------------------------------------------------------------
+
+    async def run(self) -> None:
+        """Log in and serve until stop(); discord.py reconnects on network loss by itself.
+
+        Raises discord.LoginFailure (without the token) when Discord rejects the token, and
+        whatever else ends the client (e.g. PrivilegedIntentsRequired); the caller backs off.
+        """
+        if not self._config.token:
+            raise discord.LoginFailure("channels.discord.token is empty")
+        if self._stopping:  # stop() is final, even when it came before run() got going
+            return
+        intents = discord.Intents.default()
+        intents.message_content = True
+        intents.dm_messages = True
+        self._endpoints.apply()
+        try:
+            client = self._factory(intents=intents)
+            tree = self._build_tree(client)
+        except BaseException:
+            self._endpoints.restore()
+            raise
+        self._client = client
+
+        async def setup_hook() -> None:
+            try:
+                await tree.sync()  # global commands; Discord may take a while to show changes
+            except discord.HTTPException:
+                log.warning("could not register the Discord app commands", exc_info=True)
+
+        client.setup_hook = setup_hook  # type: ignore[method-assign]
+        client.on_message = self._on_message  # type: ignore[attr-defined]
+        try:
+            await client.start(self._config.token, reconnect=True)
+        except discord.LoginFailure:
+            raise discord.LoginFailure("Discord rejected the bot token (channels.discord.token)") from None
+        except Exception:
+            if not self._stopping:
+                raise
+            log.debug("discord client ended while stopping", exc_info=True)
+        finally:
+            if not client.is_closed():
+                await client.close()  # a failed login leaves the HTTP session open otherwise
+            self._endpoints.restore()
+
+    async def stop(self) -> None:
+        self._stopping = True
+        if self._client is not None:
+            await self._client.close()
+        self._endpoints.restore()
+
+    # -- outbound -----------------------------------------------------------------------
+
+    def _messageable(self, chat_id: str, thread_id: str | None) -> discord.PartialMessageable:
+        if self._client is None or self._client.is_closed():
+            raise RuntimeError("the Discord channel is not running")
+        return self._client.get_partial_messageable(int(thread_id or chat_id))
+
+    async def send(self, message: OutboundMessage) -> None:
+        target = self._messageable(message.chat_id, message.thread_id)
+        for chunk in split_message(message.text, DISCORD_LIMIT):
+            await target.send(chunk, allowed_mentions=_NO_PINGS)
+
+    async def typing(self, chat_id: str, thread_id: str | None = None) -> None:
+        await self._messageable(chat_id, thread_id).typing()
+
+    # -- messages -----------------------------------------------------------------------
+
+    async def _on_message(self, message: discord.Message) -> None:
+        try:
+            await self._handle_message(message)
+        except Exception:  # one bad event must not end the client
+            log.exception("discord message handling failed",
+                          extra={"channel": self.name, "chat_id": str(message.channel.id)})
+
+    async def _handle_message(self, message: discord.Message) -> None:
+        client = self._client
+        me = client.user if client is not None else None
+        if me is None or message.author.id == me.id or message.author.bot or message.type not in _CHAT_MESSAGES:
+            return
+        # An uncached guild gives message.guild None with a PartialMessageable: never take it for a DM.
+        guild_id = message.guild.id if message.guild is not None else getattr(message.channel, "guild_id", None)
+        if guild_id is not None and self._allowed_guilds and str(guild_id) not in self._allowed_guilds:
+            return
+        inbound = self._inbound(message, me.id, is_direct=guild_id is None)
+        if not inbound.text:
+            if (message.attachments or message.stickers) and self._addressed(inbound) and self._allowed(inbound):
+                await message.channel.send(self._prompts.text("text_only"), allowed_mentions=_NO_PINGS)
+            return
+        if self._addressed(inbound):
+            async with _keep_typing(message.channel):
+                reply = await self._handler(inbound)
+        else:
+            reply = await self._handler(inbound)  # the router decides; it ignores such messages
+        if reply is None or not reply.text.strip():
+            return
+        first, *rest = split_message(reply.text, DISCORD_LIMIT)
+        # Only the first part quotes the question; a deleted question must not lose the answer.
+        await message.channel.send(first, reference=message.to_reference(fail_if_not_exists=False),
+                                   allowed_mentions=_NO_PINGS)
+        for chunk in rest:
+            await message.channel.send(chunk, allowed_mentions=_NO_PINGS)
+
+    def _inbound(self, message: discord.Message, bot_id: int, *, is_direct: bool) -> InboundMessage:
+        channel = message.channel
+        chat_id, thread_id = _location(channel, channel.id)
+        mentioned = any(user.id == bot_id for user in message.mentions)
+        own_thread = isinstance(channel, discord.Thread) and channel.owner_id == bot_id
+        resolved = message.reference.resolved if message.reference is not None else None
+        replied_to_bot = isinstance(resolved, discord.Message) and resolved.author.id == bot_id
+        sender_id = str(message.author.id)
+        if is_direct:
+            title = ""
+        elif isinstance(channel, (discord.TextChannel, discord.Thread)):
+            title = f"{channel.guild.name} #{channel.name}"
+        else:
+            title = f"#{channel.id}"
+        return InboundMessage(
+            channel=self.name, chat_id=chat_id, thread_id=thread_id, sender_id=sender_id,
+            sender_name=message.author.display_name, text=_clean_text(message, bot_id),
+            is_direct=is_direct, mentions_bot=mentioned or own_thread or replied_to_bot, chat_title=title,
+            is_admin=sender_id in self._config.admins,
+        )
+
+    def _addressed(self, inbound: InboundMessage) -> bool:
+        """Whether the message asks for an answer (so a typing indicator is honest)."""
+        return (inbound.is_direct or inbound.mentions_bot or not self._config.require_mention
+                or inbound.text.lstrip().startswith("/"))
+
+    def _allowed(self, inbound: InboundMessage) -> bool:
+        """The DM allowlist, for answers the router never sees (the "text only" notice)."""
+        if not inbound.is_direct or self._config.dm_policy == "open":
+            return True
+        return inbound.sender_id in self._config.admins or inbound.sender_id in self._config.allowed_users
+
+    # -- app commands -------------------------------------------------------------------
+
+    def _build_tree(self, client: discord.Client) -> app_commands.CommandTree[discord.Client]:
+        tree: app_commands.CommandTree[discord.Client] = app_commands.CommandTree(client)
+        ask = self._on_command
+
+        @tree.command(name="help", description="Show the commands")
+        async def help_(interaction: discord.Interaction) -> None:
+            await ask(interaction, "/help")
+
+        @tree.command(name="new", description="Start a fresh conversation")
+        async def new(interaction: discord.Interaction) -> None:
+            await ask(interaction, "/new")
+
+        @tree.command(name="compact", description="Summarise the conversation so far")
+        async def compact(interaction: discord.Interaction) -> None:
+            await ask(interaction, "/compact")
+
+        @tree.command(name="status", description="Agent, model, context and memory status")
+        async def status(interaction: discord.Interaction) -> None:
+            await ask(interaction, "/status")
+
+        memory = app_commands.Group(name="memory", description="Memory tools (admin)")
+
+        @memory.command(name="emerge", description="Consolidate recent daily notes into MEMORY.md")
+        async def emerge(interaction: discord.Interaction) -> None:
+            await ask(interaction, "/memory emerge")
+
+        @memory.command(name="summarize", description="Save this conversation to memory now")
+        async def summarize(interaction: discord.Interaction) -> None:
+            await ask(interaction, "/memory summarize")
+
+        @memory.command(name="show", description="Show a memory file (direct chat only)")
+        @app_commands.describe(which="Which file: profile, memory (default) or today's note")
+        async def show(
+            interaction: discord.Interaction, which: Literal["profile", "memory", "today"] | None = None,
+        ) -> None:
+            # Memory holds personal data: only the caller sees the answer.
+            await ask(interaction, f"/memory show {which}" if which else "/memory show", ephemeral=True)
+
+        tree.add_command(memory)
+        return tree
+
+    async def _on_command(self, interaction: discord.Interaction, text: str, *, ephemeral: bool = False) -> None:
+        guild_id = interaction.guild_id
+        if guild_id is not None and self._allowed_guilds and str(guild_id) not in self._allowed_guilds:
+            return
+        chat_id, thread_id = _location(interaction.channel, interaction.channel_id)
+        user = interaction.user
+        inbound = InboundMessage(
+            channel=self.name, chat_id=chat_id, thread_id=thread_id, sender_id=str(user.id),
+            sender_name=user.display_name, text=text, is_direct=guild_id is None, mentions_bot=True,
+            is_admin=str(user.id) in self._config.admins,
+        )
+        try:
+            await interaction.response.defer(ephemeral=ephemeral, thinking=True)  # 3 s to acknowledge
+            reply = await self._handler(inbound)
+            if reply is None or not reply.text.strip():
+                await interaction.delete_original_response()
+                return
+            for chunk in split_message(reply.text, DISCORD_LIMIT):
+                await interaction.followup.send(chunk, ephemeral=ephemeral, allowed_mentions=_NO_PINGS)
+        except Exception:  # one bad event must not end the client
+            log.exception("discord command %s failed", text,
+                          extra={"channel": self.name, "chat_id": chat_id})
+
+
+def _clean_text(message: discord.Message, bot_id: int) -> str:
+    """The text without the bot's own mention; other user mentions become @names."""
+    text = re.sub(rf"<@!?{bot_id}>", " ", message.content)
+    for user in message.mentions:
+        if user.id != bot_id:
+            text = re.sub(rf"<@!?{user.id}>", f"@{user.display_name}", text)
+    return text.strip()
+
+
+@asynccontextmanager
+async def _keep_typing(channel: discord.abc.Messageable) -> AsyncIterator[None]:
+    """Best-effort typing indicator while the body runs; a failed typing call never loses a reply."""
+
+    async def loop() -> None:
+        while True:
+            try:
+                await channel.typing()
+            except (discord.HTTPException, OSError, asyncio.TimeoutError):
+                log.debug("typing indicator failed", exc_info=True)
+            await asyncio.sleep(TYPING_REFRESH_S)
+
+    task = asyncio.create_task(loop(), name="discord-typing")
+    try:
+        yield
+    finally:
+        task.cancel()
+        # gather keeps our own cancellation visible while swallowing the typing task's.
+        await asyncio.gather(task, return_exceptions=True)
