@@ -8,7 +8,6 @@ import logging
 import math
 import random
 import sys
-import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -123,9 +122,16 @@ async def seed_conversation(
     return ids
 
 
-class Stopwatch:
-    def __init__(self) -> None:
-        self.start = time.perf_counter()
+SUMMARY = ("The user is planning a trip to Berlin in the summer, prefers trains to flights, "
+           "and asked for help reviewing the budget spreadsheet and a Python backup script.")
 
-    def elapsed(self) -> float:
-        return time.perf_counter() - self.start
+
+async def keep_window(repos: Repositories, conversation_id: str, window: int) -> None:
+    """Set the compaction cut-off so exactly `window` stored messages follow it (untimed set-up).
+
+    Stands in for the S5 compaction a long conversation has had, and keeps a bench's own
+    turns from growing the window it measures.
+    """
+    page = await repos.messages.latest(conversation_id, window + 1)
+    if len(page) > window:
+        await repos.conversations.set_summary(conversation_id, SUMMARY, page[0].id)

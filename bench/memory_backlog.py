@@ -13,7 +13,9 @@ appends a daily-note line, so every extraction also writes to SQLite. All 200 be
 agent 1, as in a single-owner deployment, so the worker analyses them one after another
 (its per-agent lock), a drain of ~200 x 50 ms. Probe messages are spaced `--gap` apart
 and are short (< 10 characters), so their own events are skipped by the pre-checks and
-the idle case stays idle. `backlog_left_after_busy` shows the worker was still busy when
+the idle case stays idle; the probe chat carries a compaction summary whose cut-off is
+moved (untimed) before each probe so its window stays at the last 40 messages in all
+three phases. `backlog_left_after_busy` shows the worker was still busy when
 the busy measurement ended. Real SQLite (WAL) in a temp dir; in-process scripted LLM.
 
 Target (SPEC S18): busy p99 <= 1.1 x idle p99.
@@ -37,17 +39,21 @@ from typing import Any
 if __package__ in (None, ""):  # `python bench/memory_backlog.py`
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench._common import ScriptedLLM, chat_rows, emit, make_config, ms, percentile, quiet_logs, seed_conversation
+from bench._common import (
+    ScriptedLLM, chat_rows, emit, keep_window, make_config, ms, percentile, quiet_logs, seed_conversation,
+)
 from bot.runtime import Runtime, open_runtime
 from channels.base import InboundMessage
 from memory.events import ConversationCompletedEvent
 
+PROBE_WINDOW = 40
 PROBE_TEXTS = ("thanks!", "ok", "got it", "nice :)", "sure", "cool", "yes", "perfect", "great", "hmm")
 
 
 async def _probe(rt: Runtime, samples: int, gap: float, rng: random.Random) -> list[float]:
     timings = []
     for _ in range(samples):
+        await keep_window(rt.core.repos, "web:probe", PROBE_WINDOW)
         message = InboundMessage(channel="web", chat_id="probe", sender_id="owner", sender_name="Owner",
                                  text=rng.choice(PROBE_TEXTS), trigger_source="web")
         start = time.perf_counter()
@@ -81,7 +87,7 @@ async def run_memory_backlog(
                 events.append((ConversationCompletedEvent(
                     agent_id=1, conversation_id=f"web:backlog-{i}", user_message=rows[-2][1],
                     assistant_reply=rows[-1][1], message_count=len(rows), trigger_source="web"), ids[-1]))
-            await seed_conversation(repos, "web:probe", rows=chat_rows(20, rng, rt.tokens.count_text))
+            await seed_conversation(repos, "web:probe", rows=chat_rows(60, rng, rt.tokens.count_text))
             loop_task = asyncio.create_task(worker.run(), name="memory-worker")
             try:
                 await _probe(rt, 10, gap, rng)  # warm-up

@@ -39,13 +39,13 @@ from typing import Any
 if __package__ in (None, ""):  # `python bench/pipeline.py`
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench._common import ScriptedLLM, chat_rows, emit, make_config, ms, percentile, quiet_logs, seed_conversation
+from bench._common import (
+    ScriptedLLM, chat_rows, emit, keep_window, make_config, ms, percentile, quiet_logs, seed_conversation,
+)
 from bot.runtime import open_runtime
 from channels.base import InboundMessage
 
 LENGTHS = (10, 1000, 10000)
-SUMMARY = ("The user is planning a trip to Berlin in the summer, prefers trains to flights, "
-           "and asked for help reviewing the budget spreadsheet and a Python backup script.")
 
 
 def _message(chat_id: str, rng: random.Random) -> InboundMessage:
@@ -82,11 +82,6 @@ async def run_pipeline(
                     long_chats[length] = chat
             setup_s = time.perf_counter() - setup
 
-            async def keep_window(length: int) -> None:
-                cid = f"web:{long_chats[length]}"
-                page = await repos.messages.latest(cid, window + 1)
-                await repos.conversations.set_summary(cid, SUMMARY, page[0].id)
-
             timings: dict[int, list[float]] = {length: [] for length in lengths}
             profiler = cProfile.Profile() if profile is not None else None
             order = list(lengths)
@@ -94,7 +89,7 @@ async def run_pipeline(
                 rng.shuffle(order)
                 for length in order:
                     if length in long_chats:
-                        await keep_window(length)
+                        await keep_window(repos, f"web:{long_chats[length]}", window)
                         chat = long_chats[length]
                     else:
                         chat = fresh[length][i]

@@ -107,17 +107,36 @@ class AnthropicClient:
             raise LLMError("cannot reach the model API") from None
         except ValueError as exc:  # json.JSONDecodeError included: a malformed response body
             raise LLMError(f"malformed response from the model API: {exc}") from None
-        content = [block.model_dump(mode="json", exclude_none=True) for block in message.content]
-        calls = tuple(
-            ToolCall(b["id"], b["name"], b.get("input")) for b in content if b.get("type") == "tool_use"
-        )
-        text = "".join(b.get("text", "") for b in content if b.get("type") == "text")
+        content, calls = _normalise_blocks(message.content)
+        text = "".join(b["text"] for b in content if b["type"] == "text")
         usage = message.usage
         return LLMResponse(
             text=text, content=content, tool_calls=calls, stop_reason=message.stop_reason,
             input_tokens=usage.input_tokens if usage else 0,
             output_tokens=usage.output_tokens if usage else 0, model=message.model,
         )
+
+
+def _normalise_blocks(blocks: list[Any]) -> tuple[list[dict[str, Any]], tuple[ToolCall, ...]]:
+    """Plain dicts with only the fields we send back; the model's raw tool input goes to the tool.
+
+    The SDK does not validate tool input, so it may be a string or a list: the tool reports
+    that as an error, and the block replayed to the API carries an empty object instead.
+    """
+    content: list[dict[str, Any]] = []
+    calls: list[ToolCall] = []
+    for block in blocks:
+        kind = getattr(block, "type", None)
+        if kind == "text":
+            content.append({"type": "text", "text": block.text})
+        elif kind == "tool_use":
+            raw = block.input
+            content.append({"type": "tool_use", "id": block.id, "name": block.name,
+                            "input": raw if isinstance(raw, dict) else {}})
+            calls.append(ToolCall(block.id, block.name, raw))
+        elif kind == "thinking":
+            content.append({"type": "thinking", "thinking": block.thinking, "signature": block.signature})
+    return content, tuple(calls)
 
 
 def _error_message(exc: anthropic.APIStatusError) -> str:

@@ -120,7 +120,7 @@ async def test_memory_tool_result_goes_back_to_the_model(tmp_path: Path, fake: F
     assert [r.role for r in stored] == ["user", "assistant", "tool", "assistant"]
 
 
-@pytest.mark.xfail(strict=True, reason="bug: decode_content only decodes assistant rows starting with "
+@pytest.mark.xfail(strict=False, reason="bug: decode_content only decodes assistant rows starting with "
                    '\'[{"type":\', but SDK blocks are stored as \'[{"id":...\' / \'[{"text":...\', so a stored '
                    "tool_use is replayed as a JSON string and its tool_result is orphaned")
 @pytest.mark.parametrize("preamble", [None, "Let me look."])
@@ -172,7 +172,7 @@ async def test_malformed_tool_input_gets_an_error_result(tmp_path: Path, fake: F
     assert after == "fine"
 
 
-@pytest.mark.xfail(strict=True, reason="bug: AnthropicClient.complete model_dump()s the unvalidated SDK "
+@pytest.mark.xfail(strict=False, reason="bug: AnthropicClient.complete model_dump()s the unvalidated SDK "
                    "ToolUseBlock, so a non-object tool input emits a pydantic UserWarning (an error under "
                    "filterwarnings=error) instead of reaching the tool as bad input")
 async def test_malformed_tool_input_emits_no_warning(tmp_path: Path, fake: FakeAnthropic) -> None:

@@ -34,7 +34,9 @@ class HistoryItem:
 
 
 def encode_blocks(blocks: list[dict[str, Any]]) -> str:
-    return json.dumps(blocks, ensure_ascii=False, separators=(",", ":"))
+    # "type" first: decode_content recognises a stored block array by that prefix.
+    ordered = [{"type": b.get("type"), **{k: v for k, v in b.items() if k != "type"}} for b in blocks]
+    return json.dumps(ordered, ensure_ascii=False, separators=(",", ":"))
 
 
 def decode_content(role: str, content: str) -> Content:

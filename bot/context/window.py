@@ -168,11 +168,12 @@ class ConversationWindowManager:
         parts: list[tuple[str, Content]] = []
         if window.summary:
             parts.append(("user", self.summary_message(window.summary)))
-        history = list(window.history)
-        if not window.summary:
-            # The first turn must be the user's: drop assistant pieces left leading by trimming.
-            while history and history[0].api_role == "assistant":
-                history.pop(0)
+        units = trim_units(window.history)
+        # The first turn must be the user's own words, and a tool_result never outlives its
+        # tool_use: drop whatever trimming left leading (a tool exchange goes as one unit).
+        while units and units[0][0].role != "user" and not (window.summary and units[0][0].role == "assistant"):
+            units.pop(0)
+        history = [i for u in units for i in u]
         parts += [(i.api_role, i.content) for i in history]
         parts += [(i.api_role, i.content) for i in window.current]
         parts += list(extra)

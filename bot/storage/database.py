@@ -132,14 +132,15 @@ class Database:
     async def fetchall(self, sql: str, params: Sequence[Any] = ()) -> list[aiosqlite.Row]:
         if self._reader is None:
             raise StorageError("database is not open")
-        async with self._reader.execute(sql, params) as cursor:
-            return list(await cursor.fetchall())
+        # One call on the reader's thread: a cursor left open across awaits would pin an old
+        # WAL snapshot for every other read interleaved with it.
+        return list(await self._reader.execute_fetchall(sql, params))
 
     async def fetchone(self, sql: str, params: Sequence[Any] = ()) -> aiosqlite.Row | None:
         if self._reader is None:
             raise StorageError("database is not open")
-        async with self._reader.execute(sql, params) as cursor:
-            return await cursor.fetchone()
+        rows = await self._reader.execute_fetchall(sql, params)
+        return next(iter(rows), None)
 
     async def schema_version(self) -> int:
         row = await self.fetchone("SELECT COALESCE(MAX(version), 0) FROM schema_version")
