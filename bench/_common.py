@@ -6,6 +6,7 @@ import asyncio
 import json
 import logging
 import math
+import os
 import random
 import sys
 from collections.abc import Callable, Sequence
@@ -41,6 +42,8 @@ def quiet_logs() -> None:
 
 
 def emit(result: dict[str, Any]) -> dict[str, Any]:
+    """Print the bench's one JSON line; the 1-minute load average says how quiet the host was."""
+    result.setdefault("loadavg_1m", round(os.getloadavg()[0], 2))
     print(json.dumps(result, separators=(", ", ": ")), flush=True)
     return result
 

@@ -20,7 +20,7 @@ the busy measurement ended. Real SQLite (WAL) in a temp dir; in-process scripted
 
 Target (SPEC S18): busy p99 <= 1.1 x idle p99.
 
-Run: `python -m bench.memory_backlog [--samples 150]`; one JSON line on stdout.
+Run: `python -m bench.memory_backlog [--samples 300]`; one JSON line on stdout.
 """
 
 from __future__ import annotations
@@ -70,7 +70,7 @@ def _stats(timings: list[float]) -> dict[str, float]:
 
 
 async def run_memory_backlog(
-    *, backlog: int = 200, samples: int = 150, gap: float = 0.02, memory_latency: float = 0.05,
+    *, backlog: int = 200, samples: int = 300, gap: float = 0.01, memory_latency: float = 0.05,
     drain_timeout: float = 90.0, seed: int = 5,
 ) -> dict[str, Any]:
     rng = random.Random(seed)
@@ -140,8 +140,8 @@ async def run_memory_backlog(
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(prog="bench.memory_backlog", description=__doc__.splitlines()[0])
     parser.add_argument("--backlog", type=int, default=200)
-    parser.add_argument("--samples", type=int, default=150)
-    parser.add_argument("--gap", type=float, default=0.02, help="seconds between probe messages")
+    parser.add_argument("--samples", type=int, default=300)
+    parser.add_argument("--gap", type=float, default=0.01, help="seconds between probe messages")
     parser.add_argument("--memory-latency", type=float, default=0.05)
     args = parser.parse_args(argv)
     quiet_logs()

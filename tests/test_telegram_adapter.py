@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 
 from bot.commands import COMMANDS
-from bot.config import Config, TelegramConfig
-from bot.errors import MateError
+from bot.config import Config, TelegramConfig, parse_config
+from bot.errors import ConfigError, MateError
 from bot.llm import AnthropicClient
 from bot.router import RoutedReply
 from bot.runtime import Runtime, open_runtime
@@ -138,8 +138,10 @@ def test_base_url_is_normalised_for_ptb(base_url: str) -> None:
 
 
 def test_empty_token_is_a_config_error_without_network() -> None:
+    with pytest.raises(ConfigError, match=r"^mate\.channels\.telegram\.token: required when enabled"):
+        parse_config({"mate": {"channels": {"telegram": {"enabled": True}}}}, environ={})
     with pytest.raises(MateError, match="channels.telegram.token"):
-        build_application(TelegramConfig(enabled=True))
+        build_application(TelegramConfig.model_construct(enabled=True, token=""))
 
 
 def test_render_chunks_splits_finer_when_escaping_inflates_html() -> None:

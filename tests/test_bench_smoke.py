@@ -1,0 +1,74 @@
+"""Every bench runs end to end with tiny parameters and prints its one JSON line (no timing asserts)."""
+
+from __future__ import annotations
+
+import json
+import numbers
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from bench import concurrency, memory_backlog, pipeline, startup
+
+
+def _only_json_line(capsys: pytest.CaptureFixture[str]) -> dict[str, Any]:
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == 1, lines
+    return json.loads(lines[0])
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, numbers.Real) and not isinstance(value, bool)
+
+
+def _run(main: Callable[[list[str]], dict[str, Any]], argv: list[str],
+         capsys: pytest.CaptureFixture[str]) -> dict[str, Any]:
+    returned = main(argv)
+    printed = _only_json_line(capsys)
+    assert printed == json.loads(json.dumps(returned))
+    return printed
+
+
+def test_pipeline_bench_reports_percentiles_per_length(capsys: pytest.CaptureFixture[str]) -> None:
+    result = _run(pipeline.main, ["--samples", "3", "--warmup", "1", "--lengths", "10", "100", "--window", "40"],
+                  capsys)
+    assert result["bench"] == "pipeline"
+    for field in ("p50_ms", "p99_ms"):
+        assert set(result[field]) == {"10", "100"}
+        assert all(_number(v) and v > 0 for v in result[field].values())
+    assert result["window_messages_before_call"] == {"10": 10, "100": 40}
+    assert result["pending_rows_recorded"] > 0  # publish went through the memory worker
+
+
+def test_concurrency_bench_reports_a_ratio_per_n(capsys: pytest.CaptureFixture[str]) -> None:
+    result = _run(concurrency.main, ["--ns", "1", "3", "--latency", "0.01"], capsys)
+    assert result["bench"] == "concurrency"
+    assert result["llm_latency_s"] == 0.01
+    assert [r["n"] for r in result["results"]] == [1, 3]
+    assert all(_number(r["ratio"]) and r["ratio"] > 0 for r in result["results"])
+    assert result["llm_max_in_flight"] == 3
+
+
+def test_concurrency_bench_over_http_uses_the_sdk(capsys: pytest.CaptureFixture[str]) -> None:
+    result = _run(concurrency.main, ["--ns", "2", "--latency", "0.01", "--mode", "http"], capsys)
+    assert result["mode"] == "http"
+    assert [r["n"] for r in result["results"]] == [2]
+    assert _number(result["results"][0]["ratio"])
+
+
+def test_memory_backlog_bench_reports_idle_and_busy(capsys: pytest.CaptureFixture[str]) -> None:
+    result = _run(memory_backlog.main, ["--backlog", "3", "--samples", "3", "--gap", "0",
+                                        "--memory-latency", "0.01"], capsys)
+    assert result["bench"] == "memory_backlog"
+    assert _number(result["idle_p99_ms"]) and _number(result["busy_p99_ms"])
+    assert result["drained"] is True
+    assert result["memory_llm_calls"] == 3
+
+
+def test_startup_bench_reaches_ready_and_stops_cleanly(capsys: pytest.CaptureFixture[str]) -> None:
+    result = _run(startup.main, ["--conversations", "5", "--runs", "1"], capsys)
+    assert result["bench"] == "startup"
+    assert result["conversations"] == 5
+    assert _number(result["ready_s"]) and _number(result["rss_mb"]) and result["rss_mb"] > 0
+    assert result["exit_codes"] == [0]
