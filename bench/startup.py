@@ -109,7 +109,9 @@ def start_once(config: Path, timeout: float) -> dict[str, Any]:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
-    reader.join(5)
+        reader.join(5)
+        if proc.stderr is not None:
+            proc.stderr.close()
     if code != 0:
         raise RuntimeError(f"the daemon exited {code} after SIGTERM; stderr tail:\n" + "\n".join(tail))
     return {"ready_s": round(ready_at[0] - started, 3), "rss_mb": rss, "stop_s": round(stopped - stop, 3),

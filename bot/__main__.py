@@ -163,9 +163,33 @@ def _console_routed_to(config: Config, agent_id: int) -> Config:
     return config.model_copy(update={"mate": mate.model_copy(update={"routing": routing})})
 
 
-async def _not_built(config: Config, args: argparse.Namespace) -> int:
-    print(f"matebot: '{args.command} {getattr(args, 'action', '')}' is not available yet", file=sys.stderr)
-    return EXIT_RUNTIME
+async def _memory_emerge(config: Config, args: argparse.Namespace) -> int:
+    from bot.commands import emergence_text
+    from bot.runtime import open_runtime
+
+    async with open_runtime(config) as rt:
+        await rt.core.agents.get(args.agent)
+        outcome = await rt.extras["emergence"].emerge(args.agent)
+        print(emergence_text(rt.core.prompts, outcome))
+    return EXIT_RUNTIME if outcome.status == "failed" else EXIT_OK
+
+
+async def _memory_summarize(config: Config, args: argparse.Namespace) -> int:
+    from bot.runtime import open_runtime
+
+    async with open_runtime(config) as rt:
+        await rt.core.agents.get(args.agent)
+        conversation = await rt.core.repos.conversations.get(args.conversation)
+        if conversation is None or conversation.agent_id != args.agent:
+            print(f"matebot: agent {args.agent} has no conversation {args.conversation}", file=sys.stderr)
+            return EXIT_RUNTIME
+        outcome = await rt.extras["worker"].summarize_now(args.agent, args.conversation)
+        prompts = rt.core.prompts
+        if outcome.status == "failed":
+            print(prompts.text("summarize_failed", error=outcome.reason), file=sys.stderr)
+            return EXIT_RUNTIME
+        print(prompts.text("summarize_done", status=outcome.status, reason=outcome.reason))
+    return EXIT_OK
 
 
 _HANDLERS: dict[str, Callable[[Config, argparse.Namespace], Awaitable[int]]] = {
@@ -175,8 +199,8 @@ _HANDLERS: dict[str, Callable[[Config, argparse.Namespace], Awaitable[int]]] = {
     "memory import": _memory_import,
     "run": _run,
     "chat": _chat,
-    "memory emerge": _not_built,
-    "memory summarize": _not_built,
+    "memory emerge": _memory_emerge,
+    "memory summarize": _memory_summarize,
 }
 
 

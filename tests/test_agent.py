@@ -120,9 +120,6 @@ async def test_memory_tool_result_goes_back_to_the_model(tmp_path: Path, fake: F
     assert [r.role for r in stored] == ["user", "assistant", "tool", "assistant"]
 
 
-@pytest.mark.xfail(strict=False, reason="bug: decode_content only decodes assistant rows starting with "
-                   '\'[{"type":\', but SDK blocks are stored as \'[{"id":...\' / \'[{"text":...\', so a stored '
-                   "tool_use is replayed as a JSON string and its tool_result is orphaned")
 @pytest.mark.parametrize("preamble", [None, "Let me look."])
 async def test_stored_tool_exchange_replays_as_blocks(
     tmp_path: Path, fake: FakeAnthropic, preamble: str | None,
@@ -155,7 +152,6 @@ async def test_unknown_tool_gets_an_error_result(tmp_path: Path, fake: FakeAnthr
     assert reply == "I cannot do that."
 
 
-@pytest.mark.filterwarnings("ignore:Pydantic serializer warnings:UserWarning")  # see the xfail below
 @pytest.mark.parametrize("raw", ['"oops"', "[1, 2]"])
 async def test_malformed_tool_input_gets_an_error_result(tmp_path: Path, fake: FakeAnthropic, raw: str) -> None:
     async with running(tmp_path, fake) as rt:
@@ -172,9 +168,6 @@ async def test_malformed_tool_input_gets_an_error_result(tmp_path: Path, fake: F
     assert after == "fine"
 
 
-@pytest.mark.xfail(strict=False, reason="bug: AnthropicClient.complete model_dump()s the unvalidated SDK "
-                   "ToolUseBlock, so a non-object tool input emits a pydantic UserWarning (an error under "
-                   "filterwarnings=error) instead of reaching the tool as bad input")
 async def test_malformed_tool_input_emits_no_warning(tmp_path: Path, fake: FakeAnthropic) -> None:
     async with running(tmp_path, fake) as rt:
         fake.reply_raw_tool_use("read_workspace_memory_file", "[1, 2]", tool_use_id="toolu_bad")

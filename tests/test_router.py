@@ -75,9 +75,6 @@ async def test_conversations_run_concurrently(tmp_path: Path, fake: FakeAnthropi
         assert texts(recorded.body) == [f"hello from {sender}", "ok", f"again from {sender}"]
 
 
-@pytest.mark.xfail(strict=False, reason="bug: Database.fetchone/fetchall keep a reader cursor open across "
-                   "awaits; a concurrent read then runs in that cursor's old WAL snapshot, so "
-                   "conversations.create cannot see the row it just inserted (AssertionError)")
 async def test_first_messages_of_many_new_chats_at_once_are_all_answered(tmp_path: Path, fake: FakeAnthropic) -> None:
     async with running(tmp_path, fake) as rt:
         for round_ in range(3):  # the race is timing-dependent: 90 chats make it show on every run

@@ -370,8 +370,6 @@ async def test_prompt_too_long_twice_apologises_and_keeps_history(tmp_path: Path
 # -- trimming and oversize messages -----------------------------------------------------
 
 
-@pytest.mark.xfail(strict=False, reason="bug: trimToFit leaves a tool_result whose tool_use was dropped "
-                   "(assemble() strips the leading assistant tool_use message but keeps its tool_result)")
 async def test_trimming_never_splits_a_tool_exchange(tmp_path: Path, fake: FakeAnthropic) -> None:
     async with running(tmp_path, fake, agent=window_config(pairs=2)) as rt:
         model = ScriptedModel(rt)
