@@ -8,7 +8,8 @@ import json
 import logging
 import os
 import sys
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Callable, Coroutine, Sequence
+from typing import Any
 from pathlib import Path
 
 import yaml
@@ -29,7 +30,7 @@ class _Parser(argparse.ArgumentParser):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    common = argparse.ArgumentParser(add_help=False)
+    common = _Parser(add_help=False)
     # SUPPRESS: the option may stand before or after the command without one erasing the other.
     common.add_argument("--config", default=argparse.SUPPRESS,
                         help="config file (default: $MATE_CONFIG or ./config.yaml)")
@@ -192,7 +193,7 @@ async def _memory_summarize(config: Config, args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-_HANDLERS: dict[str, Callable[[Config, argparse.Namespace], Awaitable[int]]] = {
+_HANDLERS: dict[str, Callable[[Config, argparse.Namespace], Coroutine[Any, Any, int]]] = {
     "check-config": _check_config,
     "memory show": _memory_show,
     "memory export": _memory_export,

@@ -135,7 +135,7 @@ async def summarize(request: web.Request) -> web.Response:
 async def list_files(request: web.Request) -> web.Response:
     rt = request.app[_RUNTIME]
     agent_id = await _agent_id(request)
-    arguments = {"agentId": agent_id}
+    arguments: dict[str, Any] = {"agentId": agent_id}
     if prefix := request.query.get("prefix"):
         arguments["filenamePrefix"] = prefix
     result = await rt.extras["memory_tool"].call(agent_id, LIST_TOOL, arguments)

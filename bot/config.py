@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import re
 from pathlib import Path
+from collections.abc import Mapping
 from typing import Any, Literal
 
 import yaml
@@ -230,7 +231,7 @@ class Config(_Model):
 _ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 
 
-def expand_env(value: Any, environ: dict[str, str] | None = None) -> Any:
+def expand_env(value: Any, environ: Mapping[str, str] | None = None) -> Any:
     """Replace ${NAME} and ${NAME:-default} in every string of a YAML tree."""
     env = os.environ if environ is None else environ
     if isinstance(value, str):
@@ -271,7 +272,7 @@ def _error_line(error: ValidationError) -> str:
     return f"{path}: {message}" if path else message
 
 
-def parse_config(data: Any, source: str = "<memory>", environ: dict[str, str] | None = None) -> Config:
+def parse_config(data: Any, source: str = "<memory>", environ: Mapping[str, str] | None = None) -> Config:
     if data is None:
         data = {}
     if not isinstance(data, dict):
@@ -283,7 +284,7 @@ def parse_config(data: Any, source: str = "<memory>", environ: dict[str, str] | 
         raise ConfigError(_error_line(exc)) from None
 
 
-def load_config(path: str | os.PathLike[str] | None = None, environ: dict[str, str] | None = None) -> Config:
+def load_config(path: str | os.PathLike[str] | None = None, environ: Mapping[str, str] | None = None) -> Config:
     """Read PATH (or $MATE_CONFIG, or ./config.yaml when present) into a Config."""
     env = os.environ if environ is None else environ
     chosen = path or env.get("MATE_CONFIG")

@@ -58,6 +58,7 @@ async def open_runtime(
             client = make_llm(config)
             offline = isinstance(client, OfflineClient)
             llm = await stack.enter_async_context(client)
+        assert llm is not None
         tokens = TokenEstimator()
         memory: MemoryEventSink = NullMemorySink()
         extras: dict[str, Any] = {}

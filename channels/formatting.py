@@ -129,7 +129,8 @@ def _glued(text: str, i: int) -> bool:
 
 def _skip_separator(text: str, cut: int) -> int:
     """Return where the next chunk starts: past the whitespace at ``cut``, keeping indentation."""
-    j = _LEADING_SPACE.match(text, cut).end()
+    match = _LEADING_SPACE.match(text, cut)
+    j = match.end() if match else cut
     if j >= len(text):
         return len(text)
     newline = text.rfind("\n", cut, j)

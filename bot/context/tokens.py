@@ -42,7 +42,7 @@ class TokenEstimator:
     def __init__(self, encoder: Callable[[str], int] | None | bool = True) -> None:
         if encoder is True:
             encoder = _load_encoder()
-        self._encode: Callable[[str], int] = encoder or fallback_count  # type: ignore[assignment]
+        self._encode: Callable[[str], int] = encoder or fallback_count
         self.exact = bool(encoder)
         self._factors: dict[str, float] = {}
         self._lock = threading.Lock()

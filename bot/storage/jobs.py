@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import builtins
 from typing import Any
 
 from bot.storage.database import Database, utc_now
@@ -46,7 +47,7 @@ class SqliteCronJobRepository:
             sql += " WHERE enabled = 1"
         return [_record(r) for r in await self._db.fetchall(sql + " ORDER BY id")]
 
-    async def for_agent(self, agent_id: int) -> list[CronJobRecord]:
+    async def for_agent(self, agent_id: int) -> builtins.list[CronJobRecord]:
         rows = await self._db.fetchall(
             f"SELECT {_COLUMNS} FROM mate_cron_job WHERE agent_id = ? ORDER BY id", (agent_id,)
         )
