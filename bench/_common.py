@@ -9,6 +9,7 @@ import math
 import os
 import random
 import sys
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -41,9 +42,41 @@ def quiet_logs() -> None:
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
 
 
-def emit(result: dict[str, Any]) -> dict[str, Any]:
-    """Print the bench's one JSON line; the 1-minute load average says how quiet the host was."""
+class HostLoad:
+    """How much CPU other processes used while a bench ran (0..1 of all cores): a noise gauge.
+
+    From /proc/stat (all cores, busy jiffies) minus this process's and its waited-for
+    children's CPU time; None where /proc/stat is missing.
+    """
+
+    def __init__(self) -> None:
+        self._start = self._sample()
+
+    @staticmethod
+    def _sample() -> tuple[float, float, float] | None:
+        try:
+            fields = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+        except (OSError, ValueError):
+            return None
+        hz = os.sysconf("SC_CLK_TCK")
+        busy = (sum(fields) - fields[3] - (fields[4] if len(fields) > 4 else 0)) / hz  # minus idle, iowait
+        own = os.times()
+        return time.monotonic(), busy, own.user + own.system + own.children_user + own.children_system
+
+    def other_share(self) -> float | None:
+        end = self._sample()
+        if self._start is None or end is None:
+            return None
+        wall = (end[0] - self._start[0]) * (os.cpu_count() or 1)
+        other = (end[1] - self._start[1]) - (end[2] - self._start[2])
+        return round(min(max(other / wall, 0.0), 1.0), 3) if wall > 0 else None
+
+
+def emit(result: dict[str, Any], load: HostLoad | None = None) -> dict[str, Any]:
+    """Print the bench's one JSON line, with gauges of how quiet the host was."""
     result.setdefault("loadavg_1m", round(os.getloadavg()[0], 2))
+    if load is not None:
+        result.setdefault("host_other_cpu_share", load.other_share())
     print(json.dumps(result, separators=(", ", ": ")), flush=True)
     return result
 

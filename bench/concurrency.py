@@ -36,7 +36,7 @@ from typing import Any
 if __package__ in (None, ""):  # `python bench/concurrency.py`
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench._common import ScriptedLLM, chat_rows, emit, make_config, quiet_logs, seed_conversation
+from bench._common import HostLoad, ScriptedLLM, chat_rows, emit, make_config, quiet_logs, seed_conversation
 from bot.runtime import Runtime, open_runtime
 from channels.base import InboundMessage
 
@@ -119,8 +119,9 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--mode", choices=("inprocess", "http"), default="inprocess")
     args = parser.parse_args(argv)
     quiet_logs()
+    load = HostLoad()
     return emit(asyncio.run(run_concurrency(ns=args.ns, latency=args.latency, messages=args.messages,
-                                            mode=args.mode)))
+                                            mode=args.mode)), load)
 
 
 if __name__ == "__main__":

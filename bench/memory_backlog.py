@@ -40,7 +40,8 @@ if __package__ in (None, ""):  # `python bench/memory_backlog.py`
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench._common import (
-    ScriptedLLM, chat_rows, emit, keep_window, make_config, ms, percentile, quiet_logs, seed_conversation,
+    HostLoad, ScriptedLLM, chat_rows, emit, keep_window, make_config, ms, percentile, quiet_logs,
+    seed_conversation,
 )
 from bot.runtime import Runtime, open_runtime
 from channels.base import InboundMessage
@@ -145,8 +146,9 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--memory-latency", type=float, default=0.05)
     args = parser.parse_args(argv)
     quiet_logs()
+    load = HostLoad()
     return emit(asyncio.run(run_memory_backlog(backlog=args.backlog, samples=args.samples, gap=args.gap,
-                                               memory_latency=args.memory_latency)))
+                                               memory_latency=args.memory_latency)), load)
 
 
 if __name__ == "__main__":

@@ -40,7 +40,8 @@ if __package__ in (None, ""):  # `python bench/pipeline.py`
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench._common import (
-    ScriptedLLM, chat_rows, emit, keep_window, make_config, ms, percentile, quiet_logs, seed_conversation,
+    HostLoad, ScriptedLLM, chat_rows, emit, keep_window, make_config, ms, percentile, quiet_logs,
+    seed_conversation,
 )
 from bot.runtime import open_runtime
 from channels.base import InboundMessage
@@ -149,8 +150,9 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
                         help="cProfile the timed calls of this length; the report goes to stderr")
     args = parser.parse_args(argv)
     quiet_logs()
+    load = HostLoad()
     return emit(asyncio.run(run_pipeline(samples=args.samples, warmup=args.warmup, lengths=args.lengths,
-                                         window=args.window, profile=args.profile)))
+                                         window=args.window, profile=args.profile)), load)
 
 
 if __name__ == "__main__":

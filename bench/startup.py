@@ -35,7 +35,7 @@ from typing import Any
 if __package__ in (None, ""):  # `python bench/startup.py`
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench._common import chat_rows, emit, make_config, quiet_logs, seed_conversation
+from bench._common import HostLoad, chat_rows, emit, make_config, quiet_logs, seed_conversation
 from bot.app import open_core
 from bot.context.tokens import TokenEstimator
 from bot.daemon import READY_LINE
@@ -118,7 +118,9 @@ def start_once(config: Path, timeout: float) -> dict[str, Any]:
             "exit_code": code}
 
 
-def run_startup(*, conversations: int = 1000, messages: int = 4, runs: int = 3, timeout: float = 60.0) -> dict[str, Any]:
+def run_startup(
+    *, conversations: int = 1000, messages: int = 4, runs: int = 3, timeout: float = 60.0,
+) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="matebot-bench-") as name:
         tmp = Path(name)
         seeding = time.perf_counter()
@@ -147,8 +149,9 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--timeout", type=float, default=60.0)
     args = parser.parse_args(argv)
     quiet_logs()
+    load = HostLoad()
     return emit(run_startup(conversations=args.conversations, messages=args.messages, runs=args.runs,
-                            timeout=args.timeout))
+                            timeout=args.timeout), load)
 
 
 if __name__ == "__main__":

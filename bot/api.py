@@ -12,6 +12,7 @@ from typing import Any
 from aiohttp import web
 
 from bot.config import ApiConfig
+from bot.router import is_blank
 from bot.runtime import Runtime
 from channels.base import InboundMessage
 from memory.tool import LIST_TOOL, READ_TOOL
@@ -157,7 +158,7 @@ async def chat(request: web.Request) -> web.Response:
     agent_id = await _agent_id(request)
     body = await _json_body(request)
     message = body.get("message")
-    if not isinstance(message, str) or not message.strip():
+    if not isinstance(message, str) or is_blank(message):
         raise _BadRequest("message must be a non-empty string")
     conversation_id = body.get("conversationId")
     if conversation_id is not None and not isinstance(conversation_id, str):

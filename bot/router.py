@@ -7,7 +7,7 @@ import logging
 import re
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from bot.agent import Agent
@@ -26,6 +26,7 @@ log = logging.getLogger(__name__)
 
 MAX_MESSAGE_CHARS = 400_000
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+_INVISIBLE = re.compile(r"[\u00ad\u200b-\u200f\u2060-\u2064\ufeff]")
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,6 +40,21 @@ def clean_text(text: str) -> str:
     """Lone surrogates become U+FFFD and C0 controls (but tab and newlines) are dropped."""
     repaired = text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
     return _CONTROL.sub("", repaired)
+
+
+def is_blank(text: str) -> bool:
+    """Nothing a person could read: whitespace, control and zero-width characters only."""
+    return not _INVISIBLE.sub("", clean_text(text)).strip()
+
+
+def clean_message(message: InboundMessage) -> InboundMessage:
+    """clean_text on every text field: names and ids come from the network too."""
+    return replace(
+        message, text=clean_text(message.text), chat_id=clean_text(message.chat_id),
+        sender_id=clean_text(message.sender_id), sender_name=clean_text(message.sender_name),
+        chat_title=clean_text(message.chat_title),
+        thread_id=None if message.thread_id is None else clean_text(message.thread_id),
+    )
 
 
 class _KeyedLocks:
@@ -163,7 +179,8 @@ class ChannelMessageRouter:
 
     async def handle(self, message: InboundMessage, *, agent_id: int | None = None) -> RoutedReply | None:
         """The reply to send back, or None when the message is ignored."""
-        if not self._accepting or not message.text.strip():
+        message = clean_message(message)
+        if not self._accepting or is_blank(message.text):
             return None
         refusal = self._refusal(message)
         if refusal == "":
@@ -186,7 +203,7 @@ class ChannelMessageRouter:
         async with self._locks.hold(key):
             agent_id = forced_agent if forced_agent is not None else await self.agent_for(message)
             conversation = await self.conversation_for(message, agent_id)
-            text = clean_text(message.text)
+            text = message.text
             if self.commands is not None and text.lstrip().startswith("/"):
                 answer = await self.commands.handle(self, message, conversation, text.strip())
                 if answer is not None:

@@ -150,6 +150,9 @@ class MemoryWorker:
         return await self.recover()
 
     async def recover(self) -> int:
+        interrupted = await self._repos.memory_runs.fail_interrupted("interrupted: the process stopped mid-run")
+        if interrupted:
+            log.warning("closed %d memory runs left running by a previous process", interrupted)
         rows = await self._repos.memory_pending.all()
         for agent_id in dict.fromkeys(row.agent_id for row in rows):
             self._enqueue(agent_id)

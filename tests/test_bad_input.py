@@ -48,16 +48,8 @@ CASES: dict[str, Case] = {
     "new_with_junk": Case("/new extra junk", "new_conversation", new_conversation=True),
     "slash_only": Case("/", "unknown_command"),
     "unknown_command": Case("/unknowncmd", "unknown_command"),
-    "controls_only": pytest.param(  # type: ignore[dict-item]
-        Case("\x00\x01\x02\x7f", None),
-        marks=pytest.mark.xfail(strict=True, reason="bug: control-only text passes the blank check; "
-                                "an empty user turn is stored and sent to the model"),
-    ),
-    "zero_width_only": pytest.param(  # type: ignore[dict-item]
-        Case("\u200b\u200c\u200d\u2060\ufeff", None),
-        marks=pytest.mark.xfail(strict=True, reason="bug: an invisible-only message is not treated as "
-                                "blank; it is stored and sent to the model"),
-    ),
+    "controls_only": Case("\x00\x01\x02\x7f", None),
+    "zero_width_only": Case("\u200b\u200c\u200d\u2060\ufeff", None),
 }
 
 
@@ -170,9 +162,6 @@ async def test_bad_input_is_answered_or_ignored_and_history_survives(
         assert active.id == before[0][1]
 
 
-@pytest.mark.xfail(strict=True, raises=UnicodeEncodeError,
-                   reason="bug: only InboundMessage.text is cleaned; a lone surrogate in the sender's "
-                   "name reaches SQLite and router.handle raises UnicodeEncodeError")
 async def test_surrogates_in_a_group_sender_name_are_stored_safely(tmp_path: Path) -> None:
     async with runtime(tmp_path) as (rt, fake):
         reply = await rt.router.handle(telegram_group("hello from a broken name", sender="\ud800Eve\x00"))

@@ -15,7 +15,8 @@ from bench import concurrency, memory_backlog, pipeline, startup
 def _only_json_line(capsys: pytest.CaptureFixture[str]) -> dict[str, Any]:
     lines = capsys.readouterr().out.splitlines()
     assert len(lines) == 1, lines
-    return json.loads(lines[0])
+    result: dict[str, Any] = json.loads(lines[0])
+    return result
 
 
 def _number(value: Any) -> bool:

@@ -32,8 +32,8 @@ async def fake() -> AsyncIterator[FakeAnthropic]:
 
 @asynccontextmanager
 async def running(tmp_path: Path, fake: FakeAnthropic, *, memory_worker: bool = False,
-                  **llm: Any) -> AsyncIterator[Runtime]:
-    options = {"api-key": "k", "base-url": fake.url, "max-retries": 0, **llm}
+                  llm: dict[str, Any] | None = None) -> AsyncIterator[Runtime]:
+    options = {"api-key": "k", "base-url": fake.url, "max-retries": 0, **(llm or {})}
     config = make_config(tmp_path, llm=options, memory={"cooldown-minutes": 0})
     async with AnthropicClient(config.mate.llm) as client, open_runtime(
         config, llm=client, with_memory_worker=memory_worker,
@@ -75,7 +75,7 @@ def last_tool_results(body: dict[str, Any]) -> list[dict[str, Any]]:
 async def test_transient_error_is_retried_then_answered(
     tmp_path: Path, fake: FakeAnthropic, status: int, error_type: str,
 ) -> None:
-    async with running(tmp_path, fake, **{"max-retries": 2}) as rt:
+    async with running(tmp_path, fake, llm={"max-retries": 2}) as rt:
         fake.reply_error(status, error_type, "try again later", retry_after=0.001)
         fake.reply_text("made it")
         reply = await say(rt, "hello there")
@@ -117,7 +117,7 @@ async def test_failed_call_gives_an_apology_and_stores_only_the_user_message(
 
 async def test_timeout_gives_an_apology_in_time(tmp_path: Path, fake: FakeAnthropic) -> None:
     fake.latency = 1.0
-    async with running(tmp_path, fake, **{"timeout-seconds": 0.3}) as rt:
+    async with running(tmp_path, fake, llm={"timeout-seconds": 0.3}) as rt:
         started = time.monotonic()
         reply = await say(rt, "hello there")
         elapsed = time.monotonic() - started

