@@ -56,6 +56,7 @@ class Agent:
         self._tokens = tokens
         self._prompts = prompts
         self._tools = list(tools)
+        self._definitions = [d for t in self._tools for d in t.definitions()]
         self._now_text = now_text or (lambda: local_now_text(config.timezone))
 
     @property
@@ -63,7 +64,7 @@ class Agent:
         return self._config.llm.model
 
     def tool_definitions(self) -> list[dict[str, Any]]:
-        return [d for t in self._tools for d in t.definitions()]
+        return self._definitions
 
     async def system_prompt(self, agent_id: int, agent_name: str) -> str:
         base = self._prompts.render("agent/system", agent_name=agent_name, now=self._now_text(),

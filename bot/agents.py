@@ -30,6 +30,7 @@ class AgentDirectory:
         self._prompts = prompts
         self._chat_lock = asyncio.Lock()
         self._known: set[int] = set()
+        self._records: dict[int, AgentRecord] = {}
 
     async def ensure_configured(self) -> None:
         """Create the agents of `mate.agents` that do not exist yet (idempotent)."""
@@ -47,9 +48,13 @@ class AgentDirectory:
         self._known.add(agent_id)
 
     async def get(self, agent_id: int) -> AgentRecord:
-        found = await self._repos.agents.get(agent_id)
+        """Agents are never renamed or removed while the daemon runs, so one read each suffices."""
+        found = self._records.get(agent_id)
         if found is None:
-            raise UnknownAgent(f"agent {agent_id} does not exist")
+            found = await self._repos.agents.get(agent_id)
+            if found is None:
+                raise UnknownAgent(f"agent {agent_id} does not exist")
+            self._records[agent_id] = found
         return found
 
     async def exists(self, agent_id: int) -> bool:

@@ -221,7 +221,7 @@ class ChannelMessageRouter:
 
     async def _publish(self, conversation: ConversationRecord, user_text: str, reply: str, upto: int) -> None:
         try:
-            count = await self._repos.messages.count(conversation.id, roles=("user", "assistant"))
+            count = await self._repos.conversations.message_count(conversation.id)
             event = ConversationCompletedEvent(
                 agent_id=conversation.agent_id, conversation_id=conversation.id, user_message=user_text,
                 assistant_reply=reply, message_count=count, trigger_source=conversation.trigger_source,

@@ -96,3 +96,27 @@ async def test_pending_rows_coalesce_per_conversation(tmp_path: Path) -> None:
         assert await repos.memory_pending.get("c") is not None
         await repos.memory_pending.complete("c", 10)
         assert await repos.memory_pending.all() == []
+
+
+async def test_migration_2_backfills_message_count_and_the_trigger_keeps_it(tmp_path: Path) -> None:
+    path = tmp_path / "mate.db"
+    async with aiosqlite.connect(path) as conn:  # a version-1 database with history in it
+        await conn.execute("CREATE TABLE schema_version (version INTEGER PRIMARY KEY, description TEXT NOT NULL,"
+                           " applied_time TEXT NOT NULL)")
+        for statement in MIGRATIONS[0][2]:
+            await conn.execute(statement)
+        await conn.execute("INSERT INTO schema_version VALUES (1, 'initial schema', 'x')")
+        await conn.execute("INSERT INTO mate_agent VALUES (1, 'Mate', 'x', 'x')")
+        await conn.execute("INSERT INTO mate_conversation(id, agent_id, channel, chat_key, trigger_source,"
+                           " create_time, update_time) VALUES ('c', 1, 'console', 'c', 'console', 'x', 'x')")
+        for role in ("user", "assistant", "tool", "user"):
+            await conn.execute("INSERT INTO mate_message(conversation_id, role, content, create_time)"
+                               " VALUES ('c', ?, 'x', 'x')", (role,))
+        await conn.commit()
+    async with Database(path) as db:
+        repos = Repositories.over(db)
+        assert await db.schema_version() == 2
+        assert await repos.conversations.message_count("c") == 3
+        await repos.messages.add_many("c", [("assistant", "a", 1), ("tool", "[]", 1), ("user", "u", 1)])
+        assert await repos.conversations.message_count("c") == 5
+        assert (await repos.conversations.get("c")).update_time != "x"

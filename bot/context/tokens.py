@@ -15,6 +15,8 @@ log = logging.getLogger(__name__)
 PER_MESSAGE_OVERHEAD = 4
 _EMA_ALPHA = 0.3
 _FACTOR_RANGE = (0.5, 4.0)
+_CACHE_FROM_CHARS = 128
+_CACHE_ENTRIES = 256
 
 
 def _load_encoder() -> Callable[[str], int] | None:
@@ -45,10 +47,19 @@ class TokenEstimator:
         self._encode: Callable[[str], int] = encoder or fallback_count
         self.exact = bool(encoder)
         self._factors: dict[str, float] = {}
+        self._counts: dict[str, int] = {}
         self._lock = threading.Lock()
 
     def count_text(self, text: str) -> int:
-        return self._encode(text) if text else 0
+        if len(text) < _CACHE_FROM_CHARS:
+            return self._encode(text) if text else 0
+        # System prompts and tool definitions repeat on every request: count them once.
+        cached = self._counts.get(text)
+        if cached is None:
+            if len(self._counts) >= _CACHE_ENTRIES:
+                self._counts.clear()
+            cached = self._counts[text] = self._encode(text)
+        return cached
 
     def count_content(self, content: str | list[dict[str, Any]]) -> int:
         if isinstance(content, str):

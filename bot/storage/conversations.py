@@ -93,6 +93,13 @@ class SqliteConversationRepository:
             (upto_message_id, utc_now(), conversation_id),
         )
 
+    async def message_count(self, conversation_id: str) -> int:
+        """User and assistant messages stored (kept by a trigger: no scan of the history)."""
+        row = await self._db.fetchone(
+            "SELECT message_count FROM mate_conversation WHERE id = ?", (conversation_id,)
+        )
+        return int(row[0]) if row else 0
+
     async def count(self) -> int:
         row = await self._db.fetchone("SELECT COUNT(*) FROM mate_conversation")
         return int(row[0]) if row else 0
@@ -106,40 +113,33 @@ class SqliteMessageRepository:
         self, conversation_id: str, role: str, content: str, token_count: int,
         sender_id: str | None = None, sender_name: str | None = None,
     ) -> int:
-        now = utc_now()
-        async with self._db.transaction() as conn:
-            async with conn.execute(
-                "INSERT INTO mate_message(conversation_id, role, content, token_count, sender_id, "
-                "sender_name, create_time) VALUES (?, ?, ?, ?, ?, ?, ?)",
-                (conversation_id, role, content, token_count, sender_id, sender_name, now),
-            ) as cur:
-                message_id = int(cur.lastrowid or 0)
-            await conn.execute(
-                "UPDATE mate_conversation SET update_time = ? WHERE id = ?", (now, conversation_id)
-            )
-        return message_id
+        result = await self._db.execute(
+            "INSERT INTO mate_message(conversation_id, role, content, token_count, sender_id, "
+            "sender_name, create_time) VALUES (?, ?, ?, ?, ?, ?, ?)",
+            (conversation_id, role, content, token_count, sender_id, sender_name, utc_now()),
+        )
+        return result.lastrowid
 
     async def add_many(
         self, conversation_id: str, rows: Sequence[tuple[str, str, int]],
         sender_id: str | None = None, sender_name: str | None = None,
     ) -> list[int]:
-        """Insert (role, content, token_count) rows in one transaction: a turn is stored whole."""
+        """Insert (role, content, token_count) rows with one statement: a turn is stored whole."""
+        if not rows:
+            return []
         now = utc_now()
-        ids: list[int] = []
-        async with self._db.transaction() as conn:
-            for role, content, tokens in rows:
-                async with conn.execute(
-                    "INSERT INTO mate_message(conversation_id, role, content, token_count, "
-                    "sender_id, sender_name, create_time) VALUES (?, ?, ?, ?, ?, ?, ?)",
-                    (conversation_id, role, content, tokens,
-                     sender_id if role == "user" else None,
-                     sender_name if role == "user" else None, now),
-                ) as cur:
-                    ids.append(int(cur.lastrowid or 0))
-            await conn.execute(
-                "UPDATE mate_conversation SET update_time = ? WHERE id = ?", (now, conversation_id)
-            )
-        return ids
+        params: list[Any] = []
+        for role, content, tokens in rows:
+            user = role == "user"
+            params += [conversation_id, role, content, tokens,
+                       sender_id if user else None, sender_name if user else None, now]
+        values = ", ".join(["(?, ?, ?, ?, ?, ?, ?)"] * len(rows))
+        returned = await self._db.write_returning(
+            "INSERT INTO mate_message(conversation_id, role, content, token_count, sender_id, "
+            f"sender_name, create_time) VALUES {values} RETURNING id",
+            params,
+        )
+        return sorted(int(r[0]) for r in returned)
 
     async def after(self, conversation_id: str, after_id: int, limit: int = 1000) -> list[MessageRecord]:
         """Messages with id > after_id, oldest first."""

@@ -125,6 +125,11 @@ class Database:
             async with self.writer.execute(sql, params) as cursor:
                 return WriteResult(cursor.lastrowid or 0, cursor.rowcount)
 
+    async def write_returning(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
+        """A single-statement write with RETURNING, read back in the same call."""
+        async with self._write_lock:
+            return list(await self.writer.execute_fetchall(sql, params))
+
     async def executemany(self, sql: str, rows: Iterable[Sequence[Any]]) -> None:
         async with self.transaction() as conn:
             await conn.executemany(sql, rows)
