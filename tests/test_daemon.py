@@ -1,0 +1,56 @@
+"""The daemon as `matebot run` builds it: every enabled service wired, stopped in order."""
+
+from __future__ import annotations
+
+import asyncio
+import warnings
+from pathlib import Path
+
+import pytest
+
+from bot.daemon import run_daemon
+from bot.runtime import Runtime
+from tests.conftest import make_config
+from tests.fakes.anthropic import FakeAnthropic
+from tests.fakes.telegram import FakeTelegram
+
+
+async def test_daemon_serves_telegram_and_discord_together_then_stops_cleanly(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        from tests.fakes.discord import FakeDiscord
+    async with FakeAnthropic() as fake, FakeTelegram() as tg, FakeDiscord() as dc:
+        fake.reply_text("hello from the model")
+        config = make_config(
+            tmp_path,
+            llm={"api-key": "k", "base-url": fake.url, "max-retries": 0},
+            api={"port": 0},
+            channels={
+                "telegram": {"enabled": True, "token": tg.token, "base-url": tg.base_url,
+                             "allowed-users": ["42"]},
+                "discord": {"enabled": True, "token": "discord-token", "api-base-url": dc.api_base,
+                            "gateway-url": dc.gateway_url, "allowed-users": ["42"]},
+                "console": {"enabled": False},
+            },
+        )
+        stop = asyncio.Event()
+        started: list[Runtime] = []
+        daemon = asyncio.create_task(run_daemon(config, stop=stop, console=False, ready=started.append))
+        try:
+            await dc.wait_ready(timeout=10)
+            tg.push_text("hi bot", chat_id=42, user_id=42)
+            (sent,) = await tg.wait_for_sent(1, timeout=10)
+            assert sent["text"] == "hello from the model"
+            fake.reply_text("hello discord")
+            await dc.send_dm("hi there", author_id="42")
+            (posted,) = await dc.wait_sent(1, timeout=10)
+            assert posted["content"] == "hello discord"
+            rt = started[0]
+            assert rt.extras["scheduler"] is not None and rt.extras["api_port"] > 0
+        finally:
+            stop.set()
+            assert await asyncio.wait_for(daemon, 30) == 0
+        # Stopping the channels released the fakes' sessions; the database was closed last.
+        assert tg.calls_of("setMyCommands")
