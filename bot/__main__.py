@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import logging
 import os
 import sys
 from collections.abc import Callable, Coroutine, Sequence
-from typing import Any
 from pathlib import Path
+from typing import Any
 
 import yaml
 

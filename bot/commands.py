@@ -13,7 +13,12 @@ from bot.prompts import PromptLibrary
 from bot.storage import Repositories
 from bot.storage.records import ConversationRecord
 from channels.base import InboundMessage
-from memory.workspace import MEMORY_FILE, PROFILE_FILE, WorkspaceFileService, daily_note_name
+from memory.workspace import (
+    MEMORY_FILE,
+    PROFILE_FILE,
+    WorkspaceFileService,
+    daily_note_name,
+)
 
 if TYPE_CHECKING:
     from bot.router import ChannelMessageRouter

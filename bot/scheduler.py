@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone, tzinfo
 from types import TracebackType
@@ -15,12 +14,12 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 from apscheduler.triggers.cron import CronTrigger
 
+from bot.clock import Clock, utc_now
 from bot.storage import Repositories
 from bot.storage.records import CronJobRecord
 
 log = logging.getLogger(__name__)
 
-Clock = Callable[[], datetime]
 
 # None = "run however late": a fire delayed by a suspended host still runs (once, since
 # coalesce folds the backlog into one run), matching the catch-up rule for restarts.
@@ -91,10 +90,6 @@ def _crontab_day(text: str) -> int:
     raise ValueError(f"bad day-of-week {text!r}")
 
 
-def _utc_now() -> datetime:
-    return datetime.now(timezone.utc)
-
-
 def _iso(moment: datetime | None) -> str | None:
     return moment.astimezone(timezone.utc).isoformat(timespec="milliseconds") if moment else None
 
@@ -138,7 +133,7 @@ class CronScheduler:
     """Mirrors the enabled rows of mate_cron_job into APScheduler and records every run."""
 
     def __init__(
-        self, repos: Repositories, runner: CronJobRunner, *, timezone: str, clock: Clock = _utc_now,
+        self, repos: Repositories, runner: CronJobRunner, *, timezone: str, clock: Clock = utc_now,
         reload_interval: float = 30.0,
     ) -> None:
         self._repos = repos

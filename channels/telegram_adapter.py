@@ -13,7 +13,13 @@ from typing import TYPE_CHECKING, Any
 from telegram import BotCommand, Message, MessageEntity, ReplyParameters, Update
 from telegram.constants import ChatAction, ChatType, ParseMode
 from telegram.error import BadRequest, NetworkError, RetryAfter, TelegramError
-from telegram.ext import Application, ApplicationBuilder, ContextTypes, MessageHandler, filters
+from telegram.ext import (
+    Application,
+    ApplicationBuilder,
+    ContextTypes,
+    MessageHandler,
+    filters,
+)
 from telegram.warnings import PTBDeprecationWarning
 
 from bot.commands import COMMANDS
@@ -21,7 +27,12 @@ from bot.config import TelegramConfig
 from bot.errors import MateError
 from bot.prompts import PromptLibrary
 from channels.base import ChannelCapabilities, InboundMessage, OutboundMessage
-from channels.formatting import TELEGRAM_LIMIT, markdown_to_telegram_html, split_message, utf16_len
+from channels.formatting import (
+    TELEGRAM_LIMIT,
+    markdown_to_telegram_html,
+    split_message,
+    utf16_len,
+)
 
 if TYPE_CHECKING:
     from bot.router import RoutedReply

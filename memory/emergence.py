@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime, timezone
 from typing import Any, Literal
-from zoneinfo import ZoneInfo
 
+from bot.clock import Clock, local_date, utc_now
 from bot.config import MateConfig
 from bot.errors import LLMError, VersionConflict
 from bot.llm import LLMClient, LLMRequest
@@ -29,7 +27,6 @@ _REPLY_OVERHEAD_TOKENS = 1024
 _MEMORY_SORT_ORDER = dict(SEED_FILES)[MEMORY_FILE]
 
 Status = Literal["completed", "skipped", "failed", "disabled"]
-Clock = Callable[[], datetime]
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,21 +40,12 @@ class _Failed(Exception):
     """Ends a run as failed with a reason meant for the user (API msg, /memory emerge answer)."""
 
 
-def _utc_now() -> datetime:
-    return datetime.now(timezone.utc)
-
-
-def _local_date(moment: datetime, zone: str) -> str:
-    local = moment.astimezone() if zone == "local" else moment.astimezone(ZoneInfo(zone))
-    return local.date().isoformat()
-
-
 class MemoryEmergenceService:
     """One emerge() call = one LLM consolidation (redone once on a concurrent edit) = one run row."""
 
     def __init__(
         self, config: MateConfig, repos: Repositories, workspace: WorkspaceFileService,
-        llm: LLMClient, prompts: PromptLibrary, clock: Clock = _utc_now,
+        llm: LLMClient, prompts: PromptLibrary, clock: Clock = utc_now,
     ) -> None:
         self._config = config
         self._memory = config.memory
@@ -127,7 +115,7 @@ class MemoryEmergenceService:
         system = self._prompts.render("memory/emergence-system", memory_max_chars=budget)
         user = self._prompts.render(
             "memory/emergence-user",
-            date=_local_date(self._clock(), self._config.timezone),
+            date=local_date(self._config.timezone, self._clock()),
             memory=memory_text, memory_chars=len(memory_text), memory_max_chars=budget,
             daily_notes="\n\n".join(f"### {name}\n{content.strip()}" for name, content in notes),
         )

@@ -7,10 +7,9 @@ import contextlib
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timezone
 from typing import Any
-from zoneinfo import ZoneInfo
 
+from bot.clock import Clock, local_date, utc_now
 from bot.config import MateConfig
 from bot.errors import LLMError, VersionConflict
 from bot.llm import LLMClient, LLMRequest
@@ -20,7 +19,13 @@ from bot.storage.records import MessageRecord
 from memory.events import ConversationCompletedEvent
 from memory.json_reply import InvalidJsonReply, parse_memory_reply
 from memory.transcript import TRANSCRIPT_ROLES, build_transcript
-from memory.workspace import MEMORY_FILE, PROFILE_FILE, SEED_FILES, WorkspaceFileService, daily_note_name
+from memory.workspace import (
+    MEMORY_FILE,
+    PROFILE_FILE,
+    SEED_FILES,
+    WorkspaceFileService,
+    daily_note_name,
+)
 
 log = logging.getLogger(__name__)
 
@@ -34,12 +39,7 @@ EARLIER_CONTEXT_MESSAGES = 6
 EARLIER_CONTEXT_CHARS = 300
 _SORT_ORDER = dict(SEED_FILES)
 
-Clock = Callable[[], datetime]
 Sleep = Callable[[float], Awaitable[None]]
-
-
-def utc_now() -> datetime:
-    return datetime.now(timezone.utc)
 
 
 @dataclass(frozen=True, slots=True)
@@ -216,7 +216,7 @@ class MemorySummarizationService:
     async def _read_files(self, agent_id: int) -> _Snapshot:
         zone = self._config.timezone  # "local" = the system's zone
         now = self._clock()
-        date = (now.astimezone() if zone == "local" else now.astimezone(ZoneInfo(zone))).date().isoformat()
+        date = local_date(zone, now)
         return _Snapshot(
             date=date,
             profile=await self._workspace.read_text(agent_id, PROFILE_FILE),

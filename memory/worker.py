@@ -6,16 +6,20 @@ import asyncio
 import logging
 from collections import defaultdict
 from collections.abc import Coroutine, Sequence
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timedelta
 from types import TracebackType
 from typing import Any
 
+from bot.clock import Clock, iso, parse_iso, utc_now
 from bot.config import MateConfig
 from bot.storage import Repositories
 from bot.storage.records import PendingMemoryRecord
 from memory.events import ConversationCompletedEvent
 from memory.summarization import (
-    RUN_KIND, AnalysisOutcome, Clock, MemorySummarizationService, Sleep, utc_now,
+    RUN_KIND,
+    AnalysisOutcome,
+    MemorySummarizationService,
+    Sleep,
 )
 
 log = logging.getLogger(__name__)
@@ -25,15 +29,6 @@ DEFAULT_RETRY_DELAYS: tuple[float, ...] = (60.0, 300.0)
 # How long a fold waits for a running analysis of the same agent before leaving the
 # work to the pending row (the user's reply is waiting on the fold).
 DEFAULT_FOLD_LOCK_TIMEOUT = 30.0
-
-
-def _iso(moment: datetime) -> str:
-    return moment.astimezone(timezone.utc).isoformat(timespec="milliseconds")
-
-
-def _parse(text: str) -> datetime:
-    moment = datetime.fromisoformat(text)
-    return moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)
 
 
 class MemoryWorker:
@@ -84,7 +79,7 @@ class MemoryWorker:
                      extra={"conversation_id": event.conversation_id})
             return
         await self._repos.memory_pending.upsert(event.conversation_id, event.agent_id, upto_message_id,
-                                                event.trigger_source, due_time=_iso(self._clock()))
+                                                event.trigger_source, due_time=iso(self._clock()))
         self._enqueue(event.agent_id)
 
     async def extract_before_fold(self, agent_id: int, conversation_id: str, upto_message_id: int) -> None:
@@ -101,7 +96,7 @@ class MemoryWorker:
             if conversation is None or conversation.memory_upto_message_id >= upto_message_id:
                 return
             await self._repos.memory_pending.upsert(conversation_id, agent_id, upto_message_id,
-                                                    conversation.trigger_source, due_time=_iso(self._clock()))
+                                                    conversation.trigger_source, due_time=iso(self._clock()))
             lock = self._locks[agent_id]
             try:
                 async with asyncio.timeout(self._fold_lock_timeout):
@@ -223,7 +218,7 @@ class MemoryWorker:
         now = self._clock()
         ready = self._cooldown_end(agent_id, now)
         if ready > now:
-            log.info("memory extraction for agent %d deferred: cooldown until %s", agent_id, _iso(ready))
+            log.info("memory extraction for agent %d deferred: cooldown until %s", agent_id, iso(ready))
             self._defer(agent_id, ready)
             return
         lock = self._locks[agent_id]
@@ -263,8 +258,8 @@ class MemoryWorker:
         for row in await self._repos.memory_pending.all():
             if row.agent_id != agent_id:
                 continue
-            if _parse(row.due_time) > now:
-                later.append(_parse(row.due_time))
+            if parse_iso(row.due_time) > now:
+                later.append(parse_iso(row.due_time))
                 continue
             retry_at = await self._process(row)
             if retry_at is not None:
@@ -290,7 +285,7 @@ class MemoryWorker:
     async def _record_failure(self, row: PendingMemoryRecord, error: str) -> datetime | None:
         delay = self._retry_delays[min(row.attempts, len(self._retry_delays) - 1)]
         due = self._clock() + timedelta(seconds=delay)
-        attempts = await self._repos.memory_pending.record_failure(row.conversation_id, error, _iso(due))
+        attempts = await self._repos.memory_pending.record_failure(row.conversation_id, error, iso(due))
         if attempts < self._max_attempts:
             return due
         # Give up: the watermark did not move, so the next event of this conversation

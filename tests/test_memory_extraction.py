@@ -15,7 +15,8 @@ from bot.app import Core, open_core
 from bot.config import LlmConfig
 from bot.llm import AnthropicClient
 from memory.events import ConversationCompletedEvent
-from memory.summarization import Clock, MemorySummarizationService
+from bot.clock import Clock
+from memory.summarization import MemorySummarizationService
 from tests.conftest import make_config
 from tests.fakes.anthropic import FakeAnthropic
 

@@ -5,10 +5,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from bot.storage.agents import SqliteAgentRepository
-from bot.storage.conversations import SqliteConversationRepository, SqliteMessageRepository
+from bot.storage.conversations import (
+    SqliteConversationRepository,
+    SqliteMessageRepository,
+)
 from bot.storage.database import Database
 from bot.storage.jobs import SqliteCronJobRepository
-from bot.storage.memory_state import SqliteMemoryPendingRepository, SqliteMemoryRunRepository
+from bot.storage.memory_state import (
+    SqliteMemoryPendingRepository,
+    SqliteMemoryRunRepository,
+)
 from bot.storage.workspace_files import SqliteWorkspaceFileRepository
 
 
