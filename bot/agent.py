@@ -31,6 +31,7 @@ class AgentReply:
     ok: bool  # False: a refusal or apology; nothing from the model was stored
     user_message_id: int | None = None
     last_message_id: int | None = None
+    message_count: int = 0  # user and assistant messages stored in the conversation
 
 
 def local_now_text(timezone_name: str) -> str:
@@ -126,8 +127,9 @@ class Agent:
             rows = [(role, c if isinstance(c, str) else encode_blocks(c), self._tokens.count_content(c))
                     for role, c in turn]
             rows.append(("assistant", final, self._tokens.count_text(final)))
-            ids = await self._repos.messages.add_many(conversation.id, rows)
-            return AgentReply(final, ok=True, user_message_id=user_id, last_message_id=ids[-1])
+            ids, count = await self._repos.messages.add_turn(conversation.id, rows)
+            return AgentReply(final, ok=True, user_message_id=user_id, last_message_id=ids[-1],
+                              message_count=count)
 
     def _observe(self, window: Window, turn: list[tuple[str, Content]], response: LLMResponse) -> None:
         raw = window.raw_tokens + sum(self._tokens.count_content(c) + PER_MESSAGE_OVERHEAD for _, c in turn)

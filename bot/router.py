@@ -216,12 +216,13 @@ class ChannelMessageRouter:
             reply = await self._agent.respond(conversation, stored, agent_name=agent.name,
                                               sender_id=message.sender_id, sender_name=message.sender_name)
             if reply.ok and reply.last_message_id is not None:
-                await self._publish(conversation, stored, reply.text, reply.last_message_id)
+                await self._publish(conversation, stored, reply.text, reply.last_message_id,
+                                    reply.message_count)
             return RoutedReply(reply.text, conversation.id, agent_id)
 
-    async def _publish(self, conversation: ConversationRecord, user_text: str, reply: str, upto: int) -> None:
+    async def _publish(self, conversation: ConversationRecord, user_text: str, reply: str, upto: int,
+                       count: int) -> None:
         try:
-            count = await self._repos.conversations.message_count(conversation.id)
             event = ConversationCompletedEvent(
                 agent_id=conversation.agent_id, conversation_id=conversation.id, user_message=user_text,
                 assistant_reply=reply, message_count=count, trigger_source=conversation.trigger_source,
@@ -229,4 +230,3 @@ class ChannelMessageRouter:
             await self._memory.publish(event, upto)
         except Exception:  # the reply is already made; memory has its own durable retry
             log.exception("could not publish the memory event", extra={"conversation_id": conversation.id})
-

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import logging
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -41,9 +43,23 @@ def daily_note_name(date_iso: str) -> str:
 class WorkspaceFileService:
     """CRUD over mate_workspace_file and the system-prompt injection built from it."""
 
-    def __init__(self, files: SqliteWorkspaceFileRepository, seeds: SeedSource) -> None:
+    def __init__(
+        self, files: SqliteWorkspaceFileRepository, seeds: SeedSource, *, injection_ttl: float = 5.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self._files = files
         self._seeds = seeds
+        # The injection is read on every request; this process's writes invalidate it at
+        # once, and the TTL bounds how long an edit by another process (`memory import`)
+        # takes to show.
+        self._injection_ttl = injection_ttl
+        self._clock = clock
+        self._injections: dict[int, tuple[str, float]] = {}
+        self._generations: dict[int, int] = {}
+
+    def _changed(self, agent_id: int) -> None:
+        self._generations[agent_id] = self._generations.get(agent_id, 0) + 1
+        self._injections.pop(agent_id, None)
 
     async def seed(self, agent_id: int) -> int:
         """Create the missing core files of an agent; returns how many were created."""
@@ -54,6 +70,8 @@ class WorkspaceFileService:
             content = self._seeds.workspace_seed(filename)
             if await self._files.insert(agent_id, filename, content, enabled=True, sort_order=sort_order):
                 created += 1
+        if created:
+            self._changed(agent_id)
         return created
 
     async def get(self, agent_id: int, filename: str) -> WorkspaceFileRecord | None:
@@ -84,13 +102,16 @@ class WorkspaceFileService:
             inserted = await self._files.insert(
                 agent_id, filename, content, enabled=enabled, sort_order=sort_order
             )
+            self._changed(agent_id)
             if inserted is None:  # someone created it between our read and insert
                 raced = await self._files.get(agent_id, filename)
                 raise VersionConflict(filename, expected_version or 0, raced.version if raced else 0)
             return WriteOutcome(inserted, created=True)
         if expected_version is not None and current.version != expected_version:
             raise VersionConflict(filename, expected_version, current.version)
-        if not await self._files.update_content(current.id, content, expected_version):
+        updated_ok = await self._files.update_content(current.id, content, expected_version)
+        self._changed(agent_id)  # after the commit: a read racing with it is not cached
+        if not updated_ok:
             latest = await self._files.get(agent_id, filename)
             raise VersionConflict(filename, current.version, latest.version if latest else 0)
         updated = await self._files.get(agent_id, filename)
@@ -114,22 +135,32 @@ class WorkspaceFileService:
     async def delete(self, agent_id: int, filename: str) -> bool:
         """Logical delete: the row stays, the name is free again."""
         current = await self._files.get(agent_id, filename)
-        return bool(current) and await self._files.soft_delete(current.id)  # type: ignore[union-attr]
+        deleted = bool(current) and await self._files.soft_delete(current.id)  # type: ignore[union-attr]
+        self._changed(agent_id)
+        return deleted
 
     async def set_enabled(self, agent_id: int, filename: str, enabled: bool) -> None:
         current = await self._files.get(agent_id, filename)
         if current is None:
             raise WorkspaceError(f"{filename}: no such file")
         await self._files.set_enabled(current.id, enabled)
+        self._changed(agent_id)
 
     async def injection(self, agent_id: int) -> str:
         """The `--- NAME ---` blocks of the enabled, non-blank files, in sort order."""
+        cached = self._injections.get(agent_id)
+        if cached is not None and cached[1] > self._clock():
+            return cached[0]
+        generation = self._generations.get(agent_id, 0)
         blocks = [
             f"--- {f.filename} ---\n{f.content.rstrip()}"
             for f in await self._files.list(agent_id, enabled_only=True)
             if f.content.strip()
         ]
-        return "\n\n".join(blocks)
+        text = "\n\n".join(blocks)
+        if self._generations.get(agent_id, 0) == generation:  # no write raced with this read
+            self._injections[agent_id] = (text, self._clock() + self._injection_ttl)
+        return text
 
     async def build_system_prompt(self, agent_id: int, base: str = "") -> str:
         """The base system prompt followed by the workspace injection (rebuilt on every call)."""

@@ -120,3 +120,15 @@ async def test_migration_2_backfills_message_count_and_the_trigger_keeps_it(tmp_
         await repos.messages.add_many("c", [("assistant", "a", 1), ("tool", "[]", 1), ("user", "u", 1)])
         assert await repos.conversations.message_count("c") == 5
         assert (await repos.conversations.get("c")).update_time != "x"
+
+
+async def test_add_turn_reports_the_message_count_after_it(tmp_path: Path) -> None:
+    async with Database(tmp_path / "mate.db") as db:
+        repos = Repositories.over(db)
+        await repos.agents.ensure(1, "Mate")
+        await repos.conversations.create("c", agent_id=1, channel="console", chat_key="c", trigger_source="console")
+        await repos.messages.add("c", "user", "hi", 1)
+        ids, count = await repos.messages.add_turn("c", [("assistant", "[]", 1), ("tool", "[]", 1),
+                                                         ("assistant", "done", 1)])
+        assert len(ids) == 3 and count == 3 == await repos.conversations.message_count("c")
+        assert await repos.messages.count("c", roles=("user", "assistant")) == 3

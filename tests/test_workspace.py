@@ -90,3 +90,19 @@ async def test_agents_do_not_share_files(core: Core) -> None:
     await core.workspace.write(1, "PROFILE.md", "owner secret")
     assert "owner secret" not in await core.workspace.build_system_prompt(other)
     assert len(await core.workspace.list(other)) == len(SEED_FILES)
+
+
+async def test_injection_cache_sees_own_writes_at_once_and_other_writers_after_ttl(core: Core) -> None:
+    from memory.workspace import WorkspaceFileService
+
+    now = [0.0]
+    cached = WorkspaceFileService(core.repos.workspace_files, PromptLibrary("en"), injection_ttl=5,
+                                  clock=lambda: now[0])
+    other_process = WorkspaceFileService(core.repos.workspace_files, PromptLibrary("en"))
+    assert "first fact" not in await cached.injection(1)
+    await cached.write(1, "PROFILE.md", "first fact")
+    assert "first fact" in await cached.injection(1)
+    await other_process.write(1, "PROFILE.md", "second fact")
+    assert "first fact" in await cached.injection(1)  # still within the TTL
+    now[0] = 6.0
+    assert "second fact" in await cached.injection(1)

@@ -125,8 +125,16 @@ class SqliteMessageRepository:
         sender_id: str | None = None, sender_name: str | None = None,
     ) -> list[int]:
         """Insert (role, content, token_count) rows with one statement: a turn is stored whole."""
+        ids, _ = await self.add_turn(conversation_id, rows, sender_id, sender_name)
+        return ids
+
+    async def add_turn(
+        self, conversation_id: str, rows: Sequence[tuple[str, str, int]],
+        sender_id: str | None = None, sender_name: str | None = None,
+    ) -> tuple[list[int], int]:
+        """Like add_many, also returning the conversation's message_count after the insert."""
         if not rows:
-            return []
+            return [], await self._message_count(conversation_id)
         now = utc_now()
         params: list[Any] = []
         for role, content, tokens in rows:
@@ -134,12 +142,23 @@ class SqliteMessageRepository:
             params += [conversation_id, role, content, tokens,
                        sender_id if user else None, sender_name if user else None, now]
         values = ", ".join(["(?, ?, ?, ?, ?, ?, ?)"] * len(rows))
+        # RETURNING sees the conversation row as it was before the trigger ran, so the
+        # count after is that value plus the user/assistant rows of this statement.
         returned = await self._db.write_returning(
             "INSERT INTO mate_message(conversation_id, role, content, token_count, sender_id, "
-            f"sender_name, create_time) VALUES {values} RETURNING id",
-            params,
+            f"sender_name, create_time) VALUES {values} RETURNING id, "
+            "(SELECT message_count FROM mate_conversation WHERE id = ?)",
+            [*params, conversation_id],
         )
-        return sorted(int(r[0]) for r in returned)
+        before = min((int(r[1] or 0) for r in returned), default=0)
+        counted = sum(1 for role, _, _ in rows if role in ("user", "assistant"))
+        return sorted(int(r[0]) for r in returned), before + counted
+
+    async def _message_count(self, conversation_id: str) -> int:
+        row = await self._db.fetchone(
+            "SELECT message_count FROM mate_conversation WHERE id = ?", (conversation_id,)
+        )
+        return int(row[0]) if row else 0
 
     async def after(self, conversation_id: str, after_id: int, limit: int = 1000) -> list[MessageRecord]:
         """Messages with id > after_id, oldest first."""
