@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import sqlite3
 from collections.abc import AsyncIterator, Iterable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -24,6 +25,14 @@ log = logging.getLogger(__name__)
 class WriteResult:
     lastrowid: int
     rowcount: int
+
+
+def _write(conn: sqlite3.Connection, sql: str, params: Sequence[Any]) -> WriteResult:
+    cursor = conn.execute(sql, params)
+    try:
+        return WriteResult(cursor.lastrowid or 0, cursor.rowcount)
+    finally:
+        cursor.close()
 
 
 def utc_now() -> str:
@@ -106,6 +115,11 @@ class Database:
             raise StorageError("database is not open")
         return self._writer
 
+    # Single statements need no lock: aiosqlite runs a connection's calls in the order they
+    # were queued, and queueing happens before the first await. Only an explicit
+    # transaction holds the lock, so no statement is queued between its BEGIN and COMMIT;
+    # a statement arriving meanwhile waits for the lock.
+
     @asynccontextmanager
     async def transaction(self) -> AsyncIterator[aiosqlite.Connection]:
         """One write transaction at a time; rolled back if the block raises."""
@@ -120,13 +134,19 @@ class Database:
             await conn.execute("COMMIT")
 
     async def execute(self, sql: str, params: Sequence[Any] = ()) -> WriteResult:
-        """A single-statement write (its own transaction)."""
+        """A single-statement write (its own transaction), in one trip to the writer's thread."""
+        writer = self.writer
+        # aiosqlite's public execute() costs two thread hops (run, then close the cursor);
+        # its _execute runs one function on the connection's thread.
+        if not self._write_lock.locked():
+            return await writer._execute(_write, writer._conn, sql, params)
         async with self._write_lock:
-            async with self.writer.execute(sql, params) as cursor:
-                return WriteResult(cursor.lastrowid or 0, cursor.rowcount)
+            return await writer._execute(_write, writer._conn, sql, params)
 
     async def write_returning(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
         """A single-statement write with RETURNING, read back in the same call."""
+        if not self._write_lock.locked():
+            return list(await self.writer.execute_fetchall(sql, params))
         async with self._write_lock:
             return list(await self.writer.execute_fetchall(sql, params))
 
