@@ -8,12 +8,13 @@ import logging
 import re
 from dataclasses import dataclass, field
 from types import TracebackType
-from typing import Any, Protocol
-
-import anthropic
+from typing import TYPE_CHECKING, Any, Protocol
 
 from bot.config import LlmConfig
 from bot.errors import LLMError, PromptTooLong
+
+if TYPE_CHECKING:
+    import anthropic
 
 log = logging.getLogger(__name__)
 
@@ -62,6 +63,10 @@ class AnthropicClient:
     """LLMClient over anthropic.AsyncAnthropic; the SDK does the retrying (429, 5xx, 529)."""
 
     def __init__(self, config: LlmConfig, *, sdk: anthropic.AsyncAnthropic | None = None) -> None:
+        # Imported here: the SDK takes ~1.5 s to import, which offline mode need not pay.
+        import anthropic
+
+        self._errors = anthropic
         options: dict[str, Any] = {
             "max_retries": config.max_retries,
             "timeout": config.timeout_seconds,
@@ -91,6 +96,7 @@ class AnthropicClient:
             params["system"] = request.system
         if request.tools:
             params["tools"] = request.tools
+        anthropic = self._errors
         try:
             async with self._limit:
                 message = await self._sdk.messages.create(**params)
