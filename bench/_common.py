@@ -16,6 +16,7 @@ from typing import Any
 
 from bot.config import Config, parse_config
 from bot.llm import LLMRequest, LLMResponse
+from bot.context.window import ConversationWindowManager
 from bot.storage import Repositories
 
 _WORDS = (
@@ -162,7 +163,8 @@ SUMMARY = ("The user is planning a trip to Berlin in the summer, prefers trains 
            "and asked for help reviewing the budget spreadsheet and a Python backup script.")
 
 
-async def keep_window(repos: Repositories, conversation_id: str, window: int) -> None:
+async def keep_window(repos: Repositories, conversation_id: str, window: int,
+                      manager: ConversationWindowManager | None = None) -> None:
     """Set the compaction cut-off so exactly `window` stored messages follow it (untimed set-up).
 
     Stands in for the S5 compaction a long conversation has had, and keeps a bench's own
@@ -171,3 +173,5 @@ async def keep_window(repos: Repositories, conversation_id: str, window: int) ->
     page = await repos.messages.latest(conversation_id, window + 1)
     if len(page) > window:
         await repos.conversations.set_summary(conversation_id, SUMMARY, page[0].id)
+        if manager is not None:  # the window manager caches the summary it wrote itself
+            manager.forget(conversation_id)

@@ -54,7 +54,7 @@ PROBE_TEXTS = ("thanks!", "ok", "got it", "nice :)", "sure", "cool", "yes", "per
 async def _probe(rt: Runtime, samples: int, gap: float, rng: random.Random) -> list[float]:
     timings = []
     for _ in range(samples):
-        await keep_window(rt.core.repos, "web:probe", PROBE_WINDOW)
+        await keep_window(rt.core.repos, "web:probe", PROBE_WINDOW, rt.window)
         message = InboundMessage(channel="web", chat_id="probe", sender_id="owner", sender_name="Owner",
                                  text=rng.choice(PROBE_TEXTS), trigger_source="web")
         start = time.perf_counter()

@@ -90,7 +90,7 @@ async def run_pipeline(
                 rng.shuffle(order)
                 for length in order:
                     if length in long_chats:
-                        await keep_window(repos, f"web:{long_chats[length]}", window)
+                        await keep_window(repos, f"web:{long_chats[length]}", window, rt.window)
                         chat = long_chats[length]
                     else:
                         chat = fresh[length][i]

@@ -92,6 +92,7 @@ class ChannelMessageRouter:
         self._memory = memory
         self._prompts = prompts
         self._locks = _KeyedLocks()
+        self._active: dict[str, ConversationRecord] = {}
         self._in_flight = 0
         self._idle = asyncio.Event()
         self._idle.set()
@@ -115,13 +116,26 @@ class ChannelMessageRouter:
         return self._config.agents[0].id
 
     async def conversation_for(self, message: InboundMessage, agent_id: int) -> ConversationRecord:
+        """The chat's active conversation. Only its identity is used from the record (id,
+        agent, trigger source), which only this router changes, so it is cached; the
+        window reads the summary fields itself."""
         key = conversation_key(message)
-        found = await self._repos.conversations.active_for_chat(key)
+        found = self._active.get(key)
+        if found is None:
+            found = await self._repos.conversations.active_for_chat(key)
         if found is not None and found.agent_id == agent_id:
+            self._cache_active(key, found)
             return found
         if found is not None:  # the routing changed: keep the old history, start afresh
             await self._repos.conversations.archive(found.id)
-        return await self._create_conversation(key, message, agent_id)
+        created = await self._create_conversation(key, message, agent_id)
+        self._cache_active(key, created)
+        return created
+
+    def _cache_active(self, key: str, conversation: ConversationRecord) -> None:
+        if len(self._active) >= 10_000 and key not in self._active:
+            self._active.pop(next(iter(self._active)))  # oldest entry first (insertion order)
+        self._active[key] = conversation
 
     async def _create_conversation(self, key: str, message: InboundMessage, agent_id: int) -> ConversationRecord:
         count = await self._repos.conversations.count_for_chat(key)
@@ -134,7 +148,9 @@ class ChannelMessageRouter:
     async def new_conversation(self, conversation: ConversationRecord, message: InboundMessage) -> ConversationRecord:
         """/new: archive the chat's conversation and open `<key>#<n>`."""
         await self._repos.conversations.archive(conversation.id)
-        return await self._create_conversation(conversation.chat_key, message, conversation.agent_id)
+        created = await self._create_conversation(conversation.chat_key, message, conversation.agent_id)
+        self._cache_active(conversation.chat_key, created)
+        return created
 
     # -- access -----------------------------------------------------------------------
 

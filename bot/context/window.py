@@ -92,12 +92,16 @@ class ConversationWindowManager:
 
     # -- summary state ----------------------------------------------------------------
 
-    def _summary_of(self, conversation: ConversationRecord) -> tuple[str | None, int]:
+    async def _summary_of(self, conversation: ConversationRecord) -> tuple[str | None, int]:
+        """The rolling summary and its cut-off: this manager is its only writer, so the
+        in-memory copy is authoritative while cached; on a miss it is read afresh (the
+        caller's record may be an older snapshot)."""
         cached = self._summaries.get(conversation.id)
-        if cached and cached[2] > self._clock() and cached[1] >= conversation.summary_upto_message_id:
+        if cached and cached[2] > self._clock():
             return cached[0], cached[1]
-        self._remember_summary(conversation.id, conversation.summary, conversation.summary_upto_message_id)
-        return conversation.summary, conversation.summary_upto_message_id
+        fresh = await self._repos.conversations.get(conversation.id) or conversation
+        self._remember_summary(conversation.id, fresh.summary, fresh.summary_upto_message_id)
+        return fresh.summary, fresh.summary_upto_message_id
 
     def _remember_summary(self, conversation_id: str, summary: str | None, upto: int) -> None:
         ttl = self._config.summary_cache_minutes * 60
@@ -145,7 +149,7 @@ class ConversationWindowManager:
         tools: list[dict[str, Any]], model: str,
     ) -> Window | MessageTooLong:
         """The request for this turn; compacts first when the estimate passes the trigger."""
-        summary, cutoff = self._summary_of(conversation)
+        summary, cutoff = await self._summary_of(conversation)
         first_current = min((i.id for i in current), default=1 << 62)
         history, complete = await self._load_history(conversation.id, cutoff, first_current, self.budget)
         window = Window(system, tools, summary, history, current, 0, self.budget, model)
@@ -206,7 +210,7 @@ class ConversationWindowManager:
 
     async def usage(self, conversation: ConversationRecord, system: str, tools: list[dict[str, Any]], model: str) -> int:
         """Calibrated tokens the next request would start from (for /status)."""
-        summary, cutoff = self._summary_of(conversation)
+        summary, cutoff = await self._summary_of(conversation)
         history, _ = await self._load_history(conversation.id, cutoff, 1 << 62, self.budget)
         window = Window(system, tools, summary, history, [], 0, self.budget, model)
         window.raw_tokens = self._estimate(window)
@@ -216,7 +220,7 @@ class ConversationWindowManager:
 
     async def compact_now(self, conversation: ConversationRecord, system: str, tools: list[dict[str, Any]], model: str) -> CompactionResult | None:
         """/compact: fold everything but the recent exchanges, whatever the size."""
-        summary, cutoff = self._summary_of(conversation)
+        summary, cutoff = await self._summary_of(conversation)
         history, _ = await self._load_history(conversation.id, cutoff, 1 << 62, self.budget)
         window = Window(system, tools, summary, history, [], 0, self.budget, model)
         window.raw_tokens = self._estimate(window)
@@ -230,7 +234,7 @@ class ConversationWindowManager:
             return None
         kept_items = [i for e in kept for i in e]
         boundary = (kept_items[0].id if kept_items else min((i.id for i in window.current), default=1 << 62))
-        _, cutoff = self._summary_of(conversation)
+        _, cutoff = await self._summary_of(conversation)
         upto = await self._last_id_before(conversation.id, cutoff, boundary)
         if upto is None:
             return None
