@@ -132,3 +132,28 @@ async def test_add_turn_reports_the_message_count_after_it(tmp_path: Path) -> No
                                                          ("assistant", "done", 1)])
         assert len(ids) == 3 and count == 3 == await repos.conversations.message_count("c")
         assert await repos.messages.count("c", roles=("user", "assistant")) == 3
+
+
+async def test_group_commit_isolates_a_failing_statement_and_keeps_transactions_whole(tmp_path: Path) -> None:
+    import asyncio
+
+    async with Database(tmp_path / "mate.db") as db:
+        repos = Repositories.over(db)
+        await repos.agents.ensure(1, "Mate")
+        await repos.conversations.create("c", agent_id=1, channel="console", chat_key="c", trigger_source="console")
+
+        async def in_transaction() -> None:
+            async with db.transaction() as conn:
+                await conn.execute("INSERT INTO mate_agent(id, name, create_time, update_time) VALUES (50, 'T', 'x', 'x')")
+                await asyncio.sleep(0.01)  # single writes queued meanwhile must not join this
+                raise RuntimeError("abort")
+
+        writes = [repos.messages.add("c", "user", f"m{i}", 1) for i in range(20)]
+        bad = repos.messages.add("missing-conversation", "user", "orphan", 1)
+        results = await asyncio.gather(in_transaction(), *writes, bad, return_exceptions=True)
+        assert isinstance(results[0], RuntimeError)
+        assert all(isinstance(r, int) for r in results[1:21])
+        assert isinstance(results[21], aiosqlite.IntegrityError)
+        assert await repos.messages.count("c") == 20
+        assert await repos.agents.get(50) is None
+        assert await repos.conversations.message_count("c") == 20
