@@ -80,3 +80,43 @@ async def test_cron_conversation_is_not_summarised(tmp_path: Path) -> None:
             assert len(chat) == 1 and chat[0]["messages"][0]["content"] == job.trigger_message
             conversations = await rt.core.db.fetchall("SELECT trigger_source FROM mate_conversation")
             assert [r[0] for r in conversations] == ["cron"]
+
+
+def _is_summary_request(request: RecordedRequest) -> bool:
+    return "You compress the earlier part of a conversation" in json.dumps(request.body.get("system", ""))
+
+
+async def test_compaction_extracts_unanalysed_messages_before_folding_them(tmp_path: Path) -> None:
+    async with FakeAnthropic() as fake:
+        def respond(request: RecordedRequest) -> TextReply:
+            if _is_memory_request(request):
+                return TextReply(MEMORY_REPLY)
+            if _is_summary_request(request):
+                return TextReply("Alice talked about her travel plans.")
+            return TextReply("Sounds good.")
+
+        fake.responder = respond
+        config = make_config(
+            tmp_path, llm={"api-key": "k", "base-url": fake.url, "max-retries": 0},
+            # A long cooldown and no consumer loop: only the fold hand-off can analyse.
+            memory={"cooldown-minutes": 60},
+            agent={"conversation": {"window": {"default-max-input-tokens": 6000, "preserve-recent-pairs": 1}}},
+        )
+        async with AnthropicClient(config.mate.llm) as llm, open_runtime(config, llm=llm) as rt:
+            paragraph = "I am planning a long train journey across Europe next summer. " * 40
+            compacted = False
+            for turn in range(20):
+                await rt.router.handle(_say(f"Part {turn}: {paragraph}"))
+                if any(_is_summary_request(r) for r in fake.requests):
+                    compacted = True
+                    break
+            assert compacted, "the window never compacted"
+            kinds = ["memory" if _is_memory_request(r) else "summary" if _is_summary_request(r) else "chat"
+                     for r in fake.requests]
+            assert "memory" in kinds
+            assert kinds.index("memory") < kinds.index("summary")
+            conversation = await rt.core.repos.conversations.get("console:alice")
+            assert conversation.summary_upto_message_id > 0
+            assert conversation.memory_upto_message_id >= conversation.summary_upto_message_id
+            memory_request = next(r for r in fake.requests if _is_memory_request(r))
+            assert "Part 0:" in json.dumps(memory_request.body["messages"], ensure_ascii=False)
