@@ -22,7 +22,6 @@ from memory.workspace import WorkspaceFileService
 
 log = logging.getLogger(__name__)
 
-_UNSTORED_ID = 1 << 62
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,6 +57,7 @@ class Agent:
         self._prompts = prompts
         self._tools = list(tools)
         self._definitions = [d for t in self._tools for d in t.definitions()]
+        self._base_prompts: dict[tuple[str, str], str] = {}
         self._now_text = now_text or (lambda: local_now_text(config.timezone))
 
     @property
@@ -68,8 +68,14 @@ class Agent:
         return self._definitions
 
     async def system_prompt(self, agent_id: int, agent_name: str) -> str:
-        base = self._prompts.render("agent/system", agent_name=agent_name, now=self._now_text(),
-                                    channel_hint="")
+        now = self._now_text()
+        key = (agent_name, now)
+        base = self._base_prompts.get(key)
+        if base is None:  # the text changes once a minute (it shows the time)
+            if len(self._base_prompts) > 256:
+                self._base_prompts.clear()
+            base = self._base_prompts[key] = self._prompts.render(
+                "agent/system", agent_name=agent_name, now=now, channel_hint="")
         return await self._workspace.build_system_prompt(agent_id, base)
 
     async def respond(
@@ -79,13 +85,19 @@ class Agent:
         tools = self.tool_definitions()
         system = await self.system_prompt(conversation.agent_id, agent_name)
         user_tokens = self._tokens.count_text(text)
-        pending = HistoryItem(_UNSTORED_ID, "user", text, user_tokens)
-        window = await self._window.build(conversation, system, [pending], tools, self.model)
-        if isinstance(window, MessageTooLong):
-            log.info("message too long for the window: %d > %d tokens", window.tokens, window.budget)
-            return AgentReply(self._prompts.text("too_long", tokens=window.tokens, budget=window.budget), ok=False)
-        user_id = await self._repos.messages.add(conversation.id, "user", text, user_tokens, sender_id, sender_name)
-        window.current = [HistoryItem(user_id, "user", text, user_tokens)]
+        too_long = self._window.check_fits(system, tools, user_tokens, self.model)
+        if too_long is not None:  # answered without storing it or calling the LLM
+            log.info("message too long for the window: %d > %d tokens", too_long.tokens, too_long.budget)
+            return AgentReply(self._prompts.text("too_long", tokens=too_long.tokens, budget=too_long.budget), ok=False)
+        user_id, previous_id = await self._repos.messages.add_user(conversation.id, text, user_tokens,
+                                                                  sender_id, sender_name)
+        current = [HistoryItem(user_id, "user", text, user_tokens)]
+        window = await self._window.build(conversation, system, current, tools, self.model,
+                                          previous_id=previous_id)
+        self._window.record(conversation.id, previous_id, current)
+        if isinstance(window, MessageTooLong):  # check_fits said it fits; only calibration can move
+            return AgentReply(self._prompts.text("too_long", tokens=window.tokens, budget=window.budget),
+                              ok=False, user_message_id=user_id)
         return await self._run_turn(conversation, window, user_id)
 
     async def _run_turn(self, conversation: ConversationRecord, window: Window, user_id: int) -> AgentReply:
@@ -128,6 +140,11 @@ class Agent:
                     for role, c in turn]
             rows.append(("assistant", final, self._tokens.count_text(final)))
             ids, count = await self._repos.messages.add_turn(conversation.id, rows)
+            contents = [content for _, content in turn] + [final]
+            self._window.record(conversation.id, user_id, [
+                HistoryItem(message_id, role, content, tokens)
+                for message_id, (role, _, tokens), content in zip(ids, rows, contents)
+            ])
             return AgentReply(final, ok=True, user_message_id=user_id, last_message_id=ids[-1],
                               message_count=count)
 

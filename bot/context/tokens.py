@@ -7,7 +7,7 @@ import logging
 import math
 import threading
 import unicodedata
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from typing import Any
 
 log = logging.getLogger(__name__)
@@ -48,6 +48,7 @@ class TokenEstimator:
         self.exact = bool(encoder)
         self._factors: dict[str, float] = {}
         self._counts: dict[str, int] = {}
+        self._tool_counts: dict[int, tuple[list[dict[str, Any]], int]] = {}
         self._lock = threading.Lock()
 
     def count_text(self, text: str) -> int:
@@ -82,8 +83,16 @@ class TokenEstimator:
     def count_message(self, content: str | list[dict[str, Any]]) -> int:
         return self.count_content(content) + PER_MESSAGE_OVERHEAD
 
-    def count_tools(self, tools: Iterable[dict[str, Any]]) -> int:
-        return sum(self.count_text(json.dumps(t, ensure_ascii=False)) for t in tools)
+    def count_tools(self, tools: list[dict[str, Any]]) -> int:
+        # The agent passes the same list object every time: count it once.
+        cached = self._tool_counts.get(id(tools))
+        if cached is not None and cached[0] is tools:
+            return cached[1]
+        total = sum(self.count_text(json.dumps(t, ensure_ascii=False)) for t in tools)
+        if len(self._tool_counts) > 64:
+            self._tool_counts.clear()
+        self._tool_counts[id(tools)] = (tools, total)
+        return total
 
     def factor(self, model: str) -> float:
         return self._factors.get(model, 1.0)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import logging
 import time
+from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -30,6 +31,7 @@ from memory.events import MemoryEventSink
 log = logging.getLogger(__name__)
 
 _PAGE = 256
+_HISTORY_CACHE_CHARS = 20_000_000
 _SUMMARY_MESSAGE_CHARS = 6000
 
 
@@ -56,6 +58,20 @@ class Window:
     messages: list[dict[str, Any]] = field(default_factory=list)
 
 
+@dataclass(slots=True)
+class _CachedHistory:
+    """Messages (cutoff, last_id] of a conversation, as last loaded or recorded."""
+
+    cutoff: int
+    last_id: int
+    items: list[HistoryItem]
+    chars: int
+
+
+def _chars(items: list[HistoryItem]) -> int:
+    return sum(len(i.content) if isinstance(i.content, str) else 200 * len(i.content) for i in items)
+
+
 @dataclass(frozen=True, slots=True)
 class CompactionResult:
     folded: int
@@ -80,6 +96,11 @@ class ConversationWindowManager:
         self._summary_model = summary_model
         self._clock = clock
         self._summaries: dict[str, tuple[str | None, int, float]] = {}
+        # Each active conversation's window, kept current by the agent's own writes so a
+        # turn need not read it back; a stored turn whose predecessor is not the cached last
+        # message (someone else wrote) drops the entry. Bounded by total characters.
+        self._histories: OrderedDict[str, _CachedHistory] = OrderedDict()
+        self._history_chars = 0
         self.summary_calls = 0
 
     @property
@@ -112,11 +133,56 @@ class ConversationWindowManager:
 
     def forget(self, conversation_id: str) -> None:
         self._summaries.pop(conversation_id, None)
+        self._drop_history(conversation_id)
+
+    # -- history cache ----------------------------------------------------------------
+
+    def _drop_history(self, conversation_id: str) -> None:
+        entry = self._histories.pop(conversation_id, None)
+        if entry is not None:
+            self._history_chars -= entry.chars
+
+    def _store_history(self, conversation_id: str, entry: _CachedHistory) -> None:
+        self._drop_history(conversation_id)
+        self._histories[conversation_id] = entry
+        self._history_chars += entry.chars
+        while self._history_chars > _HISTORY_CACHE_CHARS and len(self._histories) > 1:
+            _, oldest = self._histories.popitem(last=False)
+            self._history_chars -= oldest.chars
+
+    def record(self, conversation_id: str, previous_id: int, items: list[HistoryItem]) -> None:
+        """Messages just stored after `previous_id`: extend the cached window, or drop it."""
+        entry = self._histories.get(conversation_id)
+        if entry is None or not items:
+            return
+        if entry.last_id != previous_id:
+            self._drop_history(conversation_id)
+            return
+        entry.items.extend(items)
+        entry.last_id = items[-1].id
+        added = _chars(items)
+        entry.chars += added
+        self._history_chars += added
+        self._histories.move_to_end(conversation_id)
+
+    def check_fits(self, system: str, tools: list[dict[str, Any]], tokens: int, model: str) -> MessageTooLong | None:
+        """Whether a message of `tokens` can be sent at all, before anything is stored."""
+        fixed = self._tokens.count_text(system) + self._tokens.count_tools(tools) + tokens + PER_MESSAGE_OVERHEAD
+        if self._tokens.calibrated(model, fixed) > self.budget:
+            return MessageTooLong(tokens=tokens, budget=max(self.budget - (fixed - tokens), 0))
+        return None
 
     def summary_message(self, summary: str) -> str:
         return f"{self._prompts.text('summary_prefix')}\n{summary}"
 
     # -- building ---------------------------------------------------------------------
+
+    def _cached_history(self, conversation_id: str, cutoff: int, previous_id: int | None) -> tuple[list[HistoryItem], bool]:
+        entry = self._histories.get(conversation_id)
+        if entry is None or previous_id is None or entry.cutoff != cutoff or entry.last_id != previous_id:
+            return [], False
+        self._histories.move_to_end(conversation_id)
+        return list(entry.items), True
 
     async def _load_history(self, conversation_id: str, after_id: int, before_id: int, limit_tokens: int) -> tuple[list[HistoryItem], bool]:
         """Newest-first pages until the token limit is passed; (items oldest first, complete?)."""
@@ -146,12 +212,22 @@ class ConversationWindowManager:
 
     async def build(
         self, conversation: ConversationRecord, system: str, current: list[HistoryItem],
-        tools: list[dict[str, Any]], model: str,
+        tools: list[dict[str, Any]], model: str, *, previous_id: int | None = None,
     ) -> Window | MessageTooLong:
-        """The request for this turn; compacts first when the estimate passes the trigger."""
+        """The request for this turn; compacts first when the estimate passes the trigger.
+
+        `previous_id` (the id of the conversation's last message before `current`, as the
+        insert reported it) lets a cached window be used without reading it back.
+        """
         summary, cutoff = await self._summary_of(conversation)
         first_current = min((i.id for i in current), default=1 << 62)
-        history, complete = await self._load_history(conversation.id, cutoff, first_current, self.budget)
+        history, complete = self._cached_history(conversation.id, cutoff, previous_id)
+        if not complete:
+            history, complete = await self._load_history(conversation.id, cutoff, first_current, self.budget)
+            consistent = history[-1].id == previous_id if history else (previous_id or 0) <= cutoff
+            if complete and previous_id is not None and consistent:
+                self._store_history(conversation.id, _CachedHistory(cutoff, previous_id, list(history),
+                                                                    _chars(history)))
         window = Window(system, tools, summary, history, current, 0, self.budget, model)
         window.raw_tokens = self._estimate(window)
         fixed = window.raw_tokens - sum(i.tokens + PER_MESSAGE_OVERHEAD for i in history)
@@ -252,6 +328,7 @@ class ConversationWindowManager:
             return None
         await self._repos.conversations.set_summary(conversation.id, summary, upto)
         self._remember_summary(conversation.id, summary, upto)
+        self._drop_history(conversation.id)
         folded = sum(1 for i in window.history if i.id <= upto)
         window.summary = summary
         window.history = kept_items

@@ -120,6 +120,20 @@ class SqliteMessageRepository:
         )
         return result.lastrowid
 
+    async def add_user(
+        self, conversation_id: str, content: str, token_count: int,
+        sender_id: str | None = None, sender_name: str | None = None,
+    ) -> tuple[int, int]:
+        """Store a user message; (its id, the id of the conversation's message before it)."""
+        rows = await self._db.write_returning(
+            "INSERT INTO mate_message(conversation_id, role, content, token_count, sender_id, "
+            "sender_name, create_time) VALUES (?, 'user', ?, ?, ?, ?, ?) RETURNING id, "
+            "(SELECT COALESCE(MAX(m.id), 0) FROM mate_message m "
+            " WHERE m.conversation_id = ? AND m.id < mate_message.id)",
+            (conversation_id, content, token_count, sender_id, sender_name, utc_now(), conversation_id),
+        )
+        return int(rows[0][0]), int(rows[0][1])
+
     async def add_many(
         self, conversation_id: str, rows: Sequence[tuple[str, str, int]],
         sender_id: str | None = None, sender_name: str | None = None,

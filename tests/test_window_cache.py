@@ -1,0 +1,61 @@
+"""The in-memory window cache always equals what the database holds."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from bot.context.messages import history_item
+from bot.llm import AnthropicClient
+from bot.runtime import Runtime, open_runtime
+from channels.base import InboundMessage
+from tests.conftest import make_config
+from tests.fakes.anthropic import FakeAnthropic
+
+CID = "console:me"
+
+
+async def _db_window(rt: Runtime) -> list[tuple[int, str, object]]:
+    conversation = await rt.core.repos.conversations.get(CID)
+    records = await rt.core.repos.messages.after(CID, conversation.summary_upto_message_id)
+    return [(i.id, i.role, i.content) for i in map(history_item, records)]
+
+
+def _cached(rt: Runtime) -> list[tuple[int, str, object]]:
+    entry = rt.window._histories[CID]
+    return [(i.id, i.role, i.content) for i in entry.items]
+
+
+async def _say(rt: Runtime, text: str) -> str:
+    reply = await rt.router.handle(InboundMessage("console", "me", "me", "Me", text))
+    assert reply is not None
+    return reply.text
+
+
+async def test_cache_matches_the_database_through_tools_errors_and_other_writers(tmp_path: Path) -> None:
+    async with FakeAnthropic() as fake:
+        config = make_config(tmp_path, llm={"api-key": "k", "base-url": fake.url, "max-retries": 0})
+        async with AnthropicClient(config.mate.llm) as llm, open_runtime(config, llm=llm,
+                                                                         with_memory_worker=False) as rt:
+            fake.reply_text("one")
+            await _say(rt, "first")
+            fake.reply_tool_use("list_workspace_memory_files", {"agentId": 1}, text="Let me look.")
+            fake.reply_text("two")
+            await _say(rt, "second")
+            assert _cached(rt) == await _db_window(rt)
+            fake.reply_error(500, "api_error", "boom")
+            await _say(rt, "third fails")  # the user message is stored, no reply
+            assert _cached(rt) == await _db_window(rt)
+
+            # Another writer adds a message: the next turn must see it (the cache is dropped).
+            await rt.core.repos.messages.add(CID, "assistant", "written elsewhere", 3)
+            fake.reply_text("four")
+            await _say(rt, "fourth")
+            sent = json.dumps(fake.messages_requests()[-1]["messages"])
+            assert "written elsewhere" in sent
+            assert "third fails" in sent and "Let me look." in sent
+
+            fake.reply_text("five")
+            await _say(rt, "fifth")
+            assert CID in rt.window._histories
+            assert _cached(rt) == await _db_window(rt)
