@@ -109,6 +109,15 @@ async def run_pipeline(
                     assert reply is not None and reply.text, "the router gave no reply"
                     if i >= warmup:
                         timings[length].append(elapsed)
+            pending = len(await repos.memory_pending.all())
+            # What the window held on the last call of each length (history after the cut-off).
+            window_sizes = {}
+            for length in lengths:
+                chat = long_chats.get(length) or fresh[length][-1]
+                conversation = await repos.conversations.get(f"web:{chat}")
+                assert conversation is not None
+                window_sizes[str(length)] = await repos.messages.count(
+                    conversation.id, after_id=conversation.summary_upto_message_id) - 2
             # The same long chats at a real compaction cadence: the cut-off moves once the
             # window has grown by 20 messages, so most turns find their window in memory.
             warm: dict[int, list[float]] = {length: [] for length in long_chats}
@@ -120,15 +129,6 @@ async def run_pipeline(
                     reply = await rt.router.handle(_message(chat, rng))
                     warm[length].append(time.perf_counter() - start)
                     assert reply is not None and reply.text, "the router gave no reply"
-            pending = len(await repos.memory_pending.all())
-            # What the window held on the last call of each length (history after the cut-off).
-            window_sizes = {}
-            for length in lengths:
-                chat = long_chats.get(length) or fresh[length][-1]
-                conversation = await repos.conversations.get(f"web:{chat}")
-                assert conversation is not None
-                window_sizes[str(length)] = await repos.messages.count(
-                    conversation.id, after_id=conversation.summary_upto_message_id) - 2
     if profiler is not None:
         out = io.StringIO()
         pstats.Stats(profiler, stream=out).sort_stats("cumulative").print_stats(45)
