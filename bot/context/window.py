@@ -7,7 +7,7 @@ import logging
 import time
 from collections import OrderedDict
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from bot.config import WindowConfig
@@ -55,7 +55,6 @@ class Window:
     model: str
     compacted: bool = False
     trimmed: int = 0
-    messages: list[dict[str, Any]] = field(default_factory=list)
 
 
 @dataclass(slots=True)
@@ -241,7 +240,6 @@ class ConversationWindowManager:
                 window.compacted = True
         if self._calibrated(window) > self.budget:
             self._trim_to_fit(window)
-        window.messages = self.assemble(window)
         return window
 
     def assemble(self, window: Window, extra: list[tuple[str, Content]] = ()) -> list[dict[str, Any]]:  # type: ignore[assignment]
@@ -281,7 +279,6 @@ class ConversationWindowManager:
         retry = Window(window.system, window.tools, window.summary, [i for e in keep for i in e],
                        window.current, 0, window.budget, window.model, window.compacted)
         retry.raw_tokens = self._estimate(retry)
-        retry.messages = self.assemble(retry)
         return retry
 
     async def usage(self, conversation: ConversationRecord, system: str, tools: list[dict[str, Any]], model: str) -> int:
