@@ -84,20 +84,23 @@ async def run_daemon(
                 log.warning(rt.core.prompts.text("offline_notice"))
             channels = await _start_services(config, rt, stack)
             async with asyncio.TaskGroup() as tasks:
+                running: list[asyncio.Task[None]] = []
                 worker = rt.extras.get("worker")
                 if worker is not None:
                     await worker.recover()
-                    tasks.create_task(supervise("memory worker", worker.run, stop), name="memory-worker")
+                    running.append(tasks.create_task(supervise("memory worker", worker.run, stop),
+                                                     name="memory-worker"))
                 for channel in channels:
-                    tasks.create_task(supervise(f"{channel.name} channel", channel.run, stop),
-                                      name=f"channel-{channel.name}")
+                    running.append(tasks.create_task(supervise(f"{channel.name} channel", channel.run, stop),
+                                                     name=f"channel-{channel.name}"))
                 if console if console is not None else console_wanted(config):
-                    tasks.create_task(_run_console(rt, stop, exit_when_console_closes), name="console")
+                    running.append(tasks.create_task(_run_console(rt, stop, exit_when_console_closes),
+                                                     name="console"))
                 log.info(READY_LINE)
                 if ready is not None:
                     ready(rt)
                 await stop.wait()
-                await _shutdown(rt, channels, tasks)
+                await _shutdown(rt, channels, running)
         return 0
     finally:
         remove_signals()
@@ -124,7 +127,7 @@ async def _run_console(rt: Runtime, stop: asyncio.Event, exit_on_close: bool) ->
         stop.set()
 
 
-async def _shutdown(rt: Runtime, channels: list[Any], tasks: asyncio.TaskGroup) -> None:
+async def _shutdown(rt: Runtime, channels: list[Any], running: list[asyncio.Task[None]]) -> None:
     """Stop intake, finish in-flight replies (bounded), leave memory work pending, then close."""
     rt.router.stop_intake()
     for channel in channels:
@@ -134,6 +137,6 @@ async def _shutdown(rt: Runtime, channels: list[Any], tasks: asyncio.TaskGroup) 
             log.exception("stopping %s failed", channel.name)
     if not await rt.router.drain(DRAIN_SECONDS):
         log.warning("in-flight replies did not finish within %.0f s", DRAIN_SECONDS)
-    for task in asyncio.all_tasks():
-        if task.get_name() in ("memory-worker", "console") or task.get_name().startswith("channel-"):
-            task.cancel()
+    # Cancelling the worker loop leaves unfinished memory work pending in the table.
+    for task in running:
+        task.cancel()

@@ -14,7 +14,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 from apscheduler.triggers.cron import CronTrigger
 
-from bot.clock import Clock, utc_now
+from bot.clock import Clock, iso, parse_iso, utc_now
 from bot.storage import Repositories
 from bot.storage.records import CronJobRecord
 
@@ -91,17 +91,17 @@ def _crontab_day(text: str) -> int:
 
 
 def _iso(moment: datetime | None) -> str | None:
-    return moment.astimezone(timezone.utc).isoformat(timespec="milliseconds") if moment else None
+    return iso(moment) if moment else None
 
 
 def _parse_time(text: str | None) -> datetime | None:
+    """A stored time, or None when absent or unreadable (a hand-edited row must not stop us)."""
     if not text:
         return None
     try:
-        moment = datetime.fromisoformat(text)
+        return parse_iso(text)
     except ValueError:
         return None
-    return moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)
 
 
 def missed_while_down(job: CronJobRecord, trigger: CronTrigger, now: datetime) -> bool:

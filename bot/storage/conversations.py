@@ -33,6 +33,11 @@ def _message(row: Any) -> MessageRecord:
     )
 
 
+async def _message_count(db: Database, conversation_id: str) -> int:
+    row = await db.fetchone("SELECT message_count FROM mate_conversation WHERE id = ?", (conversation_id,))
+    return int(row[0]) if row else 0
+
+
 class SqliteConversationRepository:
     def __init__(self, db: Database) -> None:
         self._db = db
@@ -95,10 +100,7 @@ class SqliteConversationRepository:
 
     async def message_count(self, conversation_id: str) -> int:
         """User and assistant messages stored (kept by a trigger: no scan of the history)."""
-        row = await self._db.fetchone(
-            "SELECT message_count FROM mate_conversation WHERE id = ?", (conversation_id,)
-        )
-        return int(row[0]) if row else 0
+        return await _message_count(self._db, conversation_id)
 
     async def count(self) -> int:
         row = await self._db.fetchone("SELECT COUNT(*) FROM mate_conversation")
@@ -148,7 +150,7 @@ class SqliteMessageRepository:
     ) -> tuple[list[int], int]:
         """Like add_many, also returning the conversation's message_count after the insert."""
         if not rows:
-            return [], await self._message_count(conversation_id)
+            return [], await _message_count(self._db, conversation_id)
         now = utc_now()
         params: list[Any] = []
         for role, content, tokens in rows:
@@ -167,12 +169,6 @@ class SqliteMessageRepository:
         before = min((int(r[1] or 0) for r in returned), default=0)
         counted = sum(1 for role, _, _ in rows if role in ("user", "assistant"))
         return sorted(int(r[0]) for r in returned), before + counted
-
-    async def _message_count(self, conversation_id: str) -> int:
-        row = await self._db.fetchone(
-            "SELECT message_count FROM mate_conversation WHERE id = ?", (conversation_id,)
-        )
-        return int(row[0]) if row else 0
 
     async def after(self, conversation_id: str, after_id: int, limit: int = 1000) -> list[MessageRecord]:
         """Messages with id > after_id, oldest first."""
@@ -237,12 +233,5 @@ class SqliteMessageRepository:
         row = await self._db.fetchone(
             "SELECT COALESCE(MAX(id), 0) FROM mate_message WHERE conversation_id = ?",
             (conversation_id,),
-        )
-        return int(row[0]) if row else 0
-
-    async def token_sum(self, conversation_id: str, after_id: int) -> int:
-        row = await self._db.fetchone(
-            "SELECT COALESCE(SUM(token_count), 0) FROM mate_message WHERE conversation_id = ? AND id > ?",
-            (conversation_id, after_id),
         )
         return int(row[0]) if row else 0

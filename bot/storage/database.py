@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import sqlite3
-from collections.abc import AsyncIterator, Iterable, Sequence
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -215,10 +215,6 @@ class Database:
                     item.future.set_result(value)
                 else:
                     item.future.set_exception(value)
-
-    async def executemany(self, sql: str, rows: Iterable[Sequence[Any]]) -> None:
-        async with self.transaction() as conn:
-            await conn.executemany(sql, rows)
 
     async def fetchall(self, sql: str, params: Sequence[Any] = ()) -> list[aiosqlite.Row]:
         if self._reader is None:
