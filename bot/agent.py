@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
@@ -31,6 +31,38 @@ class AgentReply:
     user_message_id: int | None = None
     last_message_id: int | None = None
     message_count: int = 0  # user and assistant messages stored in the conversation
+
+
+class _StoredUser:
+    """The user message's insert, queued before the LLM call and awaited after it.
+
+    On a warm window nothing before the model needs the new id, so the commit overlaps the
+    model's latency instead of adding to it.
+    """
+
+    def __init__(self, pending: Awaitable[tuple[int, int]], item: HistoryItem) -> None:
+        self._pending: Awaitable[tuple[int, int]] | None = pending
+        self.item = item
+        self.previous_id = 0
+        self.guess: int | None = None  # the previous id a warm window assumed
+
+    @property
+    def settled(self) -> bool:
+        return self._pending is None
+
+    async def wait(self) -> None:
+        if self._pending is not None:
+            pending, self._pending = self._pending, None
+            user_id, self.previous_id = await pending
+            self.item = replace(self.item, id=user_id)
+
+    async def abandon(self) -> None:
+        """The turn ended early (an exception): the insert was promised, let it finish."""
+        if self._pending is not None:
+            try:
+                await self.wait()
+            except Exception:
+                log.exception("storing the user message failed")
 
 
 def local_now_text(timezone_name: str) -> str:
@@ -89,18 +121,43 @@ class Agent:
         if too_long is not None:  # answered without storing it or calling the LLM
             log.info("message too long for the window: %d > %d tokens", too_long.tokens, too_long.budget)
             return AgentReply(self._prompts.text("too_long", tokens=too_long.tokens, budget=too_long.budget), ok=False)
-        user_id, previous_id = await self._repos.messages.add_user(conversation.id, text, user_tokens,
-                                                                  sender_id, sender_name)
-        current = [HistoryItem(user_id, "user", text, user_tokens)]
-        window = await self._window.build(conversation, system, current, tools, self.model,
-                                          previous_id=previous_id)
-        self._window.record(conversation.id, previous_id, current)
-        if isinstance(window, MessageTooLong):  # check_fits said it fits; only calibration can move
-            return AgentReply(self._prompts.text("too_long", tokens=window.tokens, budget=window.budget),
-                              ok=False, user_message_id=user_id)
-        return await self._run_turn(conversation, window, user_id)
+        # The insert is queued now and commits while the model thinks (group commit keeps
+        # its order before the turn's insert); see _StoredUser.
+        stored = _StoredUser(self._repos.messages.queue_user(conversation.id, text, user_tokens,
+                                                             sender_id, sender_name),
+                             HistoryItem(0, "user", text, user_tokens))
+        try:
+            expected = self._window.cached_last_id(conversation.id)
+            if expected is None:  # cold: the stored id bounds the history read, so wait for it
+                await stored.wait()
+                window = await self._window.build(conversation, system, [stored.item], tools, self.model,
+                                                  previous_id=stored.previous_id)
+                self._window.record(conversation.id, stored.previous_id, [stored.item])
+            else:
+                # Warm: until the id is known, any id after the cached last message bounds
+                # this conversation's history the same way, since a conversation has one
+                # turn at a time; _settle_user checks the guess.
+                stored.guess = expected
+                window = await self._window.build(conversation, system, [replace(stored.item, id=expected + 1)],
+                                                  tools, self.model, previous_id=expected)
+            if isinstance(window, MessageTooLong):  # check_fits said it fits; only calibration can move
+                await self._settle_user(conversation, stored)
+                return AgentReply(self._prompts.text("too_long", tokens=window.tokens, budget=window.budget),
+                                  ok=False, user_message_id=stored.item.id)
+            return await self._run_turn(conversation, window, stored)
+        finally:
+            await stored.abandon()
 
-    async def _run_turn(self, conversation: ConversationRecord, window: Window, user_id: int) -> AgentReply:
+    async def _settle_user(self, conversation: ConversationRecord, stored: _StoredUser) -> bool:
+        """Wait for the user message's insert and tell the window cache; False when the
+        cached window the request was built on turned out stale (someone else wrote)."""
+        if stored.settled:
+            return True
+        await stored.wait()
+        self._window.record(conversation.id, stored.previous_id, [stored.item])
+        return stored.guess is None or stored.guess == stored.previous_id
+
+    async def _run_turn(self, conversation: ConversationRecord, window: Window, stored: _StoredUser) -> AgentReply:
         turn: list[tuple[str, Content]] = []
         rounds = 0
         retried = False
@@ -116,7 +173,9 @@ class Agent:
                 if retried:
                     log.warning("prompt too long even after the emergency compaction",
                                 extra={"conversation_id": conversation.id})
-                    return AgentReply(self._prompts.text("prompt_too_long"), ok=False, user_message_id=user_id)
+                    await self._settle_user(conversation, stored)
+                    return AgentReply(self._prompts.text("prompt_too_long"), ok=False,
+                                      user_message_id=stored.item.id)
                 log.info("prompt too long: retrying with the recent exchanges only",
                          extra={"conversation_id": conversation.id})
                 window = self._window.compact_for_retry(window)
@@ -124,7 +183,20 @@ class Agent:
                 continue
             except LLMError as exc:
                 log.warning("LLM call failed: %s", exc, extra={"conversation_id": conversation.id})
-                return AgentReply(self._prompts.text("llm_error"), ok=False, user_message_id=user_id)
+                await self._settle_user(conversation, stored)
+                return AgentReply(self._prompts.text("llm_error"), ok=False, user_message_id=stored.item.id)
+            if not await self._settle_user(conversation, stored):
+                log.info("the conversation changed outside this turn: asking again with it",
+                         extra={"conversation_id": conversation.id})
+                rebuilt = await self._window.build(conversation, window.system, [stored.item], window.tools,
+                                                   self.model, previous_id=stored.previous_id)
+                self._window.record(conversation.id, stored.previous_id, [stored.item])
+                if isinstance(rebuilt, MessageTooLong):
+                    return AgentReply(self._prompts.text("too_long", tokens=rebuilt.tokens, budget=rebuilt.budget),
+                                      ok=False, user_message_id=stored.item.id)
+                window = rebuilt
+                continue
+            user_id = stored.item.id
             self._observe(window, turn, response)
             if response.tool_calls and rounds < self._config.agent.max_tool_rounds:
                 rounds += 1

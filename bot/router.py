@@ -5,10 +5,10 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Coroutine
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from bot.agent import Agent
 from bot.agents import AgentDirectory
@@ -94,6 +94,7 @@ class ChannelMessageRouter:
         self._locks = _KeyedLocks()
         self._active: dict[str, ConversationRecord] = {}
         self._in_flight = 0
+        self._background: set[asyncio.Task[None]] = set()
         self._idle = asyncio.Event()
         self._idle.set()
         self._accepting = True
@@ -232,9 +233,24 @@ class ChannelMessageRouter:
             reply = await self._agent.respond(conversation, stored, agent_name=agent.name,
                                               sender_id=message.sender_id, sender_name=message.sender_name)
             if reply.ok and reply.last_message_id is not None:
-                await self._publish(conversation, stored, reply.text, reply.last_message_id,
-                                    reply.message_count)
+                # Off the reply path: the turn is stored, so the reply can go now; drain()
+                # waits for this too, and the upsert keeps the furthest upto whatever the order.
+                self._track(self._publish(conversation, stored, reply.text, reply.last_message_id,
+                                          reply.message_count))
             return RoutedReply(reply.text, conversation.id, agent_id)
+
+    def _track(self, work: Coroutine[Any, Any, None]) -> None:
+        self._in_flight += 1
+        self._idle.clear()
+        task = asyncio.create_task(work)
+        self._background.add(task)
+        task.add_done_callback(self._finished)
+
+    def _finished(self, task: asyncio.Task[None]) -> None:
+        self._background.discard(task)
+        self._in_flight -= 1
+        if self._in_flight == 0:
+            self._idle.set()
 
     async def _publish(self, conversation: ConversationRecord, user_text: str, reply: str, upto: int,
                        count: int) -> None:

@@ -68,6 +68,7 @@ async def test_two_hundred_conversations_at_once(tmp_path: Path, caplog: pytest.
             worker_task = asyncio.create_task(worker.run(), name="memory-worker")
             try:
                 results = await asyncio.gather(*(converse(rt, i) for i in range(CONVERSATIONS)))
+                assert await rt.router.drain(10)  # memory events are recorded off the reply path
                 assert await worker.drain(30)  # the cooldown defers later runs: not waited for
             finally:
                 worker_task.cancel()

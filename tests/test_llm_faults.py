@@ -44,6 +44,7 @@ async def running(tmp_path: Path, fake: FakeAnthropic, *, memory_worker: bool = 
 async def say(rt: Runtime, text: str) -> str:
     reply = await rt.router.handle(InboundMessage("console", "me", "me", "Me", text, trigger_source="console"))
     assert reply is not None
+    assert await rt.router.drain(5)  # and its memory event, recorded off the reply path
     return reply.text
 
 

@@ -38,6 +38,7 @@ async def test_new_profile_reaches_the_very_next_chat_request(tmp_path: Path) ->
             try:
                 await rt.router.handle(_say("Hello there, my name is Alice."))
                 await rt.router.handle(_say("I am vegan and I live in Lyon, France."))
+                assert await rt.router.drain(5)  # the memory event is recorded off the reply path
                 assert await worker.drain(10)
                 memory_requests = [r for r in fake.requests if _is_memory_request(r)]
                 assert len(memory_requests) == 1
@@ -54,6 +55,7 @@ async def test_new_profile_reaches_the_very_next_chat_request(tmp_path: Path) ->
             assert len(daily) == 1 and not daily[0].enabled
             assert daily[0].content.startswith(f"# {daily[0].filename[7:17]}\n")
             # The third exchange was published after the loop stopped: it stays pending, whole.
+            assert await rt.router.drain(5)
             (pending,) = await rt.core.repos.memory_pending.all()
             assert pending.upto_message_id == await rt.core.repos.messages.last_id("console:alice")
 

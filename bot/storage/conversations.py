@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Awaitable, Sequence
 from typing import Any
 
 from bot.storage.database import Database, utc_now
@@ -31,6 +31,11 @@ def _message(row: Any) -> MessageRecord:
         content=row["content"], token_count=row["token_count"], sender_id=row["sender_id"],
         sender_name=row["sender_name"], create_time=row["create_time"],
     )
+
+
+async def _first_two_ids(rows: Awaitable[list[Any]]) -> tuple[int, int]:
+    row = (await rows)[0]
+    return int(row[0]), int(row[1])
 
 
 async def _message_count(db: Database, conversation_id: str) -> int:
@@ -127,14 +132,21 @@ class SqliteMessageRepository:
         sender_id: str | None = None, sender_name: str | None = None,
     ) -> tuple[int, int]:
         """Store a user message; (its id, the id of the conversation's message before it)."""
-        rows = await self._db.write_returning(
+        return await self.queue_user(conversation_id, content, token_count, sender_id, sender_name)
+
+    def queue_user(
+        self, conversation_id: str, content: str, token_count: int,
+        sender_id: str | None = None, sender_name: str | None = None,
+    ) -> Awaitable[tuple[int, int]]:
+        """add_user, queued for commit before this returns; await the result exactly once."""
+        rows = self._db.queue_returning(
             "INSERT INTO mate_message(conversation_id, role, content, token_count, sender_id, "
             "sender_name, create_time) VALUES (?, 'user', ?, ?, ?, ?, ?) RETURNING id, "
             "(SELECT COALESCE(MAX(m.id), 0) FROM mate_message m "
             " WHERE m.conversation_id = ? AND m.id < mate_message.id)",
             (conversation_id, content, token_count, sender_id, sender_name, utc_now(), conversation_id),
         )
-        return int(rows[0][0]), int(rows[0][1])
+        return _first_two_ids(rows)
 
     async def add_many(
         self, conversation_id: str, rows: Sequence[tuple[str, str, int]],

@@ -46,30 +46,34 @@ def _run_one(conn: sqlite3.Connection, item: _QueuedWrite) -> Any:
 
 
 def _write_batch(conn: sqlite3.Connection, batch: list[_QueuedWrite]) -> list[tuple[bool, Any]]:
-    """Runs on the writer's thread: one transaction, a savepoint per statement."""
-    if len(batch) == 1:  # autocommit: the statement is its own transaction
+    """Runs on the writer's thread: the whole batch in one transaction.
+
+    Should a statement fail, the batch is rolled back and each statement is run again in
+    its own transaction, so one failure fails only its caller. Failures are rare (a
+    constraint, a full disk), so the common path pays no per-statement savepoint.
+    """
+    if len(batch) > 1:
+        conn.execute("BEGIN IMMEDIATE")
         try:
-            return [(True, _run_one(conn, batch[0]))]
-        except sqlite3.Error as exc:
-            return [(False, exc)]
-    outcomes: list[tuple[bool, Any]] = []
-    conn.execute("BEGIN IMMEDIATE")
+            outcomes: list[tuple[bool, Any]] = [(True, _run_one(conn, item)) for item in batch]
+            conn.execute("COMMIT")
+            return outcomes
+        except sqlite3.Error:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+        except BaseException:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise
+    return [_run_alone(conn, item) for item in batch]
+
+
+def _run_alone(conn: sqlite3.Connection, item: _QueuedWrite) -> tuple[bool, Any]:
+    """One statement in autocommit mode: it is its own transaction."""
     try:
-        for item in batch:
-            conn.execute("SAVEPOINT one_write")
-            try:
-                outcomes.append((True, _run_one(conn, item)))
-                conn.execute("RELEASE one_write")
-            except sqlite3.Error as exc:
-                conn.execute("ROLLBACK TO one_write")
-                conn.execute("RELEASE one_write")
-                outcomes.append((False, exc))
-        conn.execute("COMMIT")
-    except BaseException:
-        if conn.in_transaction:
-            conn.execute("ROLLBACK")
-        raise
-    return outcomes
+        return True, _run_one(conn, item)
+    except sqlite3.Error as exc:
+        return False, exc
 
 
 def utc_now() -> str:
@@ -158,8 +162,8 @@ class Database:
         return self._writer
 
     # Group commit: single-statement writes are queued and a flusher task writes whatever
-    # has queued up in one transaction (one thread hop, one commit), each statement in its
-    # own savepoint so one failure fails only its caller. Under load this turns N commits
+    # has queued up in one transaction (one thread hop, one commit); a failing statement
+    # fails only its caller (see _write_batch). Under load this turns N commits
     # into one; alone, a write goes out at once in a batch of one. The flusher and
     # transaction() share the write lock, so no statement lands inside someone's BEGIN.
 
@@ -186,13 +190,22 @@ class Database:
         rows: list[Any] = await self._submit(sql, params, returning=True)
         return rows
 
+    def queue_returning(self, sql: str, params: Sequence[Any] = ()) -> asyncio.Future[list[Any]]:
+        """Like write_returning, but queued at once: the caller may do other work (an LLM
+        call) while it commits, and writes queued after it commit after it."""
+        future: asyncio.Future[list[Any]] = self._queue(sql, params, returning=True)
+        return future
+
     async def _submit(self, sql: str, params: Sequence[Any], *, returning: bool) -> Any:
+        return await self._queue(sql, params, returning=returning)
+
+    def _queue(self, sql: str, params: Sequence[Any], *, returning: bool) -> asyncio.Future[Any]:
         writer = self.writer
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         self._queued.append(_QueuedWrite(sql, tuple(params), returning, future))
         if self._flusher is None or self._flusher.done():
             self._flusher = asyncio.create_task(self._flush(writer), name="sqlite-group-commit")
-        return await future
+        return future
 
     async def _flush(self, writer: aiosqlite.Connection) -> None:
         while self._queued:
