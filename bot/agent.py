@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
@@ -71,6 +72,22 @@ def local_now_text(timezone_name: str) -> str:
     return datetime.now(zone(timezone_name)).strftime("%Y-%m-%d %H:%M %Z").strip()
 
 
+class _MinuteText:
+    """local_now_text, computed once a minute: every request shows it."""
+
+    def __init__(self, timezone_name: str) -> None:
+        self._timezone = timezone_name
+        self._minute = -1
+        self._text = ""
+
+    def __call__(self) -> str:
+        minute = int(time.time() // 60)  # zone offsets are whole minutes: local minutes turn with UTC ones
+        if minute != self._minute:
+            self._text = local_now_text(self._timezone)
+            self._minute = minute
+        return self._text
+
+
 class Agent:
     """Answers one user message of a conversation and stores the whole turn at once."""
 
@@ -90,7 +107,7 @@ class Agent:
         self._tools = list(tools)
         self._definitions = [d for t in self._tools for d in t.definitions()]
         self._base_prompts: dict[tuple[str, str], str] = {}
-        self._now_text = now_text or (lambda: local_now_text(config.timezone))
+        self._now_text = now_text or _MinuteText(config.timezone)
 
     @property
     def model(self) -> str:

@@ -38,8 +38,9 @@ class RoutedReply:
 
 def clean_text(text: str) -> str:
     """Lone surrogates become U+FFFD and C0 controls (but tab and newlines) are dropped."""
-    repaired = text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
-    return _CONTROL.sub("", repaired)
+    if not text.isascii():  # ASCII has no surrogates: skip the round trip for most messages
+        text = text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+    return _CONTROL.sub("", text)
 
 
 def is_blank(text: str) -> bool:
@@ -49,12 +50,16 @@ def is_blank(text: str) -> bool:
 
 def clean_message(message: InboundMessage) -> InboundMessage:
     """clean_text on every text field: names and ids come from the network too."""
-    return replace(
-        message, text=clean_text(message.text), chat_id=clean_text(message.chat_id),
-        sender_id=clean_text(message.sender_id), sender_name=clean_text(message.sender_name),
-        chat_title=clean_text(message.chat_title),
-        thread_id=None if message.thread_id is None else clean_text(message.thread_id),
-    )
+    text, chat_id = clean_text(message.text), clean_text(message.chat_id)
+    sender_id, sender_name = clean_text(message.sender_id), clean_text(message.sender_name)
+    chat_title = clean_text(message.chat_title)
+    thread_id = None if message.thread_id is None else clean_text(message.thread_id)
+    if (text, chat_id, sender_id, sender_name, chat_title, thread_id) == (
+            message.text, message.chat_id, message.sender_id, message.sender_name, message.chat_title,
+            message.thread_id):
+        return message  # the usual case: nothing to clean, no copy
+    return replace(message, text=text, chat_id=chat_id, sender_id=sender_id, sender_name=sender_name,
+                   chat_title=chat_title, thread_id=thread_id)
 
 
 class _KeyedLocks:
