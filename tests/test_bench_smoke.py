@@ -48,7 +48,17 @@ def test_concurrency_bench_reports_a_ratio_per_n(capsys: pytest.CaptureFixture[s
     assert result["llm_latency_s"] == 0.01
     assert [r["n"] for r in result["results"]] == [1, 3]
     assert all(_number(r["ratio"]) and r["ratio"] > 0 for r in result["results"])
+    assert all(_number(r["burst_ratio"]) and r["burst_ratio"] > 0 for r in result["results"])
     assert result["llm_max_in_flight"] == 3
+
+
+def test_steady_throughput_sums_each_chats_rate_after_its_first_reply() -> None:
+    # chat 0 replies every 0.2 s, chat 1 every 0.25 s; chat 1 started late (its first reply
+    # at 0.5 s), which must not count against the steady rate
+    completions = [(0, k, 0.2 * (k + 1)) for k in range(5)] + [(1, k, 0.5 + 0.25 * k) for k in range(5)]
+    per_s, cycle = concurrency.steady_throughput(completions)
+    assert per_s == pytest.approx(1 / 0.2 + 1 / 0.25)
+    assert cycle == pytest.approx(2 / (1 / 0.2 + 1 / 0.25))
 
 
 def test_concurrency_bench_over_http_uses_the_sdk(capsys: pytest.CaptureFixture[str]) -> None:
