@@ -1,6 +1,8 @@
 """Per-message pipeline overhead (router -> window -> store -> event) versus conversation length.
 
-What: the round trip of `ChannelMessageRouter.handle()` for one web message, with the
+What: the round trip of `ChannelMessageRouter.handle()` for one web message and the
+recording of its memory event (written just after the reply, so `router.drain()` is
+awaited inside the timing; `reply_p50_ms` is the time to the reply alone), with the
 LLM time taken out: the LLM is an in-process scripted client answering in 0 ms, the
 database is a real SQLite file (WAL) in a temp dir, and the memory worker is built, so
 `publish` runs its pre-checks and writes the `mate_memory_pending` row, but its consumer
@@ -46,7 +48,7 @@ from bench._common import (
     HostLoad, ScriptedLLM, chat_rows, emit, keep_window, make_config, ms, percentile, quiet_logs,
     seed_conversation,
 )
-from bot.runtime import open_runtime
+from bot.runtime import Runtime, open_runtime
 from channels.base import InboundMessage
 
 LENGTHS = (10, 1000, 10000)
@@ -56,6 +58,12 @@ def _message(chat_id: str, rng: random.Random) -> InboundMessage:
     words = " ".join(rng.choice(("plan", "coffee", "weekend", "train", "budget", "review")) for _ in range(12))
     return InboundMessage(channel="web", chat_id=chat_id, sender_id="owner", sender_name="Owner",
                           text=f"Could you help me with this: {words}?", is_direct=True, trigger_source="web")
+
+
+async def drained(rt: Runtime) -> None:
+    """The memory event is written just after the reply, off its path: wait for it too."""
+    if not await rt.router.drain(5):
+        raise RuntimeError("the memory event was not recorded within 5 s")
 
 
 async def run_pipeline(
@@ -87,6 +95,7 @@ async def run_pipeline(
             setup_s = time.perf_counter() - setup
 
             timings: dict[int, list[float]] = {length: [] for length in lengths}
+            reply_timings: dict[int, list[float]] = {length: [] for length in lengths}
             profiler = cProfile.Profile() if profile is not None else None
             order = list(lengths)
             for i in range(rounds):
@@ -103,12 +112,15 @@ async def run_pipeline(
                         profiler.enable()  # type: ignore[union-attr]
                     start = time.perf_counter()
                     reply = await rt.router.handle(message)
+                    replied = time.perf_counter() - start
+                    await drained(rt)
                     elapsed = time.perf_counter() - start
                     if profiling:
                         profiler.disable()  # type: ignore[union-attr]
                     assert reply is not None and reply.text, "the router gave no reply"
                     if i >= warmup:
                         timings[length].append(elapsed)
+                        reply_timings[length].append(replied)
             pending = len(await repos.memory_pending.all())
             # What the window held on the last call of each length (history after the cut-off).
             window_sizes = {}
@@ -127,6 +139,7 @@ async def run_pipeline(
                         await keep_window(repos, f"web:{chat}", window, rt.window)
                     start = time.perf_counter()
                     reply = await rt.router.handle(_message(chat, rng))
+                    await drained(rt)
                     warm[length].append(time.perf_counter() - start)
                     assert reply is not None and reply.text, "the router gave no reply"
     if profiler is not None:
@@ -141,6 +154,7 @@ async def run_pipeline(
         "p50_ms": p50,
         "p99_ms": p99,
         "mean_ms": {str(k): ms(statistics.fmean(v)) for k, v in timings.items()},
+        "reply_p50_ms": {str(k): ms(percentile(v, 50)) for k, v in reply_timings.items()},
         "warm_p50_ms": {str(k): ms(percentile(v, 50)) for k, v in warm.items()},
         "warm_p99_ms": {str(k): ms(percentile(v, 99)) for k, v in warm.items()},
         "paths": "p50_ms/p99_ms: every call reads its window from SQLite (cut-off moved before each call); "

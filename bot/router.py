@@ -45,7 +45,11 @@ def clean_text(text: str) -> str:
 
 def is_blank(text: str) -> bool:
     """Nothing a person could read: whitespace, control and zero-width characters only."""
-    return not _INVISIBLE.sub("", clean_text(text)).strip()
+    return _is_blank_cleaned(clean_text(text))
+
+
+def _is_blank_cleaned(text: str) -> bool:
+    return not _INVISIBLE.sub("", text).strip()
 
 
 def clean_message(message: InboundMessage) -> InboundMessage:
@@ -202,7 +206,7 @@ class ChannelMessageRouter:
     async def handle(self, message: InboundMessage, *, agent_id: int | None = None) -> RoutedReply | None:
         """The reply to send back, or None when the message is ignored."""
         message = clean_message(message)
-        if not self._accepting or is_blank(message.text):
+        if not self._accepting or _is_blank_cleaned(message.text):
             return None
         refusal = self._refusal(message)
         if refusal == "":
