@@ -57,14 +57,6 @@ class _StoredUser:
             user_id, self.previous_id = await pending
             self.item = replace(self.item, id=user_id)
 
-    async def abandon(self) -> None:
-        """The turn ended early (an exception): the insert was promised, let it finish."""
-        if self._pending is not None:
-            try:
-                await self.wait()
-            except Exception:
-                log.exception("storing the user message failed")
-
 
 def local_now_text(timezone_name: str) -> str:
     from bot.clock import zone
@@ -163,7 +155,11 @@ class Agent:
                                   ok=False, user_message_id=stored.item.id)
             return await self._run_turn(conversation, window, stored)
         finally:
-            await stored.abandon()
+            if not stored.settled:  # the turn ended early: the insert was promised, let it land
+                try:
+                    await self._settle_user(conversation, stored)
+                except Exception:
+                    log.exception("storing the user message failed", extra={"conversation_id": conversation.id})
 
     async def _settle_user(self, conversation: ConversationRecord, stored: _StoredUser) -> bool:
         """Wait for the user message's insert and tell the window cache; False when the

@@ -5,8 +5,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from bot.context.messages import history_item
-from bot.llm import AnthropicClient
+from bot.llm import AnthropicClient, LLMRequest, LLMResponse
 from bot.runtime import Runtime, open_runtime
 from channels.base import InboundMessage
 from tests.conftest import make_config
@@ -59,3 +61,31 @@ async def test_cache_matches_the_database_through_tools_errors_and_other_writers
             await _say(rt, "fifth")
             assert CID in rt.window._histories
             assert _cached(rt) == await _db_window(rt)
+
+
+class _BrokenOnce:
+    """An LLM client whose second call fails with a bug (not an LLMError)."""
+
+    def __init__(self) -> None:
+        self.requests: list[LLMRequest] = []
+
+    async def complete(self, request: LLMRequest) -> LLMResponse:
+        self.requests.append(request)
+        if len(self.requests) == 2:
+            raise RuntimeError("bug in the client")
+        return LLMResponse(text="ok", content=[{"type": "text", "text": "ok"}])
+
+
+async def test_a_turn_that_crashes_on_a_warm_window_still_stores_and_caches_its_message(tmp_path: Path) -> None:
+    llm = _BrokenOnce()
+    async with open_runtime(make_config(tmp_path), llm=llm, with_memory_worker=False) as rt:
+        await _say(rt, "first")  # cold: the window is cached from here on
+        with pytest.raises(RuntimeError):
+            await _say(rt, "second crashes")  # warm: the insert was queued before the call
+        assert [(role, content) for _, role, content in await _db_window(rt)] == [
+            ("user", "first"), ("assistant", "ok"), ("user", "second crashes")]
+        assert _cached(rt) == await _db_window(rt)
+        await _say(rt, "third")
+        # one call for the third turn (the cache knew the crashed turn's message), and it saw it
+        assert len(llm.requests) == 3
+        assert "second crashes" in json.dumps(llm.requests[-1].messages)
