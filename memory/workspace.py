@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import Callable
@@ -56,10 +57,15 @@ class WorkspaceFileService:
         self._clock = clock
         self._injections: dict[int, tuple[str, float]] = {}
         self._generations: dict[int, int] = {}
+        # One read per agent at a time: when the TTL runs out under load, the requests
+        # that find it expired share one read instead of each queueing its own.
+        self._loading: dict[int, asyncio.Task[str]] = {}
+        self._prompts: dict[int, tuple[str, str, str]] = {}
 
     def _changed(self, agent_id: int) -> None:
         self._generations[agent_id] = self._generations.get(agent_id, 0) + 1
         self._injections.pop(agent_id, None)
+        self._loading.pop(agent_id, None)  # a read begun before this write must not be shared
 
     async def seed(self, agent_id: int) -> int:
         """Create the missing core files of an agent; returns how many were created."""
@@ -151,6 +157,17 @@ class WorkspaceFileService:
         cached = self._injections.get(agent_id)
         if cached is not None and cached[1] > self._clock():
             return cached[0]
+        loading = self._loading.get(agent_id)
+        if loading is None:
+            loading = self._loading[agent_id] = asyncio.ensure_future(self._load_injection(agent_id))
+            loading.add_done_callback(lambda done: self._loaded(agent_id, done))
+        return await asyncio.shield(loading)  # one caller cancelled must not cancel the others' read
+
+    def _loaded(self, agent_id: int, done: asyncio.Task[str]) -> None:
+        if self._loading.get(agent_id) is done:
+            del self._loading[agent_id]
+
+    async def _load_injection(self, agent_id: int) -> str:
         generation = self._generations.get(agent_id, 0)
         blocks = [
             f"--- {f.filename} ---\n{f.content.rstrip()}"
@@ -163,7 +180,11 @@ class WorkspaceFileService:
         return text
 
     async def build_system_prompt(self, agent_id: int, base: str = "") -> str:
-        """The base system prompt followed by the workspace injection (rebuilt on every call)."""
+        """The base system prompt followed by the workspace injection."""
         injection = await self.injection(agent_id)
-        parts = [part for part in (base.rstrip(), injection) if part]
-        return "\n\n".join(parts)
+        built = self._prompts.get(agent_id)
+        if built is not None and built[0] is base and built[1] is injection:
+            return built[2]  # the same object as last time: its hash for the token-count cache is kept
+        prompt = "\n\n".join(part for part in (base.rstrip(), injection) if part)
+        self._prompts[agent_id] = (base, injection, prompt)
+        return prompt

@@ -106,3 +106,79 @@ async def test_injection_cache_sees_own_writes_at_once_and_other_writers_after_t
     assert "first fact" in await cached.injection(1)  # still within the TTL
     now[0] = 6.0
     assert "second fact" in await cached.injection(1)
+
+
+async def test_expired_injection_is_read_once_for_all_concurrent_requests(core: Core) -> None:
+    import asyncio
+
+    from memory.workspace import WorkspaceFileService
+
+    class CountingFiles:
+        """The real repository, counting list() calls."""
+
+        def __init__(self) -> None:
+            self.lists = 0
+
+        def __getattr__(self, name: str) -> object:
+            return getattr(core.repos.workspace_files, name)
+
+        async def list(self, *args: object, **kwargs: object) -> object:
+            self.lists += 1
+            return await core.repos.workspace_files.list(*args, **kwargs)  # type: ignore[arg-type]
+
+    files = CountingFiles()
+    now = [0.0]
+    service = WorkspaceFileService(files, PromptLibrary("en"), injection_ttl=5, clock=lambda: now[0])  # type: ignore[arg-type]
+    await service.write(1, "PROFILE.md", "likes tea")
+    texts = await asyncio.gather(*(service.injection(1) for _ in range(50)))
+    assert files.lists == 1 and all("likes tea" in t for t in texts)
+    now[0] = 6.0  # the TTL ran out: 50 requests at once, still one read
+    texts = await asyncio.gather(*(service.injection(1) for _ in range(50)))
+    assert files.lists == 2 and all("likes tea" in t for t in texts)
+
+
+async def test_a_write_during_a_shared_read_is_seen_by_the_next_request(core: Core) -> None:
+    import asyncio
+
+    from memory.workspace import WorkspaceFileService
+
+    release = asyncio.Event()
+
+    class SlowFirstRead:
+        """The real repository; the first list() holds its (old) result until released."""
+
+        def __init__(self) -> None:
+            self.lists = 0
+
+        def __getattr__(self, name: str) -> object:
+            return getattr(core.repos.workspace_files, name)
+
+        async def list(self, *args: object, **kwargs: object) -> object:
+            self.lists += 1
+            rows = await core.repos.workspace_files.list(*args, **kwargs)  # type: ignore[arg-type]
+            if self.lists == 1:
+                await release.wait()
+            return rows
+
+    service = WorkspaceFileService(SlowFirstRead(), PromptLibrary("en"))  # type: ignore[arg-type]
+    await service.write(1, "PROFILE.md", "likes tea")
+    early = asyncio.ensure_future(service.injection(1))  # a read in flight, holding "tea"...
+    await asyncio.sleep(0.05)
+    await service.write(1, "PROFILE.md", "likes coffee")  # ...when this process writes
+    later = asyncio.ensure_future(service.injection(1))
+    await asyncio.sleep(0.05)
+    release.set()
+    assert "likes tea" in await early
+    assert "likes coffee" in await later  # it did not join the read begun before the write
+
+
+async def test_system_prompt_is_the_same_object_while_nothing_changed(core: Core) -> None:
+    from memory.workspace import WorkspaceFileService
+
+    service = WorkspaceFileService(core.repos.workspace_files, PromptLibrary("en"))
+    base = "You are Mate."
+    first = await service.build_system_prompt(1, base)
+    assert await service.build_system_prompt(1, base) is first
+    await service.write(1, "PROFILE.md", "likes tea")
+    changed = await service.build_system_prompt(1, base)
+    assert "likes tea" in changed and changed is not first

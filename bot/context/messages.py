@@ -93,12 +93,12 @@ def to_api_messages(items: list[tuple[str, Content]]) -> list[dict[str, Any]]:
     """(api role, content) pairs -> valid Messages API turns: same roles merged, no empty text."""
     merged: list[dict[str, Any]] = []
     for role, content in items:
-        blocks = _blocks(content)
-        if not blocks:
+        if not isinstance(content, str):
+            content = _blocks(content)
+        if not content:
             continue
         if merged and merged[-1]["role"] == role:
-            previous = merged[-1]["content"]
-            merged[-1]["content"] = _blocks(previous) + blocks
+            merged[-1]["content"] = _blocks(merged[-1]["content"]) + _blocks(content)
         else:
-            merged.append({"role": role, "content": content if isinstance(content, str) else blocks})
+            merged.append({"role": role, "content": content})
     return merged

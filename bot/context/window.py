@@ -251,16 +251,22 @@ class ConversationWindowManager:
         parts: list[tuple[str, Content]] = []
         if window.summary:
             parts.append(("user", self.summary_message(window.summary)))
-        units = trim_units(window.history)
-        # The first turn must be the user's own words, and a tool_result never outlives its
-        # tool_use: drop whatever trimming left leading (a tool exchange goes as one unit).
-        while units and units[0][0].role != "user" and not (window.summary and units[0][0].role == "assistant"):
-            units.pop(0)
-        history = [i for u in units for i in u]
+        history = window.history
+        if history and not self._may_lead(window, history[0]):
+            # The first turn must be the user's own words, and a tool_result never outlives
+            # its tool_use: drop whatever trimming left leading (a tool exchange goes whole).
+            units = trim_units(history)
+            while units and not self._may_lead(window, units[0][0]):
+                units.pop(0)
+            history = [i for u in units for i in u]
         parts += [(i.api_role, i.content) for i in history]
         parts += [(i.api_role, i.content) for i in window.current]
         parts += list(extra)
         return to_api_messages(parts)
+
+    @staticmethod
+    def _may_lead(window: Window, item: HistoryItem) -> bool:
+        return item.role == "user" or (bool(window.summary) and item.role == "assistant")
 
     def _trim_to_fit(self, window: Window) -> None:
         """Drop history from the front, whole tool exchanges at a time, keeping the last 2 messages."""
