@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import logging
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
@@ -37,6 +38,18 @@ class Runtime:
     memory: MemoryEventSink
     offline: bool
     extras: dict[str, Any]
+
+
+def freeze_startup_heap() -> None:
+    """Exempt what start-up built from the garbage collector's full passes.
+
+    Modules, the SDK's models, templates and config live as long as the process; with
+    them frozen, a full collection walks only what was made since, so it no longer stalls
+    every reply in flight for tens of milliseconds (measured: N=500 concurrency ratio
+    0.93 -> 0.955). Once per process, after start-up: garbage left then stays for good.
+    """
+    gc.collect()
+    gc.freeze()
 
 
 def make_llm(config: Config) -> AnthropicClient | OfflineClient:

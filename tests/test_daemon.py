@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import warnings
 from pathlib import Path
 
@@ -37,7 +38,14 @@ async def test_daemon_serves_telegram_and_discord_together_then_stops_cleanly(
         )
         stop = asyncio.Event()
         started: list[Runtime] = []
-        daemon = asyncio.create_task(run_daemon(config, stop=stop, console=False, ready=started.append))
+        frozen: list[int] = []
+
+        def ready(rt: Runtime) -> None:
+            started.append(rt)
+            frozen.append(gc.get_freeze_count())
+
+        gc.unfreeze()
+        daemon = asyncio.create_task(run_daemon(config, stop=stop, console=False, ready=ready))
         try:
             await dc.wait_ready(timeout=10)
             tg.push_text("hi bot", chat_id=42, user_id=42)
@@ -49,6 +57,7 @@ async def test_daemon_serves_telegram_and_discord_together_then_stops_cleanly(
             assert posted["content"] == "hello discord"
             rt = started[0]
             assert rt.extras["scheduler"] is not None and rt.extras["api_port"] > 0
+            assert frozen[0] > 10_000  # what start-up built is out of the full GC passes
         finally:
             stop.set()
             assert await asyncio.wait_for(daemon, 30) == 0
