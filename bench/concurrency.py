@@ -47,7 +47,7 @@ if __package__ in (None, ""):  # `python bench/concurrency.py`
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench._common import HostLoad, ScriptedLLM, chat_rows, emit, make_config, quiet_logs, seed_conversation
-from bot.runtime import Runtime, freeze_startup_heap, open_runtime
+from bot.runtime import Runtime, tune_garbage_collector, open_runtime
 from channels.base import InboundMessage
 
 NS = (1, 10, 100, 500)
@@ -59,7 +59,7 @@ async def _runtime(tmp: Path, mode: str, latency: float, concurrency: int) -> As
     if mode == "inprocess":
         config = make_config(tmp, llm={**llm_config, "provider": "offline"})
         async with open_runtime(config, llm=ScriptedLLM(chat_latency=latency)) as rt:
-            freeze_startup_heap()  # as the daemon does once started
+            tune_garbage_collector()  # as the daemon does once started
             yield rt
         return
     from tests.fakes.anthropic import FakeAnthropic
@@ -70,7 +70,7 @@ async def _runtime(tmp: Path, mode: str, latency: float, concurrency: int) -> As
         config = make_config(tmp, llm={**llm_config, "provider": "anthropic", "api-key": "sk-bench",
                                                "base-url": fake.url, "max-retries": 0})
         async with open_runtime(config) as rt:
-            freeze_startup_heap()  # as the daemon does once started
+            tune_garbage_collector()  # as the daemon does once started
             yield rt
 
 

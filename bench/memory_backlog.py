@@ -43,7 +43,7 @@ from bench._common import (
     HostLoad, ScriptedLLM, chat_rows, emit, keep_window, make_config, ms, percentile, quiet_logs,
     seed_conversation,
 )
-from bot.runtime import Runtime, freeze_startup_heap, open_runtime
+from bot.runtime import Runtime, tune_garbage_collector, open_runtime
 from channels.base import InboundMessage
 from memory.events import ConversationCompletedEvent
 
@@ -79,7 +79,7 @@ async def run_memory_backlog(
         config = make_config(Path(tmp), memory={"cooldown-minutes": 0})
         llm = ScriptedLLM(chat_latency=0.0, memory_latency=memory_latency)
         async with open_runtime(config, llm=llm, with_memory_worker=True) as rt:
-            freeze_startup_heap()  # as the daemon does once started
+            tune_garbage_collector()  # as the daemon does once started
             repos = rt.core.repos
             worker = rt.extras["worker"]
             events = []

@@ -48,7 +48,7 @@ from bench._common import (
     HostLoad, ScriptedLLM, chat_rows, emit, keep_window, make_config, ms, percentile, quiet_logs,
     seed_conversation,
 )
-from bot.runtime import Runtime, freeze_startup_heap, open_runtime
+from bot.runtime import Runtime, tune_garbage_collector, open_runtime
 from channels.base import InboundMessage
 
 LENGTHS = (10, 1000, 10000)
@@ -76,7 +76,7 @@ async def run_pipeline(
         config = make_config(Path(tmp))
         llm = ScriptedLLM()
         async with open_runtime(config, llm=llm, with_memory_worker=True) as rt:
-            freeze_startup_heap()  # as the daemon does once started
+            tune_garbage_collector()  # as the daemon does once started
             repos = rt.core.repos
             count = rt.tokens.count_text
             setup = time.perf_counter()

@@ -11,7 +11,7 @@ from contextlib import AsyncExitStack
 from typing import Any
 
 from bot.config import Config
-from bot.runtime import Runtime, freeze_startup_heap, open_runtime
+from bot.runtime import Runtime, tune_garbage_collector, open_runtime
 from channels.base import InboundMessage
 from channels.console import ConsoleChannel
 
@@ -96,7 +96,7 @@ async def run_daemon(
                 if console if console is not None else console_wanted(config):
                     running.append(tasks.create_task(_run_console(rt, stop, exit_when_console_closes),
                                                      name="console"))
-                freeze_startup_heap()
+                tune_garbage_collector()
                 log.info(READY_LINE)
                 if ready is not None:
                     ready(rt)

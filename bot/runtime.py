@@ -40,16 +40,23 @@ class Runtime:
     extras: dict[str, Any]
 
 
-def freeze_startup_heap() -> None:
-    """Exempt what start-up built from the garbage collector's full passes.
+YOUNG_GC_THRESHOLD = 20_000
 
-    Modules, the SDK's models, templates and config live as long as the process; with
-    them frozen, a full collection walks only what was made since, so it no longer stalls
-    every reply in flight for tens of milliseconds (measured: N=500 concurrency ratio
-    0.93 -> 0.955). Once per process, after start-up: garbage left then stays for good.
+
+def tune_garbage_collector() -> None:
+    """Once per process, after start-up: keep the collector's pauses out of the replies.
+
+    - What start-up built (modules, the SDK's models, templates, config) lives as long as
+      the process; frozen, it is no longer walked by every full collection.
+    - The young generation is collected after 20 000 new objects instead of 700: a reply
+      makes a few hundred, so collections come ~30x less often, each still short.
+    Measured (bench/concurrency, N=500): ratio 0.93 -> 0.95-0.96. Garbage left at the
+    freeze stays for good, so this is done once, when start-up is over.
     """
     gc.collect()
     gc.freeze()
+    _, middle, old = gc.get_threshold()
+    gc.set_threshold(YOUNG_GC_THRESHOLD, middle, old)
 
 
 def make_llm(config: Config) -> AnthropicClient | OfflineClient:

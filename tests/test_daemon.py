@@ -39,10 +39,12 @@ async def test_daemon_serves_telegram_and_discord_together_then_stops_cleanly(
         stop = asyncio.Event()
         started: list[Runtime] = []
         frozen: list[int] = []
+        thresholds = gc.get_threshold()
 
         def ready(rt: Runtime) -> None:
             started.append(rt)
             frozen.append(gc.get_freeze_count())
+            frozen.append(gc.get_threshold()[0])
 
         gc.unfreeze()
         daemon = asyncio.create_task(run_daemon(config, stop=stop, console=False, ready=ready))
@@ -58,8 +60,10 @@ async def test_daemon_serves_telegram_and_discord_together_then_stops_cleanly(
             rt = started[0]
             assert rt.extras["scheduler"] is not None and rt.extras["api_port"] > 0
             assert frozen[0] > 10_000  # what start-up built is out of the full GC passes
+            assert frozen[1] == 20_000  # and young collections come less often
         finally:
             stop.set()
             assert await asyncio.wait_for(daemon, 30) == 0
+            gc.set_threshold(*thresholds)  # the rest of the test session keeps the defaults
         # Stopping the channels released the fakes' sessions; the database was closed last.
         assert tg.calls_of("setMyCommands")
