@@ -1,11 +1,15 @@
 from __future__ import annotations
 
+import asyncio
+from typing import Any
+
 import pytest
 
 from bot.app import Core
 from bot.errors import VersionConflict
 from bot.prompts import PromptLibrary
-from memory.workspace import SEED_FILES
+from bot.storage.workspace_files import SqliteWorkspaceFileRepository
+from memory.workspace import SEED_FILES, WorkspaceFileService
 
 
 async def test_seeded_files_flags_and_order(core: Core) -> None:
@@ -93,8 +97,6 @@ async def test_agents_do_not_share_files(core: Core) -> None:
 
 
 async def test_injection_cache_sees_own_writes_at_once_and_other_writers_after_ttl(core: Core) -> None:
-    from memory.workspace import WorkspaceFileService
-
     now = [0.0]
     cached = WorkspaceFileService(core.repos.workspace_files, PromptLibrary("en"), injection_ttl=5,
                                   clock=lambda: now[0])
@@ -108,25 +110,28 @@ async def test_injection_cache_sees_own_writes_at_once_and_other_writers_after_t
     assert "second fact" in await cached.injection(1)
 
 
+class _ObservedFiles:
+    """The real workspace repository, counting list() calls; with `hold_first`, the first
+    list() keeps its (by then old) rows until that event is set."""
+
+    def __init__(self, files: SqliteWorkspaceFileRepository, hold_first: asyncio.Event | None = None) -> None:
+        self._files = files
+        self._hold_first = hold_first
+        self.lists = 0
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._files, name)
+
+    async def list(self, *args: Any, **kwargs: Any) -> Any:
+        self.lists += 1
+        rows = await self._files.list(*args, **kwargs)
+        if self._hold_first is not None and self.lists == 1:
+            await self._hold_first.wait()
+        return rows
+
+
 async def test_expired_injection_is_read_once_for_all_concurrent_requests(core: Core) -> None:
-    import asyncio
-
-    from memory.workspace import WorkspaceFileService
-
-    class CountingFiles:
-        """The real repository, counting list() calls."""
-
-        def __init__(self) -> None:
-            self.lists = 0
-
-        def __getattr__(self, name: str) -> object:
-            return getattr(core.repos.workspace_files, name)
-
-        async def list(self, *args: object, **kwargs: object) -> object:
-            self.lists += 1
-            return await core.repos.workspace_files.list(*args, **kwargs)  # type: ignore[arg-type]
-
-    files = CountingFiles()
+    files = _ObservedFiles(core.repos.workspace_files)
     now = [0.0]
     service = WorkspaceFileService(files, PromptLibrary("en"), injection_ttl=5, clock=lambda: now[0])  # type: ignore[arg-type]
     await service.write(1, "PROFILE.md", "likes tea")
@@ -138,29 +143,9 @@ async def test_expired_injection_is_read_once_for_all_concurrent_requests(core: 
 
 
 async def test_a_write_during_a_shared_read_is_seen_by_the_next_request(core: Core) -> None:
-    import asyncio
-
-    from memory.workspace import WorkspaceFileService
-
     release = asyncio.Event()
-
-    class SlowFirstRead:
-        """The real repository; the first list() holds its (old) result until released."""
-
-        def __init__(self) -> None:
-            self.lists = 0
-
-        def __getattr__(self, name: str) -> object:
-            return getattr(core.repos.workspace_files, name)
-
-        async def list(self, *args: object, **kwargs: object) -> object:
-            self.lists += 1
-            rows = await core.repos.workspace_files.list(*args, **kwargs)  # type: ignore[arg-type]
-            if self.lists == 1:
-                await release.wait()
-            return rows
-
-    service = WorkspaceFileService(SlowFirstRead(), PromptLibrary("en"))  # type: ignore[arg-type]
+    service = WorkspaceFileService(_ObservedFiles(core.repos.workspace_files, release),  # type: ignore[arg-type]
+                                   PromptLibrary("en"))
     await service.write(1, "PROFILE.md", "likes tea")
     early = asyncio.ensure_future(service.injection(1))  # a read in flight, holding "tea"...
     await asyncio.sleep(0.05)
@@ -173,8 +158,6 @@ async def test_a_write_during_a_shared_read_is_seen_by_the_next_request(core: Co
 
 
 async def test_system_prompt_is_the_same_object_while_nothing_changed(core: Core) -> None:
-    from memory.workspace import WorkspaceFileService
-
     service = WorkspaceFileService(core.repos.workspace_files, PromptLibrary("en"))
     base = "You are Mate."
     first = await service.build_system_prompt(1, base)
