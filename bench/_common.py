@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from bot.config import Config, parse_config
-from bot.llm import LLMRequest, LLMResponse
 from bot.context.window import ConversationWindowManager
+from bot.llm import LLMRequest, LLMResponse
 from bot.storage import Repositories
 
 _WORDS = (

@@ -129,7 +129,7 @@ class Agent:
         too_long = self._window.check_fits(system, tools, user_tokens, self.model)
         if too_long is not None:  # answered without storing it or calling the LLM
             log.info("message too long for the window: %d > %d tokens", too_long.tokens, too_long.budget)
-            return AgentReply(self._prompts.text("too_long", tokens=too_long.tokens, budget=too_long.budget), ok=False)
+            return self._too_long(too_long, None)
         # The insert is queued now and commits while the model thinks (group commit keeps
         # its order before the turn's insert); see _StoredUser.
         stored = _StoredUser(self._repos.messages.queue_user(conversation.id, text, user_tokens,
@@ -139,9 +139,7 @@ class Agent:
             expected = self._window.cached_last_id(conversation.id)
             if expected is None:  # cold: the stored id bounds the history read, so wait for it
                 await stored.wait()
-                window = await self._window.build(conversation, system, [stored.item], tools, self.model,
-                                                  previous_id=stored.previous_id)
-                self._window.record(conversation.id, stored.previous_id, [stored.item])
+                window = await self._build_after_insert(conversation, system, tools, stored)
             else:
                 # Warm: until the id is known, any id after the cached last message bounds
                 # this conversation's history the same way, since a conversation has one
@@ -151,8 +149,7 @@ class Agent:
                                                   tools, self.model, previous_id=expected)
             if isinstance(window, MessageTooLong):  # check_fits said it fits; only calibration can move
                 await self._settle_user(conversation, stored)
-                return AgentReply(self._prompts.text("too_long", tokens=window.tokens, budget=window.budget),
-                                  ok=False, user_message_id=stored.item.id)
+                return self._too_long(window, stored.item.id)
             return await self._run_turn(conversation, window, stored)
         finally:
             if not stored.settled:  # the turn ended early: the insert was promised, let it land
@@ -160,6 +157,19 @@ class Agent:
                     await self._settle_user(conversation, stored)
                 except Exception:
                     log.exception("storing the user message failed", extra={"conversation_id": conversation.id})
+
+    def _too_long(self, result: MessageTooLong, user_message_id: int | None) -> AgentReply:
+        return AgentReply(self._prompts.text("too_long", tokens=result.tokens, budget=result.budget),
+                          ok=False, user_message_id=user_message_id)
+
+    async def _build_after_insert(
+        self, conversation: ConversationRecord, system: str, tools: list[dict[str, Any]], stored: _StoredUser,
+    ) -> Window | MessageTooLong:
+        """The window once the user message is stored: its id bounds the history read."""
+        window = await self._window.build(conversation, system, [stored.item], tools, self.model,
+                                          previous_id=stored.previous_id)
+        self._window.record(conversation.id, stored.previous_id, [stored.item])
+        return window
 
     async def _settle_user(self, conversation: ConversationRecord, stored: _StoredUser) -> bool:
         """Wait for the user message's insert and tell the window cache; False when the
@@ -201,12 +211,9 @@ class Agent:
             if not await self._settle_user(conversation, stored):
                 log.info("the conversation changed outside this turn: asking again with it",
                          extra={"conversation_id": conversation.id})
-                rebuilt = await self._window.build(conversation, window.system, [stored.item], window.tools,
-                                                   self.model, previous_id=stored.previous_id)
-                self._window.record(conversation.id, stored.previous_id, [stored.item])
+                rebuilt = await self._build_after_insert(conversation, window.system, window.tools, stored)
                 if isinstance(rebuilt, MessageTooLong):
-                    return AgentReply(self._prompts.text("too_long", tokens=rebuilt.tokens, budget=rebuilt.budget),
-                                      ok=False, user_message_id=stored.item.id)
+                    return self._too_long(rebuilt, stored.item.id)
                 window = rebuilt
                 continue
             user_id = stored.item.id

@@ -11,7 +11,7 @@ from contextlib import AsyncExitStack
 from typing import Any
 
 from bot.config import Config
-from bot.runtime import Runtime, tune_garbage_collector, open_runtime
+from bot.runtime import Runtime, open_runtime, tune_garbage_collector
 from channels.base import InboundMessage
 from channels.console import ConsoleChannel
 

@@ -127,18 +127,14 @@ class SqliteMessageRepository:
         )
         return result.lastrowid
 
-    async def add_user(
-        self, conversation_id: str, content: str, token_count: int,
-        sender_id: str | None = None, sender_name: str | None = None,
-    ) -> tuple[int, int]:
-        """Store a user message; (its id, the id of the conversation's message before it)."""
-        return await self.queue_user(conversation_id, content, token_count, sender_id, sender_name)
-
     def queue_user(
         self, conversation_id: str, content: str, token_count: int,
         sender_id: str | None = None, sender_name: str | None = None,
     ) -> Awaitable[tuple[int, int]]:
-        """add_user, queued for commit before this returns; await the result exactly once."""
+        """Store a user message; (its id, the id of the conversation's message before it).
+
+        Queued for commit before this returns, so the caller may do other work meanwhile;
+        await the result exactly once."""
         rows = self._db.queue_returning(
             "INSERT INTO mate_message(conversation_id, role, content, token_count, sender_id, "
             "sender_name, create_time) VALUES (?, 'user', ?, ?, ?, ?, ?) RETURNING id, "

@@ -8,13 +8,14 @@ import sqlite3
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from datetime import datetime, timezone
 from pathlib import Path
 from types import TracebackType
 from typing import Any
 
 import aiosqlite
 
+from bot.clock import iso
+from bot.clock import utc_now as clock_now
 from bot.errors import StorageError
 from bot.storage.migrations import MIGRATIONS
 
@@ -77,7 +78,8 @@ def _run_alone(conn: sqlite3.Connection, item: _QueuedWrite) -> tuple[bool, Any]
 
 
 def utc_now() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
+    """This moment in the stored form (bot.clock.iso)."""
+    return iso(clock_now())
 
 
 class Database:
@@ -182,12 +184,12 @@ class Database:
 
     async def execute(self, sql: str, params: Sequence[Any] = ()) -> WriteResult:
         """A single-statement write, committed before this returns."""
-        result: WriteResult = await self._submit(sql, params, returning=False)
+        result: WriteResult = await self._queue(sql, params, returning=False)
         return result
 
     async def write_returning(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
         """A single-statement write with RETURNING, read back in the same call."""
-        rows: list[Any] = await self._submit(sql, params, returning=True)
+        rows: list[Any] = await self._queue(sql, params, returning=True)
         return rows
 
     def queue_returning(self, sql: str, params: Sequence[Any] = ()) -> asyncio.Future[list[Any]]:
@@ -195,9 +197,6 @@ class Database:
         call) while it commits, and writes queued after it commit after it."""
         future: asyncio.Future[list[Any]] = self._queue(sql, params, returning=True)
         return future
-
-    async def _submit(self, sql: str, params: Sequence[Any], *, returning: bool) -> Any:
-        return await self._queue(sql, params, returning=returning)
 
     def _queue(self, sql: str, params: Sequence[Any], *, returning: bool) -> asyncio.Future[Any]:
         writer = self.writer
