@@ -10,7 +10,7 @@ from datetime import datetime
 from typing import Any
 
 from bot.config import MateConfig
-from bot.context.messages import Content, HistoryItem, encode_blocks
+from bot.context.messages import Content, HistoryItem, encode_content
 from bot.context.tokens import PER_MESSAGE_OVERHEAD, TokenEstimator
 from bot.context.window import ConversationWindowManager, MessageTooLong, Window
 from bot.errors import LLMError, PromptTooLong
@@ -228,14 +228,16 @@ class Agent:
                 final = self._prompts.text("tool_rounds_exceeded")
             if not final:
                 final = self._prompts.text("empty_reply")
-            rows = [(role, c if isinstance(c, str) else encode_blocks(c), self._tokens.count_content(c))
-                    for role, c in turn]
-            rows.append(("assistant", final, self._tokens.count_text(final)))
+            rows: list[tuple[str, str, int, str]] = []
+            for role, content in turn:
+                stored_text, content_format = encode_content(content)
+                rows.append((role, stored_text, self._tokens.count_content(content), content_format))
+            rows.append(("assistant", final, self._tokens.count_text(final), "text"))
             ids, count = await self._repos.messages.add_turn(conversation.id, rows)
             contents = [content for _, content in turn] + [final]
             self._window.record(conversation.id, user_id, [
                 HistoryItem(message_id, role, content, tokens)
-                for message_id, (role, _, tokens), content in zip(ids, rows, contents)
+                for message_id, (role, _, tokens, _), content in zip(ids, rows, contents)
             ])
             return AgentReply(final, ok=True, user_message_id=user_id, last_message_id=ids[-1],
                               message_count=count)

@@ -16,13 +16,14 @@ _LINE_BREAKS = re.compile(r"[ \t]*(?:\r\n|\r|\n)+[ \t]*")
 def message_text(message: MessageRecord) -> str | None:
     """The readable text of a user/assistant message; None when it has nothing to show.
 
-    Tool and system turns are skipped. An assistant turn that called tools is stored as a
-    JSON array of content blocks: only its text blocks are kept.
+    Tool and system turns are skipped. Of a turn stored as content blocks (an assistant
+    turn that called tools) only the text blocks are kept; a `text` row is shown as it is,
+    even when the model answered with something that looks like JSON.
     """
     if message.role not in TRANSCRIPT_ROLES:
         return None
     content = message.content
-    if message.role == "assistant" and content.lstrip().startswith('[{"type"'):
+    if message.content_format == "blocks":
         try:
             blocks = json.loads(content)
         except ValueError:

@@ -49,12 +49,14 @@ async def memory_env(
 
 
 async def add_messages(
-    core: Core, rows: Sequence[tuple[str, str]], conversation_id: str = CONVERSATION,
+    core: Core, rows: Sequence[tuple[str, str] | tuple[str, str, str]], conversation_id: str = CONVERSATION,
     trigger_source: str = "console",
 ) -> list[int]:
+    """Rows are (role, text) or (role, text, content_format)."""
     await core.repos.conversations.create(conversation_id, agent_id=1, channel="console",
                                           chat_key=conversation_id, trigger_source=trigger_source)
-    return await core.repos.messages.add_many(conversation_id, [(role, text, 1) for role, text in rows])
+    return await core.repos.messages.add_many(
+        conversation_id, [(row[0], row[1], 1, *row[2:]) for row in rows])  # type: ignore[misc]
 
 
 def chat(pairs: int, start: int = 0) -> list[tuple[str, str]]:
@@ -94,9 +96,9 @@ async def test_memory_request_holds_the_exact_transcript(tmp_path: Path) -> None
         await add_messages(env.core, [
             ("system", "system note"),
             ("user", "Hi, I am Ann and I live in Oslo"),
-            ("assistant", tool_turn),
+            ("assistant", tool_turn, "blocks"),
             ("tool", json.dumps([{"type": "tool_result", "tool_use_id": "t1", "content": "data"}])),
-            ("assistant", tool_only),
+            ("assistant", tool_only, "blocks"),
             ("assistant", "Nice to meet you,\nAnn!"),
             ("user", "x" * 2001),
             ("assistant", "y" * 2000),

@@ -114,11 +114,41 @@ async def test_migration_2_backfills_message_count_and_the_trigger_keeps_it(tmp_
         await conn.commit()
     async with Database(path) as db:
         repos = Repositories.over(db)
-        assert await db.schema_version() == 2
+        assert await db.schema_version() == MIGRATIONS[-1][0]
         assert await repos.conversations.message_count("c") == 3
         await repos.messages.add_many("c", [("assistant", "a", 1), ("tool", "[]", 1), ("user", "u", 1)])
         assert await repos.conversations.message_count("c") == 5
         assert (await repos.conversations.get("c")).update_time != "x"
+
+
+async def test_migration_3_marks_only_this_programs_block_arrays_as_blocks(tmp_path: Path) -> None:
+    path = tmp_path / "mate.db"
+    async with aiosqlite.connect(path) as conn:  # a version-2 database with history in it
+        await conn.execute("CREATE TABLE schema_version (version INTEGER PRIMARY KEY, description TEXT NOT NULL,"
+                           " applied_time TEXT NOT NULL)")
+        for version, description, statements in MIGRATIONS[:2]:
+            for statement in statements:
+                await conn.execute(statement)
+            await conn.execute("INSERT INTO schema_version VALUES (?, ?, 'x')", (version, description))
+        await conn.execute("INSERT INTO mate_agent VALUES (1, 'Mate', 'x', 'x')")
+        await conn.execute("INSERT INTO mate_conversation(id, agent_id, channel, chat_key, trigger_source,"
+                           " create_time, update_time) VALUES ('c', 1, 'console', 'c', 'console', 'x', 'x')")
+        rows = [
+            ("user", '[{"type":"text","text":"a user pasting JSON"}]'),
+            ("assistant", '[{"type":"text","text":"Let me look."},{"type":"tool_use","id":"t1","name":"x",'
+                          '"input":{}}]'),
+            ("tool", '[{"type":"tool_result","tool_use_id":"t1","content":"ok"}]'),
+            ("assistant", '[{"type": "fruit", "name": "apple"}]'),  # the model answered JSON text
+            ("assistant", '[{"type":"fruit","name":"apple"}]'),
+            ("assistant", "plain words"),
+        ]
+        for role, content in rows:
+            await conn.execute("INSERT INTO mate_message(conversation_id, role, content, create_time)"
+                               " VALUES ('c', ?, ?, 'x')", (role, content))
+        await conn.commit()
+    async with Database(path) as db:
+        stored = await Repositories.over(db).messages.after("c", 0)
+    assert [m.content_format for m in stored] == ["text", "blocks", "blocks", "text", "text", "text"]
 
 
 async def test_add_turn_reports_the_message_count_after_it(tmp_path: Path) -> None:

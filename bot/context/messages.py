@@ -34,25 +34,33 @@ class HistoryItem:
 
 
 def encode_blocks(blocks: list[dict[str, Any]]) -> str:
-    # "type" first: decode_content recognises a stored block array by that prefix.
     ordered = [{"type": b.get("type"), **{k: v for k, v in b.items() if k != "type"}} for b in blocks]
     return json.dumps(ordered, ensure_ascii=False, separators=(",", ":"))
 
 
-def decode_content(role: str, content: str) -> Content:
-    """Tool turns are stored as JSON block arrays; everything else is plain text."""
-    if role == "tool" or (role == "assistant" and content.startswith('[{"type":')):
-        try:
-            blocks = json.loads(content)
-        except json.JSONDecodeError:
-            return content
-        if isinstance(blocks, list) and all(isinstance(b, dict) for b in blocks):
-            return blocks
+def encode_content(content: Content) -> tuple[str, str]:
+    """(stored text, content_format): the format is stored beside it, never guessed back."""
+    if isinstance(content, str):
+        return content, "text"
+    return encode_blocks(content), "blocks"
+
+
+def decode_content(content: str, content_format: str) -> Content:
+    """A `blocks` row back to its block list; `text` rows stay text, whatever they look like."""
+    if content_format != "blocks":
+        return content
+    try:
+        blocks = json.loads(content)
+    except json.JSONDecodeError:
+        return content
+    if isinstance(blocks, list) and all(isinstance(b, dict) for b in blocks):
+        return blocks
     return content
 
 
 def history_item(record: MessageRecord) -> HistoryItem:
-    return HistoryItem(record.id, record.role, decode_content(record.role, record.content), record.token_count)
+    return HistoryItem(record.id, record.role, decode_content(record.content, record.content_format),
+                       record.token_count)
 
 
 def plain_text(content: Content) -> str:

@@ -12,7 +12,13 @@ _CONVERSATION_COLUMNS = (
     "id, agent_id, channel, chat_key, title, trigger_source, summary, summary_upto_message_id, "
     "memory_upto_message_id, create_time, update_time, archived"
 )
-_MESSAGE_COLUMNS = "id, conversation_id, role, content, token_count, sender_id, sender_name, create_time"
+_MESSAGE_COLUMNS = (
+    "id, conversation_id, role, content, token_count, sender_id, sender_name, create_time, content_format"
+)
+CONTENT_FORMATS = ("text", "blocks")
+# A stored row: (role, content, token_count) or (role, content, token_count, content_format).
+# Without a format, tool turns are blocks (always a tool_result array) and the rest text.
+MessageRow = tuple[str, str, int] | tuple[str, str, int, str]
 
 
 def _conversation(row: Any) -> ConversationRecord:
@@ -29,8 +35,15 @@ def _message(row: Any) -> MessageRecord:
     return MessageRecord(
         id=row["id"], conversation_id=row["conversation_id"], role=row["role"],
         content=row["content"], token_count=row["token_count"], sender_id=row["sender_id"],
-        sender_name=row["sender_name"], create_time=row["create_time"],
+        sender_name=row["sender_name"], create_time=row["create_time"], content_format=row["content_format"],
     )
+
+
+def _format_of(row: MessageRow) -> str:
+    content_format = row[3] if len(row) == 4 else ("blocks" if row[0] == "tool" else "text")
+    if content_format not in CONTENT_FORMATS:
+        raise ValueError(f"unknown content format {content_format!r}")
+    return content_format
 
 
 async def _first_two_ids(rows: Awaitable[list[Any]]) -> tuple[int, int]:
@@ -118,12 +131,14 @@ class SqliteMessageRepository:
 
     async def add(
         self, conversation_id: str, role: str, content: str, token_count: int,
-        sender_id: str | None = None, sender_name: str | None = None,
+        sender_id: str | None = None, sender_name: str | None = None, content_format: str | None = None,
     ) -> int:
+        row: MessageRow = (role, content, token_count) if content_format is None else (
+            role, content, token_count, content_format)
         result = await self._db.execute(
             "INSERT INTO mate_message(conversation_id, role, content, token_count, sender_id, "
-            "sender_name, create_time) VALUES (?, ?, ?, ?, ?, ?, ?)",
-            (conversation_id, role, content, token_count, sender_id, sender_name, utc_now()),
+            "sender_name, create_time, content_format) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            (conversation_id, role, content, token_count, sender_id, sender_name, utc_now(), _format_of(row)),
         )
         return result.lastrowid
 
@@ -145,7 +160,7 @@ class SqliteMessageRepository:
         return _first_two_ids(rows)
 
     async def add_many(
-        self, conversation_id: str, rows: Sequence[tuple[str, str, int]],
+        self, conversation_id: str, rows: Sequence[MessageRow],
         sender_id: str | None = None, sender_name: str | None = None,
     ) -> list[int]:
         """Insert (role, content, token_count) rows with one statement: a turn is stored whole."""
@@ -153,7 +168,7 @@ class SqliteMessageRepository:
         return ids
 
     async def add_turn(
-        self, conversation_id: str, rows: Sequence[tuple[str, str, int]],
+        self, conversation_id: str, rows: Sequence[MessageRow],
         sender_id: str | None = None, sender_name: str | None = None,
     ) -> tuple[list[int], int]:
         """Like add_many, also returning the conversation's message_count after the insert."""
@@ -161,21 +176,22 @@ class SqliteMessageRepository:
             return [], await _message_count(self._db, conversation_id)
         now = utc_now()
         params: list[Any] = []
-        for role, content, tokens in rows:
+        for row in rows:
+            role, content, tokens = row[0], row[1], row[2]
             user = role == "user"
             params += [conversation_id, role, content, tokens,
-                       sender_id if user else None, sender_name if user else None, now]
-        values = ", ".join(["(?, ?, ?, ?, ?, ?, ?)"] * len(rows))
+                       sender_id if user else None, sender_name if user else None, now, _format_of(row)]
+        values = ", ".join(["(?, ?, ?, ?, ?, ?, ?, ?)"] * len(rows))
         # RETURNING sees the conversation row as it was before the trigger ran, so the
         # count after is that value plus the user/assistant rows of this statement.
         returned = await self._db.write_returning(
             "INSERT INTO mate_message(conversation_id, role, content, token_count, sender_id, "
-            f"sender_name, create_time) VALUES {values} RETURNING id, "
+            f"sender_name, create_time, content_format) VALUES {values} RETURNING id, "
             "(SELECT message_count FROM mate_conversation WHERE id = ?)",
             [*params, conversation_id],
         )
         before = min((int(r[1] or 0) for r in returned), default=0)
-        counted = sum(1 for role, _, _ in rows if role in ("user", "assistant"))
+        counted = sum(1 for row in rows if row[0] in ("user", "assistant"))
         return sorted(int(r[0]) for r in returned), before + counted
 
     async def after(self, conversation_id: str, after_id: int, limit: int = 1000) -> list[MessageRecord]:

@@ -38,6 +38,7 @@ class MessageRecord:
     sender_id: str | None
     sender_name: str | None
     create_time: str
+    content_format: str = "text"  # text | blocks (a JSON array of Messages API content blocks)
 
 
 @dataclass(frozen=True, slots=True)
