@@ -102,6 +102,8 @@ class MemoryConfig(_Model):
     emergence_cron: str = "0 2 * * *"
     profile_max_chars: int = Field(4000, ge=1)
     memory_max_chars: int = Field(12000, ge=1)
+    daily_entry_max_chars: int = Field(2000, ge=16)
+    daily_context_chars: int = Field(4000, ge=0)
     remember_keywords: tuple[str, ...] = ()
 
     @field_validator("emergence_cron")

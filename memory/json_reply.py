@@ -6,6 +6,8 @@ import json
 import re
 from typing import Any
 
+from memory.edits import InvalidEdits, parse_edits
+
 _FENCE = re.compile(r"```(?:json|JSON)?\s*\n?(.*?)```", re.S)
 
 
@@ -47,8 +49,13 @@ def _as_text(value: Any, field: str) -> str:
     raise InvalidJsonReply(f"{field} must be a string")
 
 
-def parse_memory_reply(text: str, text_fields: tuple[str, ...]) -> dict[str, Any]:
-    """{should_update: bool, reason: str, <text_fields>: str}; missing text fields read as ''."""
+def parse_memory_reply(
+    text: str, text_fields: tuple[str, ...], edit_fields: tuple[str, ...] = (),
+) -> dict[str, Any]:
+    """{should_update: bool, reason: str, <text_fields>: str, <edit_fields>: tuple[FileEdit, ...]}.
+
+    Missing text fields read as '' and missing edit lists as no edits.
+    """
     data = extract_json_object(text)
     if "should_update" not in data:
         raise InvalidJsonReply("should_update is missing")
@@ -58,4 +65,9 @@ def parse_memory_reply(text: str, text_fields: tuple[str, ...]) -> dict[str, Any
     }
     for field in text_fields:
         parsed[field] = _as_text(data.get(field), field)
+    for field in edit_fields:
+        try:
+            parsed[field] = parse_edits(data.get(field), field)
+        except InvalidEdits as exc:
+            raise InvalidJsonReply(str(exc)) from None
     return parsed

@@ -6,7 +6,7 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from bot.clock import Clock, local_date, utc_now
@@ -17,6 +17,10 @@ from bot.prompts import LOCALES, PromptLibrary
 from bot.storage import Repositories
 from bot.storage.records import MessageRecord
 from memory.events import ConversationCompletedEvent
+from bot.storage.memory_commit import ExtractionCommit, FileWrite
+from bot.text import storable
+from memory.budgets import tokens_for_chars
+from memory.edits import EditNotApplicable, apply_edits
 from memory.json_reply import InvalidJsonReply, parse_memory_reply
 from memory.transcript import TRANSCRIPT_ROLES, build_transcript
 from memory.workspace import (
@@ -31,6 +35,9 @@ log = logging.getLogger(__name__)
 
 RUN_KIND = "summarize"
 REPLY_FIELDS = ("daily_entry", "memory_update", "profile_update")
+EDIT_FIELDS = ("memory_edits", "profile_edits")
+# The JSON around the fields, and the reason.
+_REPLY_OVERHEAD_TOKENS = 256
 DEFAULT_ATTEMPTS = 3
 DEFAULT_RETRY_DELAYS: tuple[float, ...] = (1.0, 4.0)
 # Already-analysed messages shown before the transcript so the model knows what the
@@ -60,9 +67,36 @@ class _Snapshot:
     memory: tuple[str, int]
     daily: tuple[str, int]
 
+    def file(self, filename: str) -> tuple[str, int]:
+        return self.profile if filename == PROFILE_FILE else self.memory
+
+
+@dataclass(frozen=True, slots=True)
+class _Target:
+    """A budgeted file and the two reply fields that may change it."""
+    filename: str
+    replacement: str
+    edits: str
+    budget: int
+
+
+@dataclass(slots=True)
+class _Plan:
+    """What one reply asks to write, resolved against the snapshot."""
+    should_update: bool
+    reason: str
+    contents: dict[str, str]  # PROFILE.md / MEMORY.md: the whole new text, only when it changes
+    daily_entry: str
+    problems: list[str] = field(default_factory=list)  # the run fails with these (files not written)
+    notes: list[str] = field(default_factory=list)  # said in the run's reason (a daily entry cut)
+
 
 class _RetryableFailure(Exception):
     """One attempt failed in a way worth trying again (bad JSON, LLM error, repeated conflict)."""
+
+
+class _CutOff(Exception):
+    """The model stopped at max_tokens: the reply is incomplete and never parsed."""
 
 
 class MemorySummarizationService:
@@ -174,7 +208,8 @@ class MemorySummarizationService:
         for attempt in range(1, attempts + 1):
             run_id = await self._repos.memory_runs.start(agent_id, RUN_KIND, conversation_id)
             try:
-                outcome = await self._attempt(agent_id, conversation_id, transcript, earlier_text, end)
+                # The run row is finished inside the attempt's commit when it succeeds.
+                return await self._attempt(agent_id, conversation_id, transcript, earlier_text, end, run_id)
             except _RetryableFailure as exc:
                 await self._repos.memory_runs.finish(
                     run_id, "failed", reason=f"attempt {attempt}/{attempts}", error=str(exc)
@@ -184,32 +219,30 @@ class MemorySummarizationService:
                 if attempt == attempts:
                     return AnalysisOutcome("failed", False, str(exc), retryable=True)
                 await self._sleep(self._retry_delays[min(attempt - 1, len(self._retry_delays) - 1)])
-                continue
             except BaseException as exc:  # never leave a run row "running" (cancellation included)
                 with contextlib.suppress(Exception):
                     await asyncio.shield(self._repos.memory_runs.finish(run_id, "failed", error=repr(exc)))
                 raise
-            await self._repos.memory_runs.finish(run_id, outcome.status, reason=outcome.reason)
-            return outcome
         raise AssertionError("unreachable")
 
     async def _attempt(
-        self, agent_id: int, conversation_id: str, transcript: str, earlier: str, end: int
+        self, agent_id: int, conversation_id: str, transcript: str, earlier: str, end: int, run_id: int,
     ) -> AnalysisOutcome:
-        """One analysis; if a file changed during the LLM call it is redone once on fresh contents."""
+        """One analysis; if a file changed during the LLM call (or an edit no longer fits the
+        file) it is redone once on fresh contents."""
         for redo in (False, True):
             snapshot = await self._read_files(agent_id)
             try:
-                reply, problems = await self._ask(snapshot, transcript, earlier)
-            except (LLMError, InvalidJsonReply) as exc:
-                kind = "invalid JSON reply" if isinstance(exc, InvalidJsonReply) else "LLM error"
+                plan = await self._ask(snapshot, transcript, earlier)
+                return await self._commit(agent_id, conversation_id, snapshot, plan, end, run_id)
+            except (LLMError, InvalidJsonReply, _CutOff) as exc:
+                kind = ("invalid JSON reply" if isinstance(exc, InvalidJsonReply)
+                        else "LLM error" if isinstance(exc, LLMError) else "reply cut off")
                 raise _RetryableFailure(f"{kind}: {exc}") from None
-            try:
-                return await self._write(agent_id, conversation_id, snapshot, reply, problems, end)
-            except VersionConflict as exc:
+            except (VersionConflict, EditNotApplicable) as exc:
                 if redo:
-                    raise _RetryableFailure(f"changed again during the redo: {exc}") from None
-                log.info("memory file changed during extraction (%s); redoing on fresh contents", exc,
+                    raise _RetryableFailure(f"failed again on fresh contents: {exc}") from None
+                log.info("memory extraction redone on fresh contents (%s)", exc,
                          extra={"conversation_id": conversation_id})
         raise AssertionError("unreachable")
 
@@ -224,87 +257,175 @@ class MemorySummarizationService:
             daily=await self._workspace.read_text(agent_id, daily_note_name(date)),
         )
 
-    async def _complete(self, messages: list[dict[str, Any]], system: str) -> str:
-        request = LLMRequest(model=self._config.llm.effective_memory_model, system=system, messages=messages,
-                             max_tokens=self._memory.summary_max_tokens, purpose="memory")
-        return (await self._llm.complete(request)).text
+    def _targets(self) -> tuple[_Target, _Target]:
+        return (_Target(PROFILE_FILE, "profile_update", "profile_edits", self._memory.profile_max_chars),
+                _Target(MEMORY_FILE, "memory_update", "memory_edits", self._memory.memory_max_chars))
 
-    async def _ask(self, snap: _Snapshot, transcript: str, earlier: str) -> tuple[dict[str, Any], list[str]]:
-        """The parsed reply, with over-budget replacements sent back once and then dropped."""
+    def _max_tokens(self, snap: _Snapshot) -> int:
+        """Room for the largest reply the prompt allows: both files replaced at their budgets,
+        plus the daily entry and the reason."""
+        memory, locale = self._memory, self._config.locale
+        sample = snap.profile[0] + snap.memory[0]
+        files = tokens_for_chars(memory.profile_max_chars + memory.memory_max_chars, locale, sample)
+        entry = max(memory.summary_max_tokens, tokens_for_chars(memory.daily_entry_max_chars, locale, sample))
+        return files + entry + _REPLY_OVERHEAD_TOKENS
+
+    async def _call(self, messages: list[dict[str, Any]], system: str, max_tokens: int) -> str:
+        request = LLMRequest(model=self._config.llm.effective_memory_model, system=system, messages=messages,
+                             max_tokens=max_tokens, purpose="memory")
+        response = await self._llm.complete(request)
+        if response.stop_reason == "max_tokens":
+            raise _CutOff(response.text)
+        return response.text
+
+    async def _complete(self, messages: list[dict[str, Any]], system: str, max_tokens: int) -> str:
+        """The reply's text; a reply cut at max_tokens is asked again once, in the edits form.
+
+        `messages` grows by the exchange that produced the text, so a follow-up continues it.
+        """
+        try:
+            return await self._call(messages, system, max_tokens)
+        except _CutOff as cut:
+            log.warning("memory reply cut off at max_tokens (%d); asking for edits instead", max_tokens)
+            messages += [
+                {"role": "assistant", "content": str(cut).strip() or "..."},
+                {"role": "user", "content": self._prompts.render(
+                    "memory/cut-off", max_tokens=max_tokens, files=f"{PROFILE_FILE} / {MEMORY_FILE}",
+                    edit_fields=" / ".join(EDIT_FIELDS), replacement_fields=" / ".join(REPLY_FIELDS[1:]))},
+            ]
+        try:
+            return await self._call(messages, system, max_tokens)
+        except _CutOff:
+            raise _CutOff(f"the reply was cut off at max_tokens ({max_tokens}) twice") from None
+
+    async def _ask(self, snap: _Snapshot, transcript: str, earlier: str) -> _Plan:
+        """The reply resolved into writes, with budget problems sent back once, then enforced."""
         memory = self._memory
-        system = self._prompts.render("memory/summarize-system", profile_max_chars=memory.profile_max_chars,
-                                      memory_max_chars=memory.memory_max_chars)
+        system = self._prompts.render(
+            "memory/summarize-system", profile_max_chars=memory.profile_max_chars,
+            memory_max_chars=memory.memory_max_chars, daily_entry_max_chars=memory.daily_entry_max_chars)
+        daily, omitted = _tail(snap.daily[0], memory.daily_context_chars)
         user = self._prompts.render(
             "memory/summarize-user", date=snap.date,
             profile=snap.profile[0], profile_chars=len(snap.profile[0]), profile_max_chars=memory.profile_max_chars,
             memory=snap.memory[0], memory_chars=len(snap.memory[0]), memory_max_chars=memory.memory_max_chars,
-            daily_note=snap.daily[0], earlier_context=earlier, transcript=transcript,
+            daily_note=daily, daily_note_omitted=omitted, earlier_context=earlier, transcript=transcript,
         )
+        max_tokens = self._max_tokens(snap)
         messages: list[dict[str, Any]] = [{"role": "user", "content": user}]
-        text = await self._complete(messages, system)
-        reply = parse_memory_reply(text, REPLY_FIELDS)
-        over = self._over_budget(reply)
-        if not reply["should_update"] or not over:
-            return reply, []
-        # S7: never truncate silently; ask once for a shorter version, keeping the first answer.
-        follow_up = "\n\n".join(
-            self._prompts.render("memory/shorten", field=field, actual_chars=actual, max_chars=limit)
-            for field, actual, limit in over
-        )
-        messages += [{"role": "assistant", "content": text}, {"role": "user", "content": follow_up}]
-        try:
-            shorter = parse_memory_reply(await self._complete(messages, system), REPLY_FIELDS)
-            for field, _, _ in over:
-                reply[field] = shorter[field]
-        except InvalidJsonReply:
-            pass  # the fields stay over budget and are dropped below
-        problems: list[str] = []
-        for field, actual, limit in self._over_budget(reply):
-            filename = PROFILE_FILE if field == "profile_update" else MEMORY_FILE
-            problems.append(f"{filename} update is {actual} characters, over its budget of {limit}; not written")
-            reply[field] = ""
-        return reply, problems
-
-    def _over_budget(self, reply: dict[str, Any]) -> list[tuple[str, int, int]]:
-        budgets = (("profile_update", self._memory.profile_max_chars), ("memory_update", self._memory.memory_max_chars))
-        return [(f, len(reply[f].strip()), limit) for f, limit in budgets if len(reply[f].strip()) > limit]
-
-    async def _write(
-        self, agent_id: int, conversation_id: str, snap: _Snapshot, reply: dict[str, Any],
-        problems: list[str], end: int,
-    ) -> AnalysisOutcome:
-        """Apply a parsed reply: replacements first, the daily note last, then the watermark.
-
-        The daily append is the one write that is not idempotent, so it goes last and the
-        watermark follows it at once: a failure before it leaves nothing to duplicate, and
-        a retry of the replacements merges into what was already written.
-        """
-        reason = reply["reason"].strip() or ("nothing worth keeping" if not reply["should_update"] else "updated")
-        daily_name = daily_note_name(snap.date)
-        planned: dict[str, tuple[str, int]] = {}
-        if reply["should_update"]:
-            for filename, field, (_, version) in ((PROFILE_FILE, "profile_update", snap.profile),
-                                                  (MEMORY_FILE, "memory_update", snap.memory),
-                                                  (daily_name, "daily_entry", snap.daily)):
-                if reply[field].strip():
-                    planned[filename] = (reply[field].strip(), version)
-        # Check every version before the first write, so the usual conflict (an edit made
-        # while the model was thinking) is found with nothing written yet.
-        for filename, (_, version) in planned.items():
-            current = (await self._workspace.read_text(agent_id, filename))[1]
-            if current != version:
-                raise VersionConflict(filename, version, current)
-        for filename, (text, version) in planned.items():
-            if filename == daily_name:
-                await self._workspace.append(agent_id, filename, text, header=f"# {snap.date}",
-                                             expected_version=version)
+        text = await self._complete(messages, system, max_tokens)
+        plan = self._resolve(snap, parse_memory_reply(text, REPLY_FIELDS, EDIT_FIELDS))
+        feedback = self._feedback(plan)
+        if plan.should_update and feedback:
+            # Never truncate silently: ask once, keeping the first answer if the second is no better.
+            messages += [{"role": "assistant", "content": text}, {"role": "user", "content": "\n\n".join(feedback)}]
+            try:
+                second = self._resolve(snap, parse_memory_reply(
+                    await self._call(messages, system, max_tokens), REPLY_FIELDS, EDIT_FIELDS))
+            except (InvalidJsonReply, EditNotApplicable, _CutOff, LLMError) as exc:
+                log.info("the memory model's shorter answer was not usable: %s", exc)
             else:
-                await self._workspace.write(agent_id, filename, text + "\n", expected_version=version,
-                                            enabled=True, sort_order=_SORT_ORDER[filename])
-        await self._repos.conversations.set_memory_watermark(conversation_id, end)
-        written = tuple(planned)
+                self._take_fixes(plan, second)
+        self._enforce_budgets(plan)
+        return plan
+
+    def _resolve(self, snap: _Snapshot, reply: dict[str, Any]) -> _Plan:
+        """Replacement or edits -> each file's new text; EditNotApplicable when an edit misses."""
+        reason = reply["reason"].strip() or ("updated" if reply["should_update"] else "nothing worth keeping")
+        plan = _Plan(reply["should_update"], reason, {}, reply["daily_entry"].strip() if reply["should_update"] else "")
+        if not plan.should_update:
+            return plan
+        for target in self._targets():
+            current = snap.file(target.filename)[0]
+            replacement = reply[target.replacement].strip()
+            if replacement:  # a full replacement wins over edits of the same file
+                new = replacement + "\n"
+            elif reply[target.edits]:
+                new = apply_edits(current, reply[target.edits], target.filename)
+            else:
+                continue
+            if new.strip() != current.strip():
+                plan.contents[target.filename] = new
+        return plan
+
+    def _feedback(self, plan: _Plan) -> list[str]:
+        prompts: list[str] = []
+        for target in self._targets():
+            size = len(plan.contents.get(target.filename, "").strip())
+            if size > target.budget:
+                prompts.append(self._prompts.render("memory/over-budget", filename=target.filename,
+                                                    actual_chars=size, max_chars=target.budget))
+        limit = self._memory.daily_entry_max_chars
+        if len(plan.daily_entry) > limit:
+            prompts.append(self._prompts.render("memory/shorten", field="daily_entry",
+                                                actual_chars=len(plan.daily_entry), max_chars=limit))
+        return prompts
+
+    def _take_fixes(self, plan: _Plan, second: _Plan) -> None:
+        """From the second answer, only what the first got wrong (files over budget, a long entry)."""
+        for target in self._targets():
+            if len(plan.contents.get(target.filename, "").strip()) > target.budget:
+                if target.filename in second.contents:
+                    plan.contents[target.filename] = second.contents[target.filename]
+                else:
+                    del plan.contents[target.filename]
+        if len(plan.daily_entry) > self._memory.daily_entry_max_chars and second.daily_entry:
+            plan.daily_entry = second.daily_entry
+
+    def _enforce_budgets(self, plan: _Plan) -> None:
+        for target in self._targets():
+            size = len(plan.contents.get(target.filename, "").strip())
+            if size > target.budget:
+                plan.problems.append(f"{target.filename} would be {size} characters, over its budget of "
+                                     f"{target.budget}; not written")
+                del plan.contents[target.filename]
+        limit = self._memory.daily_entry_max_chars
+        if len(plan.daily_entry) > limit:
+            log.warning("daily entry of %d characters cut at %d", len(plan.daily_entry), limit)
+            plan.notes.append(f"daily entry cut from {len(plan.daily_entry)} to {limit} characters")
+            plan.daily_entry = plan.daily_entry[:limit].rstrip() + self._prompts.text("truncated_marker")
+
+    async def _commit(
+        self, agent_id: int, conversation_id: str, snap: _Snapshot, plan: _Plan, end: int, run_id: int,
+    ) -> AnalysisOutcome:
+        """Every write of the batch in one transaction: files, watermark, pending row, run row.
+
+        The versions read before the LLM call guard each file, so an edit made meanwhile
+        raises VersionConflict with nothing written (and the batch is redone on it).
+        """
+        writes = [FileWrite(filename, storable(content.strip() + "\n"), snap.file(filename)[1], enabled=True,
+                            sort_order=_SORT_ORDER[filename])
+                  for filename, content in plan.contents.items()]
+        daily_name = daily_note_name(snap.date)
+        if plan.daily_entry:
+            note, version = snap.daily
+            writes.append(FileWrite(daily_name, storable(_appended(note, plan.daily_entry, f"# {snap.date}")),
+                                    version))
+        status = "failed" if plan.problems else "completed"
+        reason = "; ".join([*(plan.problems or [plan.reason]), *plan.notes])
+        await self._repos.memory_commits.commit(ExtractionCommit(
+            agent_id, conversation_id, writes, end, run_id, status, reason))
+        written = tuple(w.filename for w in writes)
+        if written:
+            self._workspace.invalidate(agent_id)
         log.info("memory extraction for %s wrote %s: %s", conversation_id, ", ".join(written) or "nothing",
                  reason, extra={"conversation_id": conversation_id})
-        if problems:
-            return AnalysisOutcome("failed", bool(written), "; ".join(problems), written, end)
-        return AnalysisOutcome("completed", bool(written), reason, written, end)
+        return AnalysisOutcome(status, bool(written), reason, written, end)
+
+
+def _tail(text: str, limit: int) -> tuple[str, int]:
+    """The last `limit` characters of `text`, from a line start when one is near; (tail, omitted)."""
+    if len(text) <= limit:
+        return text, 0
+    tail = text[len(text) - limit:]
+    newline = tail.find("\n")
+    if 0 <= newline < limit // 2:
+        tail = tail[newline + 1:]
+    return tail, len(text) - len(tail)
+
+
+def _appended(note: str, entry: str, header: str) -> str:
+    """The daily note with `entry` added (a new note starts with its date header)."""
+    if not note.strip():
+        return f"{header}\n\n{entry.strip()}\n"
+    return f"{note.rstrip()}\n\n{entry.strip()}\n"

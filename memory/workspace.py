@@ -62,6 +62,10 @@ class WorkspaceFileService:
         self._loading: dict[int, asyncio.Task[str]] = {}
         self._prompts: dict[int, tuple[str, str, str]] = {}
 
+    def invalidate(self, agent_id: int) -> None:
+        """The agent's files were written around this service (one extraction's transaction)."""
+        self._changed(agent_id)
+
     def _changed(self, agent_id: int) -> None:
         self._generations[agent_id] = self._generations.get(agent_id, 0) + 1
         self._injections.pop(agent_id, None)

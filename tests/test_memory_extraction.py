@@ -107,7 +107,7 @@ async def test_memory_request_holds_the_exact_transcript(tmp_path: Path) -> None
         outcome = await env.service.analyze_and_update_memory(1, CONVERSATION)
         (request,) = env.fake.messages_requests()
     assert outcome.status == "completed"
-    assert request["max_tokens"] == 1000
+    assert request["max_tokens"] == 5334 + 1000 + 256  # both files at their budgets (~3 chars/token), entry, JSON
     transcript = between(user_prompt(request), "<transcript>\n", "\n</transcript>")
     assert transcript == "\n".join([
         "User: Hi, I am Ann and I live in Oslo",
@@ -283,10 +283,10 @@ async def test_over_budget_update_is_sent_back_once_then_not_written(tmp_path: P
     follow_up = requests[1]["messages"]
     assert [m["role"] for m in follow_up] == ["user", "assistant", "user"]
     assert follow_up[1]["content"] == first
-    assert "profile_update is 80 characters" in follow_up[2]["content"] and "50" in follow_up[2]["content"]
+    assert "PROFILE.md would be 80 characters" in follow_up[2]["content"] and "50" in follow_up[2]["content"]
     assert profile_after == profile_before
     assert outcome.status == "failed" and not outcome.retryable
-    assert "PROFILE.md update is 60 characters, over its budget of 50" in outcome.reason
+    assert "PROFILE.md would be 60 characters, over its budget of 50" in outcome.reason
     assert outcome.files == ("memory/2026-04-01.md",)  # the valid fields are still kept
     assert runs[-1].status == "failed" and runs[-1].reason == outcome.reason
 

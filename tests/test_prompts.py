@@ -24,7 +24,8 @@ TEMPLATES: dict[str, dict[str, object]] = {
         "now": "2026-04-03 14:05 UTC",
         "channel_hint": "HINT-telegram-group",
     },
-    "memory/summarize-system": {"profile_max_chars": 4001, "memory_max_chars": 12001},
+    "memory/summarize-system": {"profile_max_chars": 4001, "memory_max_chars": 12001,
+                                "daily_entry_max_chars": 2003},
     "memory/summarize-user": {
         "date": "2026-04-03",
         "profile": "PROFILE-BODY",
@@ -34,6 +35,7 @@ TEMPLATES: dict[str, dict[str, object]] = {
         "memory_chars": 2345,
         "memory_max_chars": 12001,
         "daily_note": "DAILY-BODY",
+        "daily_note_omitted": 4567,
         "earlier_context": "EARLIER-BODY",
         "transcript": "User: TRANSCRIPT-BODY",
     },
@@ -46,6 +48,9 @@ TEMPLATES: dict[str, dict[str, object]] = {
         "daily_notes": "### memory/2026-04-02.md\nNOTES-BODY",
     },
     "memory/shorten": {"field": "memory_update", "actual_chars": 13005, "max_chars": 12001},
+    "memory/over-budget": {"filename": "MEMORY-FILE.md", "actual_chars": 13005, "max_chars": 12001},
+    "memory/cut-off": {"max_tokens": 6789, "files": "MEMORY-AND-PROFILE", "edit_fields": "EDIT-FIELDS",
+                       "replacement_fields": "REPLACEMENT-FIELDS"},
     "context/conversation-summary-system": {"max_tokens": 301},
     "context/conversation-summary-user": {
         "previous_summary": "PREVIOUS-SUMMARY",

@@ -11,6 +11,7 @@ from bot.storage.conversations import (
 )
 from bot.storage.database import Database
 from bot.storage.jobs import SqliteCronJobRepository
+from bot.storage.memory_commit import SqliteMemoryCommitRepository
 from bot.storage.memory_state import (
     SqliteMemoryPendingRepository,
     SqliteMemoryRunRepository,
@@ -29,6 +30,7 @@ class Repositories:
     cron_jobs: SqliteCronJobRepository
     memory_pending: SqliteMemoryPendingRepository
     memory_runs: SqliteMemoryRunRepository
+    memory_commits: SqliteMemoryCommitRepository
 
     @classmethod
     def over(cls, db: Database) -> Repositories:
@@ -40,6 +42,7 @@ class Repositories:
             cron_jobs=SqliteCronJobRepository(db),
             memory_pending=SqliteMemoryPendingRepository(db),
             memory_runs=SqliteMemoryRunRepository(db),
+            memory_commits=SqliteMemoryCommitRepository(db),
         )
 
 

@@ -1,0 +1,89 @@
+"""SQL for the all-or-nothing write of one memory extraction (SPEC S19)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import aiosqlite
+
+from bot.errors import VersionConflict
+from bot.storage.database import Database, utc_now
+
+
+@dataclass(frozen=True, slots=True)
+class FileWrite:
+    """A workspace file's new content, valid only while the file is at `expected_version`.
+
+    expected_version 0 means the file must not exist yet: it is created with `enabled`
+    and `sort_order`; otherwise those two stay as they are.
+    """
+
+    filename: str
+    content: str
+    expected_version: int
+    enabled: bool = False
+    sort_order: int = 100
+
+
+@dataclass(frozen=True, slots=True)
+class ExtractionCommit:
+    agent_id: int
+    conversation_id: str
+    files: Sequence[FileWrite]
+    watermark: int  # the conversation's memory_upto_message_id afterwards
+    run_id: int  # the mate_memory_run row this attempt started
+    run_status: str
+    run_reason: str
+
+
+class SqliteMemoryCommitRepository:
+    def __init__(self, db: Database) -> None:
+        self._db = db
+
+    async def commit(self, change: ExtractionCommit) -> None:
+        """Files, watermark, pending completion and run row in one transaction.
+
+        A file no longer at its expected version raises VersionConflict and nothing at all
+        is written, so a retry never appends the same daily entry twice.
+        """
+        now = utc_now()
+        async with self._db.transaction() as conn:
+            for write in change.files:
+                await _write_file(conn, change.agent_id, write, now)
+            await conn.execute(
+                "UPDATE mate_conversation SET memory_upto_message_id = MAX(memory_upto_message_id, ?), "
+                "update_time = ? WHERE id = ?",
+                (change.watermark, now, change.conversation_id),
+            )
+            await conn.execute(
+                "DELETE FROM mate_memory_pending WHERE conversation_id = ? AND upto_message_id <= ?",
+                (change.conversation_id, change.watermark),
+            )
+            await conn.execute(
+                "UPDATE mate_memory_run SET status = ?, reason = ?, error = NULL, finished = ? WHERE id = ?",
+                (change.run_status, change.run_reason, now, change.run_id),
+            )
+
+
+async def _write_file(conn: aiosqlite.Connection, agent_id: int, write: FileWrite, now: str) -> None:
+    size = len(write.content.encode("utf-8"))
+    if write.expected_version == 0:
+        cursor = await conn.execute(
+            "INSERT OR IGNORE INTO mate_workspace_file(agent_id, filename, content, file_size, enabled, "
+            "sort_order, create_time, update_time, deleted, version) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 0, 1)",
+            (agent_id, write.filename, write.content, size, int(write.enabled), write.sort_order, now, now),
+        )
+    else:
+        cursor = await conn.execute(
+            "UPDATE mate_workspace_file SET content = ?, file_size = ?, update_time = ?, version = version + 1 "
+            "WHERE agent_id = ? AND filename = ? AND deleted = 0 AND version = ?",
+            (write.content, size, now, agent_id, write.filename, write.expected_version),
+        )
+    if cursor.rowcount != 1:
+        async with conn.execute(
+            "SELECT version FROM mate_workspace_file WHERE agent_id = ? AND filename = ? AND deleted = 0",
+            (agent_id, write.filename),
+        ) as found:
+            row = await found.fetchone()
+        raise VersionConflict(write.filename, write.expected_version, int(row[0]) if row else 0)
