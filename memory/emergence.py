@@ -13,6 +13,9 @@ from bot.llm import LLMClient, LLMRequest
 from bot.prompts import PromptLibrary
 from bot.storage import Repositories
 from memory.filenames import is_daily_note_name
+from bot.text import storable
+from memory.budgets import tokens_for_chars
+from memory.edits import EditNotApplicable, apply_edits
 from memory.json_reply import InvalidJsonReply, parse_memory_reply
 from memory.workspace import DAILY_PREFIX, MEMORY_FILE, SEED_FILES, WorkspaceFileService
 
@@ -21,9 +24,9 @@ log = logging.getLogger(__name__)
 RUN_KIND = "emergence"
 JSON_ATTEMPTS = 3
 _FIELDS = ("memory_content",)
-# Room for a complete MEMORY.md in the reply: up to one token per character (CJK text)
-# plus the JSON around it; a truncated reply would only come back as invalid JSON.
-_REPLY_OVERHEAD_TOKENS = 1024
+_EDIT_FIELDS = ("memory_edits",)
+# The JSON around a complete MEMORY.md, and the reason.
+_REPLY_OVERHEAD_TOKENS = 512
 _MEMORY_SORT_ORDER = dict(SEED_FILES)[MEMORY_FILE]
 
 Status = Literal["completed", "skipped", "failed", "disabled"]
@@ -79,10 +82,18 @@ class MemoryEmergenceService:
             return EmergenceOutcome("skipped", False, "no daily notes to consolidate")
         # Read with its version before the call, so a write made meanwhile is detected.
         memory_text, version = await self._workspace.read_text(agent_id, MEMORY_FILE)
-        reply = await self._ask_model(notes, memory_text)
-        content = reply["memory_content"]
-        if not reply["should_update"]:
-            return EmergenceOutcome("completed", False, reply["reason"])
+        try:
+            reply = await self._ask_model(notes, memory_text)
+            if not reply["should_update"]:
+                return EmergenceOutcome("completed", False, reply["reason"])
+            content = reply["memory_content"]
+            if not content.strip() and reply["memory_edits"]:
+                content = apply_edits(memory_text, reply["memory_edits"], MEMORY_FILE)
+            self._check_budget(content)
+        except EditNotApplicable as exc:
+            if not redo_on_conflict:
+                raise _Failed(f"{exc}; nothing was written") from None
+            return await self._consolidate(agent_id, redo_on_conflict=False)
         if not content.strip():
             # An empty replacement would wipe the memory; read it as "nothing to change".
             return EmergenceOutcome(
@@ -92,7 +103,7 @@ class MemoryEmergenceService:
             return EmergenceOutcome("completed", False, "the proposed MEMORY.md equals the current one")
         try:
             await self._workspace.write(
-                agent_id, MEMORY_FILE, content, expected_version=version,
+                agent_id, MEMORY_FILE, storable(content), expected_version=version,
                 enabled=True, sort_order=_MEMORY_SORT_ORDER,
             )
         except VersionConflict:
@@ -101,6 +112,14 @@ class MemoryEmergenceService:
             log.info("MEMORY.md of agent %s changed during emergence; redoing on the fresh contents", agent_id)
             return await self._consolidate(agent_id, redo_on_conflict=False)
         return EmergenceOutcome("completed", True, reply["reason"])
+
+    def _check_budget(self, content: str) -> None:
+        budget = self._memory.memory_max_chars
+        if len(content) > budget:
+            raise _Failed(
+                f"MEMORY.md would be {len(content)} characters, over the budget of {budget}, even after "
+                "asking for a shorter version; nothing was written"
+            )
 
     async def _daily_notes(self, agent_id: int) -> list[tuple[str, str]]:
         """(filename, content) of the most recent non-blank daily notes, newest first."""
@@ -119,46 +138,64 @@ class MemoryEmergenceService:
             memory=memory_text, memory_chars=len(memory_text), memory_max_chars=budget,
             daily_notes="\n\n".join(f"### {name}\n{content.strip()}" for name, content in notes),
         )
+        max_tokens = tokens_for_chars(budget, self._config.locale, memory_text) + _REPLY_OVERHEAD_TOKENS
         messages: list[dict[str, Any]] = [{"role": "user", "content": user}]
-        reply, raw = await self._ask_json(system, messages)
-        length = len(reply["memory_content"])
+        reply, raw = await self._ask_json(system, messages, max_tokens)
+        length = self._result_length(reply, memory_text)
         if not reply["should_update"] or length <= budget:
             return reply
         # Over budget: never truncate silently; ask once for a shorter version.
         messages += [
             {"role": "assistant", "content": raw},
             {"role": "user", "content": self._prompts.render(
-                "memory/shorten", field="memory_content", actual_chars=length, max_chars=budget,
+                "memory/over-budget", filename=MEMORY_FILE, actual_chars=length, max_chars=budget,
             )},
         ]
-        reply, _ = await self._ask_json(system, messages)
-        length = len(reply["memory_content"])
-        if reply["should_update"] and length > budget:
-            raise _Failed(
-                f"memory_content is {length} characters, over the budget of {budget}, even after "
-                "asking for a shorter version; nothing was written"
-            )
+        reply, _ = await self._ask_json(system, messages, max_tokens)
         return reply
 
-    async def _ask_json(self, system: str, messages: list[dict[str, Any]]) -> tuple[dict[str, Any], str]:
-        """The parsed reply and its raw text; the same request is re-sent on invalid JSON.
+    @staticmethod
+    def _result_length(reply: dict[str, Any], memory_text: str) -> int:
+        if reply["memory_content"].strip() or not reply["memory_edits"]:
+            return len(reply["memory_content"])
+        try:
+            return len(apply_edits(memory_text, reply["memory_edits"], MEMORY_FILE))
+        except EditNotApplicable:
+            return 0  # found again when the edits are applied, and redone then
+
+    async def _ask_json(
+        self, system: str, messages: list[dict[str, Any]], max_tokens: int,
+    ) -> tuple[dict[str, Any], str]:
+        """The parsed reply and its raw text; the same request is re-sent on invalid JSON, and
+        a reply cut at max_tokens is asked again once in the edits form.
 
         An LLMError fails the run at once: the SDK has already retried 429/5xx/529 with
         backoff, and stacking our retries on top would only multiply the wait.
         """
-        request = LLMRequest(
-            model=self._config.llm.effective_memory_model, system=system, messages=messages,
-            max_tokens=max(self._memory.summary_max_tokens, self._memory.memory_max_chars + _REPLY_OVERHEAD_TOKENS),
-            purpose="emergence",
-        )
         problem = ""
-        for attempt in range(1, JSON_ATTEMPTS + 1):
+        cut_off = False
+        attempt = 0
+        while attempt < JSON_ATTEMPTS:
+            attempt += 1
+            request = LLMRequest(model=self._config.llm.effective_memory_model, system=system, messages=messages,
+                                 max_tokens=max_tokens, purpose="emergence")
             try:
                 response = await self._llm.complete(request)
             except LLMError as exc:
                 raise _Failed(f"the model call failed: {exc}") from None
+            if response.stop_reason == "max_tokens":
+                if cut_off:
+                    raise _Failed(f"the reply was cut off at max_tokens ({max_tokens}) twice; nothing was written")
+                cut_off = True
+                log.warning("emergence reply cut off at max_tokens (%d); asking for edits instead", max_tokens)
+                messages = [*messages, {"role": "assistant", "content": response.text.strip() or "..."},
+                            {"role": "user", "content": self._prompts.render(
+                                "memory/cut-off", max_tokens=max_tokens, files=MEMORY_FILE,
+                                edit_fields="memory_edits", replacement_fields="memory_content")}]
+                attempt -= 1  # a cut-off is not a JSON attempt
+                continue
             try:
-                return parse_memory_reply(response.text, _FIELDS), response.text
+                return parse_memory_reply(response.text, _FIELDS, _EDIT_FIELDS), response.text
             except InvalidJsonReply as exc:
                 problem = str(exc)
                 log.warning("emergence reply %s/%s is not valid JSON: %s", attempt, JSON_ATTEMPTS, problem)

@@ -198,7 +198,7 @@ async def test_over_budget_asks_once_to_shorten_then_fails(env: Env) -> None:
     assert second_body["messages"][:2] == [first_body["messages"][0], {"role": "assistant", "content": first}]
     shorten = second_body["messages"][2]
     assert shorten["role"] == "user"
-    assert "memory_content is 250 characters" in shorten["content"]
+    assert "MEMORY.md would be 250 characters" in shorten["content"]
     assert "budget of 200 characters" in shorten["content"]
     assert await env.memory() == before
     assert [(s, r) for _, s, r, _ in await env.runs()] == [("failed", outcome.reason)]
