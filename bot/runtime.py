@@ -22,6 +22,7 @@ from memory.events import MemoryEventSink, NullMemorySink
 from memory.summarization import MemorySummarizationService
 from memory.tool import WorkspaceMemoryTool
 from memory.worker import MemoryWorker
+from memory.workspace import MEMORY_FILE, PROFILE_FILE
 
 log = logging.getLogger(__name__)
 
@@ -89,7 +90,8 @@ async def open_runtime(
             mate.agent.conversation.window, core.repos, tokens, llm, core.prompts, memory,
             summary_model=mate.llm.effective_memory_model,
         )
-        tool = WorkspaceMemoryTool(core.workspace, core.prompts)
+        tool = WorkspaceMemoryTool(core.workspace, core.prompts, budgets={
+            PROFILE_FILE: mate.memory.profile_max_chars, MEMORY_FILE: mate.memory.memory_max_chars})
         extras["memory_tool"] = tool
         agent = Agent(mate, core.repos, core.workspace, window, llm, tokens, core.prompts, [tool])
         router = ChannelMessageRouter(mate, core.repos, core.agents, agent, memory, core.prompts)

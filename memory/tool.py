@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import json
 import logging
+from collections.abc import Mapping
 from typing import Any
 
 from bot.errors import VersionConflict, WorkspaceError
@@ -118,10 +119,14 @@ class WorkspaceMemoryTool:
         workspace: WorkspaceFileService,
         prompts: PromptLibrary,
         max_content_bytes: int = DEFAULT_MAX_CONTENT_BYTES,
+        budgets: Mapping[str, int] | None = None,
     ) -> None:
         self._workspace = workspace
         self._prompts = prompts
         self._max_content_bytes = max_content_bytes
+        # filename -> the most characters it may hold (PROFILE.md, MEMORY.md): the same
+        # budgets the memory extraction keeps, so the model cannot grow them past it.
+        self._budgets = dict(budgets or {})
 
     def definitions(self) -> list[dict[str, Any]]:
         # Deep copies: a caller that mutates a definition cannot change ours.
@@ -183,6 +188,7 @@ class WorkspaceMemoryTool:
         filename = self._filename(arguments)
         content = self._required(arguments, "content", str)
         size = self._checked_size(content, "content")
+        self._check_budget(filename, content)
         for attempt in (1, 2):
             current = await self._workspace.get(agent_id, filename)
             try:
@@ -226,6 +232,7 @@ class WorkspaceMemoryTool:
                 raise _Refused(self._prompts.text("tool_error_ambiguous", count=count))
             edited = current.content.replace(old_text, new_text, -1 if replace_all else 1)
             size_after = self._checked_size(edited, "content")
+            self._check_budget(filename, edited)
             try:
                 await self._workspace.write(
                     agent_id, filename, edited, expected_version=current.version
@@ -278,6 +285,12 @@ class WorkspaceMemoryTool:
                 self._prompts.text("tool_error_too_large", size=size, limit=self._max_content_bytes)
             )
         return size
+
+    def _check_budget(self, filename: str, text: str) -> None:
+        budget = self._budgets.get(filename)
+        if budget is not None and len(text) > budget:
+            raise _Refused(self._prompts.text("tool_error_over_budget", filename=filename, size=len(text),
+                                              budget=budget))
 
     def _required(self, arguments: dict[str, Any], key: str, kind: type) -> Any:
         if key not in arguments or arguments[key] is None:

@@ -438,6 +438,29 @@ async def test_limit_is_configurable(tmp_path: Path) -> None:
         assert json.loads(result.content) == {"error": "Content is too large: 5 bytes (limit 4 bytes)"}
 
 
+@pytest.mark.parametrize("locale", ["en", "zh-CN"])
+async def test_profile_and_memory_budgets_hold_for_write_and_edit(tmp_path: Path, locale: str) -> None:
+    async for env in _env(tmp_path, locale):
+        tool = WorkspaceMemoryTool(env.workspace, PromptLibrary(locale), budgets={"PROFILE.md": 40, "MEMORY.md": 60})
+        fact = "喜欢喝咖啡" if locale == "zh-CN" else "likes tea"
+        await env.workspace.write(AGENT, "MEMORY.md", f"# Memory\n- {fact}")
+        before = await env.files()
+        over_write = await tool.call(AGENT, "write_workspace_memory_file",
+                                     {"filename": "PROFILE.md", "content": fact * 9})
+        over_edit = await tool.call(AGENT, "edit_workspace_memory_file",
+                                    {"filename": "MEMORY.md", "oldText": fact, "newText": fact * 12})
+        after = await env.files()
+        within = await tool.call(AGENT, "write_workspace_memory_file", {"filename": "PROFILE.md", "content": fact})
+        elsewhere = await tool.call(AGENT, "write_workspace_memory_file", {"filename": "notes.md", "content": fact * 99})
+    assert over_write.is_error and over_edit.is_error
+    assert f"{len(fact) * 9}" in json.loads(over_write.content)["error"]
+    assert "40" in json.loads(over_write.content)["error"]
+    assert f"{11 + len(fact) * 12}" in json.loads(over_edit.content)["error"]
+    assert "60" in json.loads(over_edit.content)["error"]
+    assert after == before  # nothing changed
+    assert not within.is_error and not elsewhere.is_error
+
+
 # --- the running agent, never the model's agentId -----------------------------------
 
 

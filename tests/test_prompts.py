@@ -228,6 +228,7 @@ def test_required_string_keys_exist(library: PromptLibrary) -> None:
         ("message_too_large", {"size", "limit"}),
         ("not_allowed", {"user_id"}),
         ("tool_error_too_large", {"size", "limit"}),
+        ("tool_error_over_budget", {"filename", "size", "budget"}),
         ("tool_error_ambiguous", {"count"}),
         ("api_emergence_failed", {"error"}),
     ],
