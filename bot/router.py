@@ -244,7 +244,9 @@ class ChannelMessageRouter:
             if reply.ok and reply.last_message_id is not None:
                 # Off the reply path: the turn is stored, so the reply can go now; drain()
                 # waits for this too, and the upsert keeps the furthest upto whatever the order.
-                self._track(self._publish(conversation, stored, reply.text, reply.last_message_id,
+                # The event carries what the user wrote: a group's "[Name] " prefix must not
+                # count toward the length pre-check.
+                self._track(self._publish(conversation, text, reply.text, reply.last_message_id,
                                           reply.message_count))
             return RoutedReply(reply.text, conversation.id, agent_id)
 

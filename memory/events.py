@@ -23,8 +23,8 @@ class MemoryEventSink(Protocol):
         """Record the event durably (mate_memory_pending), then queue it; never waits for the analysis."""
         ...
 
-    async def extract_before_fold(self, agent_id: int, conversation_id: str, upto_message_id: int) -> None:
-        """S5 hand-off: analyse messages <= upto_message_id not yet past the memory watermark, now."""
+    async def record_fold(self, agent_id: int, conversation_id: str, upto_message_id: int) -> None:
+        """Messages <= upto_message_id leave the window: record that they still need analysing."""
         ...
 
 
@@ -34,5 +34,5 @@ class NullMemorySink:
     async def publish(self, event: ConversationCompletedEvent, upto_message_id: int) -> None:
         return None
 
-    async def extract_before_fold(self, agent_id: int, conversation_id: str, upto_message_id: int) -> None:
+    async def record_fold(self, agent_id: int, conversation_id: str, upto_message_id: int) -> None:
         return None

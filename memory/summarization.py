@@ -148,7 +148,7 @@ class MemorySummarizationService:
 
     async def analyze_and_update_memory(
         self, agent_id: int, conversation_id: str, *, upto_message_id: int | None = None,
-        attempts: int = DEFAULT_ATTEMPTS,
+        attempts: int = DEFAULT_ATTEMPTS, recheck: bool = False,
     ) -> AnalysisOutcome:
         """Analyse messages after the watermark up to `upto_message_id` (default: the last one).
 
@@ -163,6 +163,10 @@ class MemorySummarizationService:
             await self._repos.messages.last_id(conversation_id)
         )
         watermark = conversation.memory_upto_message_id
+        if recheck:  # an automatic run: the count the event was checked with may be stale
+            problem = await self._recheck_count(conversation_id, watermark, upto)
+            if problem:
+                return await self._skip(agent_id, conversation_id, problem, watermark)
         limit = self._memory.max_transcript_messages
         files: list[str] = []
         reasons: list[str] = []
@@ -189,6 +193,18 @@ class MemorySummarizationService:
             return AnalysisOutcome("failed", bool(files), "; ".join(problems), tuple(files), watermark)
         reason = reasons[-1] if len(reasons) == 1 else f"{len(reasons)} batches; {reasons[-1]}"
         return AnalysisOutcome("completed", bool(files), reason, tuple(files), watermark)
+
+    async def _recheck_count(self, conversation_id: str, watermark: int, upto: int) -> str:
+        """S6 step 1: the stored count, unless a new user message asks to be remembered."""
+        minimum = self._memory.min_messages_for_summarize
+        count = await self._repos.conversations.message_count(conversation_id)
+        if count >= minimum:
+            return ""
+        new = await self._repos.messages.oldest(conversation_id, minimum, after_id=watermark, upto_id=upto,
+                                                roles=("user",))
+        if any(self.is_explicit_remember(m.content) for m in new):
+            return ""
+        return f"only {count} messages (minimum {minimum})"
 
     async def _skip(self, agent_id: int, conversation_id: str, reason: str, watermark: int) -> AnalysisOutcome:
         await self._repos.memory_runs.record(agent_id, RUN_KIND, "skipped", conversation_id=conversation_id,

@@ -26,9 +26,6 @@ log = logging.getLogger(__name__)
 
 MAX_ATTEMPTS = 3
 DEFAULT_RETRY_DELAYS: tuple[float, ...] = (60.0, 300.0)
-# How long a fold waits for a running analysis of the same agent before leaving the
-# work to the pending row (the user's reply is waiting on the fold).
-DEFAULT_FOLD_LOCK_TIMEOUT = 30.0
 
 
 class MemoryWorker:
@@ -43,7 +40,6 @@ class MemoryWorker:
         self, service: MemorySummarizationService, repos: Repositories, config: MateConfig, *,
         clock: Clock = utc_now, sleep: Sleep = asyncio.sleep,
         retry_delays: Sequence[float] = DEFAULT_RETRY_DELAYS, max_attempts: int = MAX_ATTEMPTS,
-        fold_lock_timeout: float = DEFAULT_FOLD_LOCK_TIMEOUT,
     ) -> None:
         self._service = service
         self._repos = repos
@@ -52,7 +48,6 @@ class MemoryWorker:
         self._sleep = sleep
         self._retry_delays = tuple(retry_delays) or (0.0,)
         self._max_attempts = max_attempts
-        self._fold_lock_timeout = fold_lock_timeout
         self._queue: asyncio.Queue[int] = asyncio.Queue()
         self._queued: set[int] = set()
         self._locks: defaultdict[int, asyncio.Lock] = defaultdict(asyncio.Lock)
@@ -82,44 +77,23 @@ class MemoryWorker:
                                                 event.trigger_source, due_time=iso(self._clock()))
         self._enqueue(event.agent_id)
 
-    async def extract_before_fold(self, agent_id: int, conversation_id: str, upto_message_id: int) -> None:
-        """Analyse up to `upto_message_id` now, before the window folds those messages away.
+    async def record_fold(self, agent_id: int, conversation_id: str, upto_message_id: int) -> None:
+        """The window folds messages up to `upto_message_id` away: make sure they get analysed.
 
-        Bypasses the cooldown; waits up to fold_lock_timeout for a running analysis of the
-        agent. The pending row is written first, so a timeout, a failure or a crash only
-        postpones the work to the worker; this never raises into the window.
+        Raw messages stay in mate_message, so a durable pending row is all it takes; the
+        worker analyses them in its own time (cooldown and lock as usual) and the reply
+        never waits for an extraction.
         """
         if not self._memory.auto_summarize_enabled:
             return
-        try:
-            conversation = await self._repos.conversations.get(conversation_id)
-            if conversation is None or conversation.memory_upto_message_id >= upto_message_id:
-                return
-            await self._repos.memory_pending.upsert(conversation_id, agent_id, upto_message_id,
-                                                    conversation.trigger_source, due_time=iso(self._clock()))
-            lock = self._locks[agent_id]
-            try:
-                async with asyncio.timeout(self._fold_lock_timeout):
-                    await lock.acquire()
-            except TimeoutError:
-                log.warning("memory extraction before fold of %s postponed: agent %d busy", conversation_id,
-                            agent_id, extra={"conversation_id": conversation_id})
-                self._enqueue(agent_id)
-                return
-            try:
-                self._last_start[agent_id] = self._clock()
-                outcome = await self._service.analyze_and_update_memory(
-                    agent_id, conversation_id, upto_message_id=upto_message_id, attempts=1
-                )
-            finally:
-                lock.release()
-            if outcome.status == "failed" and outcome.retryable:
-                self._enqueue(agent_id)  # the row stays; the worker retries after the cooldown
-            else:
-                await self._repos.memory_pending.complete(conversation_id, upto_message_id)
-        except Exception:  # boundary: the fold must go on whatever happens here
-            log.exception("memory extraction before fold of %s failed", conversation_id,
-                          extra={"conversation_id": conversation_id})
+        conversation = await self._repos.conversations.get(conversation_id)
+        if conversation is None or conversation.memory_upto_message_id >= upto_message_id:
+            return
+        if conversation.trigger_source == "cron" and self._memory.skip_cron_conversations:
+            return
+        await self._repos.memory_pending.upsert(conversation_id, agent_id, upto_message_id,
+                                                conversation.trigger_source, due_time=iso(self._clock()))
+        self._enqueue(agent_id)
 
     # -- manual trigger --------------------------------------------------------
 
@@ -148,12 +122,28 @@ class MemoryWorker:
         interrupted = await self._repos.memory_runs.fail_interrupted("interrupted: the process stopped mid-run")
         if interrupted:
             log.warning("closed %d memory runs left running by a previous process", interrupted)
+        recovered = await self._recover_unrecorded()
         rows = await self._repos.memory_pending.all()
         for agent_id in dict.fromkeys(row.agent_id for row in rows):
             self._enqueue(agent_id)
         if rows:
-            log.info("re-queued %d pending memory extractions", len(rows))
+            log.info("re-queued %d pending memory extractions (%d found without a pending row)",
+                     len(rows), recovered)
         return len(rows)
+
+    async def _recover_unrecorded(self) -> int:
+        """Pending rows for conversations with messages past their watermark and no row: the
+        row is written just after the reply, so a crash in between would otherwise leave
+        those messages unanalysed until the conversation's next exchange."""
+        found = 0
+        for item in await self._repos.memory_pending.unrecorded():
+            event = ConversationCompletedEvent(item.agent_id, item.conversation_id, item.last_user_text,
+                                               "", item.message_count, item.trigger_source)
+            if self._service.should_analyze(event)[0]:
+                await self._repos.memory_pending.upsert(item.conversation_id, item.agent_id, item.last_message_id,
+                                                        item.trigger_source, due_time=iso(self._clock()))
+                found += 1
+        return found
 
     async def run(self) -> None:
         """The consumer loop; cancelling it cancels the analyses in flight and keeps their rows."""
@@ -271,7 +261,7 @@ class MemoryWorker:
         """One pending row; returns when to retry it, or None when it is done with."""
         try:
             outcome = await self._service.analyze_and_update_memory(
-                row.agent_id, row.conversation_id, upto_message_id=row.upto_message_id, attempts=1
+                row.agent_id, row.conversation_id, upto_message_id=row.upto_message_id, attempts=1, recheck=True
             )
         except Exception as exc:  # boundary: an unexpected error counts as a failed attempt
             log.exception("memory extraction of %s crashed", row.conversation_id,

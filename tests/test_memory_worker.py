@@ -156,7 +156,7 @@ async def test_manual_run_bypasses_the_cooldown(tmp_path: Path) -> None:
         assert len(env.fake.requests) == 2
 
 
-async def test_extract_before_fold_analyses_up_to_the_cut_off(tmp_path: Path) -> None:
+async def test_a_fold_only_records_the_folded_range_and_the_worker_analyses_it_later(tmp_path: Path) -> None:
     clock = ManualClock()
     async with memory_env(tmp_path, clock=clock, **{"cooldown-minutes": 5}) as env, running(env, clock) as worker:
         ids = await add_messages(env.core, chat(4))
@@ -164,14 +164,36 @@ async def test_extract_before_fold_analyses_up_to_the_cut_off(tmp_path: Path) ->
         await worker.publish(completed(8), ids[1])  # starts the cooldown
         assert await worker.drain(5)
         env.fake.reply_text(memory_reply(daily="- folded part"))
-        await worker.extract_before_fold(1, CONVERSATION, ids[5])
+        await worker.record_fold(1, CONVERSATION, ids[5])
+        calls_after_fold = len(env.fake.messages_requests())
+        row = await env.core.repos.memory_pending.get(CONVERSATION)
+        clock.advance(300)
+        assert await worker.drain(5)
         requests = env.fake.messages_requests()
-        assert len(requests) == 2
-        transcript = between(user_prompt(requests[1]), "<transcript>\n", "\n</transcript>")
-        assert transcript.split("\n")[-1] == "Assistant: answer number 2"
         conversation = await env.core.repos.conversations.get(CONVERSATION)
-        assert conversation is not None and conversation.memory_upto_message_id == ids[5]
-        assert await env.core.repos.memory_pending.get(CONVERSATION) is None
+    assert calls_after_fold == 1  # the fold made no model call: the reply never waits on one
+    assert row is not None and row.upto_message_id == ids[5]
+    assert len(requests) == 2
+    transcript = between(user_prompt(requests[1]), "<transcript>\n", "\n</transcript>")
+    assert transcript.split("\n")[-1] == "Assistant: answer number 2"
+    assert conversation is not None and conversation.memory_upto_message_id == ids[5]
+
+
+async def test_start_up_records_conversations_left_without_a_pending_row(tmp_path: Path) -> None:
+    clock = ManualClock()
+    async with memory_env(tmp_path, clock=clock) as env:
+        ids = await add_messages(env.core, chat(2))  # a reply stored, then a crash before its event
+        await add_messages(env.core, [("user", "hi"), ("assistant", "hello")], conversation_id="console:short")
+        env.fake.reply_text(memory_reply(daily="- recovered"))
+        async with running(env, clock) as worker:
+            assert await worker.drain(5)
+            short = await env.core.repos.memory_pending.get("console:short")
+        conversation = await env.core.repos.conversations.get(CONVERSATION)
+        note = await env.core.workspace.read_text(1, "memory/2026-04-01.md")
+    assert conversation is not None and conversation.memory_upto_message_id == ids[-1]
+    assert "- recovered" in note[0]
+    assert short is None  # the pre-checks still apply: two messages are too few
+    assert len(env.fake.messages_requests()) == 1
 
 
 async def test_invalid_json_gives_up_after_three_durable_attempts(tmp_path: Path) -> None:

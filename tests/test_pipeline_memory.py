@@ -88,7 +88,7 @@ def _is_summary_request(request: RecordedRequest) -> bool:
     return "You compress the earlier part of a conversation" in json.dumps(request.body.get("system", ""))
 
 
-async def test_compaction_extracts_unanalysed_messages_before_folding_them(tmp_path: Path) -> None:
+async def test_compaction_leaves_folded_messages_to_the_worker_without_waiting_for_it(tmp_path: Path) -> None:
     async with FakeAnthropic() as fake:
         def respond(request: RecordedRequest) -> TextReply:
             if _is_memory_request(request):
@@ -100,7 +100,6 @@ async def test_compaction_extracts_unanalysed_messages_before_folding_them(tmp_p
         fake.responder = respond
         config = make_config(
             tmp_path, llm={"api-key": "k", "base-url": fake.url, "max-retries": 0},
-            # A long cooldown and no consumer loop: only the fold hand-off can analyse.
             memory={"cooldown-minutes": 60},
             agent={"conversation": {"window": {"default-max-input-tokens": 6000, "preserve-recent-pairs": 1}}},
         )
@@ -113,12 +112,43 @@ async def test_compaction_extracts_unanalysed_messages_before_folding_them(tmp_p
                     compacted = True
                     break
             assert compacted, "the window never compacted"
-            kinds = ["memory" if _is_memory_request(r) else "summary" if _is_summary_request(r) else "chat"
-                     for r in fake.requests]
-            assert "memory" in kinds
-            assert kinds.index("memory") < kinds.index("summary")
+            assert not any(_is_memory_request(r) for r in fake.requests)  # the reply never waited on one
+            assert await rt.router.drain(5)
             conversation = await rt.core.repos.conversations.get("console:alice")
-            assert conversation.summary_upto_message_id > 0
+            pending = await rt.core.repos.memory_pending.get("console:alice")
+            assert pending is not None and pending.upto_message_id >= conversation.summary_upto_message_id > 0
+            worker = rt.extras["worker"]
+            loop_task = asyncio.create_task(worker.run())
+            try:
+                assert await worker.drain(10)
+            finally:
+                loop_task.cancel()
+                await asyncio.gather(loop_task, return_exceptions=True)
+            conversation = await rt.core.repos.conversations.get("console:alice")
             assert conversation.memory_upto_message_id >= conversation.summary_upto_message_id
             memory_request = next(r for r in fake.requests if _is_memory_request(r))
             assert "Part 0:" in json.dumps(memory_request.body["messages"], ensure_ascii=False)
+
+
+def _in_group(text: str, sender_name: str) -> InboundMessage:
+    return InboundMessage("console", "room", "u1", sender_name, text, is_direct=False, mentions_bot=True,
+                          trigger_source="console")
+
+
+async def test_group_name_prefix_does_not_count_toward_the_length_pre_check(tmp_path: Path) -> None:
+    async with FakeAnthropic() as fake:
+        config = make_config(tmp_path, llm={"api-key": "k", "base-url": fake.url, "max-retries": 0},
+                             routing=[{"channel": "*", "chat": "*", "agent": 1}])
+        async with AnthropicClient(config.mate.llm) as llm, open_runtime(config, llm=llm) as rt:
+            for text in ("we are planning the summer trip", "it should be somewhere warm"):
+                await rt.router.handle(_in_group(text, "Alexandra"))
+            assert await rt.router.drain(5)
+            before = await rt.core.repos.memory_pending.all()
+            await rt.core.repos.memory_pending.delete(before[0].conversation_id)
+            await rt.router.handle(_in_group("ok, fine", "Alexandra"))  # "[Alexandra] ok, fine" is 20 chars
+            assert await rt.router.drain(5)
+            after = await rt.core.repos.memory_pending.all()
+            stored = await rt.core.repos.messages.after(before[0].conversation_id, 0)
+    assert len(before) == 1  # the long messages passed
+    assert stored[-2].content == "[Alexandra] ok, fine"  # the model still sees who spoke
+    assert after == []  # "ok, fine" is 8 characters, under the minimum of 10

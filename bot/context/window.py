@@ -325,10 +325,10 @@ class ConversationWindowManager:
         before = self._calibrated(window)
         fresh = await self._repos.conversations.get(conversation.id)
         if fresh is not None and fresh.memory_upto_message_id < upto:
-            try:
-                await self._memory.extract_before_fold(conversation.agent_id, conversation.id, upto)
+            try:  # a durable pending row; the reply waits only for the summary call
+                await self._memory.record_fold(conversation.agent_id, conversation.id, upto)
             except Exception:  # memory must never block the reply; the watermark keeps the work
-                log.warning("memory extraction before compaction failed", exc_info=True)
+                log.warning("recording the folded messages for memory extraction failed", exc_info=True)
         try:
             summary = await self._summarize_range(conversation.id, window.summary, cutoff, upto)
         except LLMError as exc:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from bot.storage.database import Database, utc_now
-from bot.storage.records import MemoryRunRecord, PendingMemoryRecord
+from bot.storage.records import MemoryRunRecord, PendingMemoryRecord, UnanalysedConversation
 
 _PENDING_COLUMNS = "conversation_id, agent_id, upto_message_id, trigger_source, attempts, due_time, last_error"
 _RUN_COLUMNS = "id, agent_id, kind, conversation_id, status, reason, started, finished, error"
@@ -73,6 +73,31 @@ class SqliteMemoryPendingRepository:
             "DELETE FROM mate_memory_pending WHERE conversation_id = ? AND upto_message_id <= ?",
             (conversation_id, upto_message_id),
         )
+
+    async def unrecorded(self) -> list[UnanalysedConversation]:
+        """Conversations with messages past their memory watermark and no pending row."""
+        rows = await self._db.fetchall(
+            "SELECT c.id, c.agent_id, c.trigger_source, c.message_count, "
+            "(SELECT MAX(m.id) FROM mate_message m WHERE m.conversation_id = c.id) AS last_id, "
+            "(SELECT u.content FROM mate_message u WHERE u.conversation_id = c.id AND u.role = 'user' "
+            " ORDER BY u.id DESC LIMIT 1) AS last_user, "
+            "(SELECT COALESCE(NULLIF(u.sender_name, ''), u.sender_id) FROM mate_message u "
+            " WHERE u.conversation_id = c.id AND u.role = 'user' ORDER BY u.id DESC LIMIT 1) AS speaker "
+            "FROM mate_conversation c "
+            "WHERE NOT EXISTS (SELECT 1 FROM mate_memory_pending p WHERE p.conversation_id = c.id) "
+            "AND EXISTS (SELECT 1 FROM mate_message m WHERE m.conversation_id = c.id "
+            "            AND m.id > c.memory_upto_message_id AND m.role = 'user')"
+        )
+        found: list[UnanalysedConversation] = []
+        for row in rows:
+            text, speaker = row["last_user"] or "", row["speaker"]
+            prefix = f"[{speaker}] " if speaker else ""
+            if prefix and text.startswith(prefix):  # a group message: what the user wrote counts
+                text = text[len(prefix):]
+            found.append(UnanalysedConversation(
+                conversation_id=row["id"], agent_id=row["agent_id"], trigger_source=row["trigger_source"],
+                message_count=row["message_count"], last_message_id=row["last_id"], last_user_text=text))
+        return found
 
     async def delete(self, conversation_id: str) -> None:
         await self._db.execute(

@@ -95,3 +95,14 @@ class MemoryRunRecord:
     started: str
     finished: str | None
     error: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class UnanalysedConversation:
+    """A conversation whose newest messages memory extraction has not seen, and no pending row."""
+    conversation_id: str
+    agent_id: int
+    trigger_source: str
+    message_count: int
+    last_message_id: int
+    last_user_text: str  # without a group's "[Name] " prefix
