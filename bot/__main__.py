@@ -86,12 +86,22 @@ def main(argv: Sequence[str] | None = None) -> int:
         return asyncio.run(handler(config, args))
     except KeyboardInterrupt:
         return EXIT_OK
+    except ConfigError as exc:  # found once the database is open (an agent id already taken)
+        print(f"matebot: config error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
     except MateError as exc:
         print(f"matebot: {exc}", file=sys.stderr)
         return EXIT_RUNTIME
 
 
 async def _check_config(config: Config, args: argparse.Namespace) -> int:
+    from bot.agents import configured_id_collision
+    from bot.storage.agents import read_chat_bindings
+
+    bindings = read_chat_bindings(config.mate.database.path)  # read-only; {} before the first start
+    problem = configured_id_collision(config.mate, bindings)
+    if problem:
+        raise ConfigError(problem)
     print(yaml.safe_dump(masked_dump(config), sort_keys=False, allow_unicode=True), end="")
     return EXIT_OK
 

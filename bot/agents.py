@@ -4,17 +4,30 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Mapping
 
 from bot.config import MateConfig
-from bot.errors import UnknownAgent
+from bot.errors import ConfigError, UnknownAgent
 from bot.prompts import PromptLibrary
 from bot.storage import Repositories
+from bot.storage.agents import AgentSeed
 from bot.storage.records import AgentRecord
-from memory.workspace import WorkspaceFileService
+from memory.workspace import SEED_FILES, WorkspaceFileService
 
 log = logging.getLogger(__name__)
 
 EMERGENCE_JOB_NAME = "memory-emergence"
+REVIEW_TOOL_ROUNDS = 3
+
+
+def configured_id_collision(config: MateConfig, bindings: Mapping[int, str]) -> str:
+    """The config error when a configured agent id belongs to a per-chat agent, else ''."""
+    taken = sorted((entry.id, bindings[entry.id]) for entry in config.agents if entry.id in bindings)
+    if not taken:
+        return ""
+    agent_id, key = taken[0]
+    return (f"mate.agents: id {agent_id} already belongs to the agent created for the chat {key}; "
+            "give the configured agent an id that is not in use")
 
 
 class AgentDirectory:
@@ -33,19 +46,36 @@ class AgentDirectory:
         self._records: dict[int, AgentRecord] = {}
 
     async def ensure_configured(self) -> None:
-        """Create the agents of `mate.agents` that do not exist yet (idempotent)."""
-        for entry in self._config.agents:
-            await self._repos.agents.ensure(entry.id, entry.name)
-            await self._seed(entry.id)
+        """Create the agents of `mate.agents` and whatever of their seed is missing (idempotent).
 
-    async def _seed(self, agent_id: int) -> None:
-        await self._workspace.seed(agent_id)
-        if not await self._repos.cron_jobs.for_agent(agent_id):
-            await self._repos.cron_jobs.add(
-                agent_id, EMERGENCE_JOB_NAME, self._config.memory.emergence_cron,
-                self._config.timezone, "text", self._prompts.render("cron/emergence-trigger"),
-            )
-        self._known.add(agent_id)
+        A configured id that a group's own agent already holds stops start-up: the two
+        would share one workspace, so the group would read the owner's memory and back.
+        """
+        await self.check_configured_ids()
+        for entry in self._config.agents:
+            await self._repos.agents.provision(self._seed_for(entry.name), agent_id=entry.id)
+            self._workspace.invalidate(entry.id)
+            self._known.add(entry.id)
+
+    async def check_configured_ids(self) -> None:
+        taken = await self._repos.agents.bound_to_chats([entry.id for entry in self._config.agents])
+        problem = configured_id_collision(self._config, taken)
+        if problem:
+            raise ConfigError(problem)
+
+    def _seed_for(self, name: str) -> AgentSeed:
+        memory = self._config.memory
+        rounds = self._config.agent.max_tool_rounds
+        # The review takes three tool rounds (list, read the notes at once, edit); with fewer
+        # allowed the job runs the consolidation service directly instead.
+        task_type = "text" if rounds >= REVIEW_TOOL_ROUNDS else "emergence"
+        return AgentSeed(
+            name=name,
+            files=[(filename, self._prompts.workspace_seed(filename), order) for filename, order in SEED_FILES],
+            job=(EMERGENCE_JOB_NAME, memory.emergence_cron, self._config.timezone, task_type,
+                 self._prompts.render("cron/emergence-trigger", max_tool_rounds=rounds,
+                                      day_range=memory.emergence_day_range)),
+        )
 
     async def get(self, agent_id: int) -> AgentRecord:
         """Agents are never renamed or removed while the daemon runs, so one read each suffices."""
@@ -67,8 +97,10 @@ class AgentDirectory:
             return existing
         async with self._chat_lock:
             floor = max((a.id for a in self._config.agents), default=0)
-            agent_id, created = await self._repos.agents.create_for_chat(chat_key, title[:80], floor)
+            agent_id, created = await self._repos.agents.provision(
+                self._seed_for(title[:80]), chat_key=chat_key, min_id=floor)
             if created:
-                await self._seed(agent_id)
+                self._workspace.invalidate(agent_id)
+                self._known.add(agent_id)
                 log.info("created agent %s for chat", agent_id, extra={"chat_key": chat_key})
             return agent_id

@@ -227,6 +227,9 @@ class MateConfig(_Model):
         ids = [a.id for a in self.agents]
         if len(ids) != len(set(ids)):
             raise ValueError("agents: ids must be unique")
+        for index, rule in enumerate(self.routing):
+            if rule.agent != "per-chat" and rule.agent not in ids:
+                raise ValueError(f"routing.{index}.agent: agent {rule.agent} is not configured in mate.agents")
         if self.api.enabled and not self.api.token and not is_loopback(self.api.host):
             raise ValueError("api.token: required when api.host is not a loopback address")
         return self

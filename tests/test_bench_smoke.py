@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from bench import concurrency, memory_backlog, pipeline, startup
+from bench import concurrency, memory_backlog, memory_soak, pipeline, startup
 
 
 def _only_json_line(capsys: pytest.CaptureFixture[str]) -> dict[str, Any]:
@@ -89,3 +89,21 @@ def test_startup_bench_reaches_ready_and_stops_cleanly(capsys: pytest.CaptureFix
     assert result["conversations"] == 5
     assert _number(result["ready_s"]) and _number(result["rss_mb"]) and result["rss_mb"] > 0
     assert result["exit_codes"] == [0]
+
+
+@pytest.mark.parametrize(("locale", "warmup"), [("en", "1"), ("zh-CN", "0")])
+def test_memory_soak_bench_reports_failures_duplicates_budgets_growth(
+        locale: str, warmup: str, capsys: pytest.CaptureFixture[str]) -> None:
+    result = _run(memory_soak.main, ["--days", "3", "--warmup-days", warmup, "--messages-per-day", "10",
+                                     "--locale", locale], capsys)
+    assert result["bench"] == "memory_soak"
+    assert result["locale"] == locale
+    for key in ("failures", "duplicates", "max_budget_ratio", "request_growth", "request_growth_from_empty",
+                "request_growth_besides_files", "extractions", "emergence_runs", "emergence_failures",
+                "edits_replies", "final_memory_chars", "warmup_failures", "warmup_duplicates", "seconds"):
+        assert _number(result[key]), key
+    # the warm-up days run but count in no metric: only the 3 measured days do
+    assert result["days"] == 3 and result["warmup_days"] == int(warmup) and result["messages"] == 30
+    assert result["extractions"] == 3 and result["emergence_runs"] == 3
+    if warmup == "0":
+        assert result["request_growth_from_empty"] == result["request_growth"]

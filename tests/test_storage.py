@@ -2,9 +2,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import sqlite3
+
 import aiosqlite
+import pytest
 
 from bot.storage import Database, Repositories
+from bot.storage.agents import AgentSeed
 from bot.storage.migrations import MIGRATIONS
 
 SPEC_TABLES = {
@@ -71,15 +75,36 @@ async def test_message_window_queries(tmp_path: Path) -> None:
         assert (conversation.summary, conversation.summary_upto_message_id) == ("s", ids[5])
 
 
+SEED = AgentSeed("Group", [("AGENTS.md", "agents", 0), ("MEMORY.md", "", 3)],
+                 ("memory-emergence", "0 2 * * *", "UTC", "text", "review"))
+
+
 async def test_per_chat_agents_are_stable_and_above_configured_ids(tmp_path: Path) -> None:
     async with Database(tmp_path / "mate.db") as db:
-        agents = Repositories.over(db).agents
-        await agents.ensure(1, "Mate")
-        first, created = await agents.create_for_chat("tg:-100", "Group", 5)
-        again, created_again = await agents.create_for_chat("tg:-100", "Group", 5)
-        other, _ = await agents.create_for_chat("tg:-200", "Other", 5)
+        repos = Repositories.over(db)
+        await repos.agents.ensure(1, "Mate")
+        first, created = await repos.agents.provision(SEED, chat_key="tg:-100", min_id=5)
+        again, created_again = await repos.agents.provision(SEED, chat_key="tg:-100", min_id=5)
+        other, _ = await repos.agents.provision(SEED, chat_key="tg:-200", min_id=5)
         assert (first, created, again, created_again) == (6, True, 6, False)
         assert other == 7
+        assert [f.filename for f in await repos.workspace_files.list(6)] == ["AGENTS.md", "MEMORY.md"]
+        assert len(await repos.cron_jobs.for_agent(6)) == 1
+        assert await repos.agents.bound_to_chats([1, 6, 9]) == {6: "tg:-100"}
+
+
+async def test_a_failed_provision_leaves_no_agent_behind(tmp_path: Path) -> None:
+    async with Database(tmp_path / "mate.db") as db:
+        repos = Repositories.over(db)
+        broken = AgentSeed("Group", SEED.files, ("memory-emergence", "0 2 * * *", "UTC", "not-a-type", "x"))
+        with pytest.raises(sqlite3.IntegrityError):  # the cron job's CHECK fails last
+            await repos.agents.provision(broken, chat_key="tg:-100", min_id=1)
+        assert await repos.agents.list() == []
+        assert await repos.agents.agent_for_chat("tg:-100") is None
+        assert await repos.workspace_files.count(2) == 0
+        agent_id, created = await repos.agents.provision(SEED, chat_key="tg:-100", min_id=1)
+        assert (agent_id, created) == (2, True)
+        assert await repos.workspace_files.count(2) == 2
 
 
 async def test_pending_rows_coalesce_per_conversation(tmp_path: Path) -> None:

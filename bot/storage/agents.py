@@ -2,8 +2,37 @@
 
 from __future__ import annotations
 
+import contextlib
+import sqlite3
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
 from bot.storage.database import Database, utc_now
 from bot.storage.records import AgentRecord
+
+
+@dataclass(frozen=True, slots=True)
+class AgentSeed:
+    """What every new agent starts with."""
+
+    name: str
+    files: Sequence[tuple[str, str, int]]  # (filename, content, sort_order), created enabled
+    job: tuple[str, str, str, str, str]  # (name, cron expression, time zone, task type, trigger message)
+
+
+def read_chat_bindings(path: str | Path) -> dict[int, str]:
+    """{agent id: chat key} of the per-chat agents, read without migrating or writing anything
+    (for check-config); empty when there is no database yet."""
+    file = Path(path)
+    if not file.exists():
+        return {}
+    try:
+        with contextlib.closing(sqlite3.connect(f"{file.resolve().as_uri()}?mode=ro", uri=True)) as conn:
+            rows = conn.execute("SELECT agent_id, chat_key FROM mate_chat_agent").fetchall()
+    except sqlite3.Error:  # not a matebot database, or one from before the table existed
+        return {}
+    return {int(agent_id): str(key) for agent_id, key in rows}
 
 
 class SqliteAgentRepository:
@@ -35,25 +64,58 @@ class SqliteAgentRepository:
         )
         return int(row["agent_id"]) if row else None
 
-    async def create_for_chat(self, chat_key: str, name: str, min_id: int) -> tuple[int, bool]:
-        """The chat's own agent, created (id > min_id) on first contact; (id, created)."""
+    async def bound_to_chats(self, agent_ids: Sequence[int]) -> dict[int, str]:
+        """Which of `agent_ids` belong to a per-chat agent: {agent id: chat key}."""
+        if not agent_ids:
+            return {}
+        rows = await self._db.fetchall(
+            f"SELECT agent_id, chat_key FROM mate_chat_agent WHERE agent_id IN ({', '.join('?' for _ in agent_ids)})",
+            list(agent_ids),
+        )
+        return {int(r["agent_id"]): str(r["chat_key"]) for r in rows}
+
+    async def provision(self, seed: AgentSeed, *, agent_id: int | None = None, chat_key: str | None = None,
+                        min_id: int = 0) -> tuple[int, bool]:
+        """An agent with its seed files and cron job, all in one transaction; (id, created).
+
+        With `agent_id` (a configured agent) the missing parts are added; with `chat_key`
+        the chat's own agent is found, or created with the next free id above `min_id`.
+        A crash part-way leaves no agent without its workspace.
+        """
         now = utc_now()
         async with self._db.transaction() as conn:
-            async with conn.execute(
-                "SELECT agent_id FROM mate_chat_agent WHERE chat_key = ?", (chat_key,)
-            ) as cur:
-                row = await cur.fetchone()
-            if row:
-                return int(row[0]), False
-            async with conn.execute("SELECT COALESCE(MAX(id), 0) FROM mate_agent") as cur:
-                top = await cur.fetchone()
-            agent_id = max(int(top[0]) if top else 0, min_id) + 1
-            await conn.execute(
-                "INSERT INTO mate_agent(id, name, create_time, update_time) VALUES (?, ?, ?, ?)",
-                (agent_id, name, now, now),
+            if chat_key is not None:
+                async with conn.execute(
+                    "SELECT agent_id FROM mate_chat_agent WHERE chat_key = ?", (chat_key,)
+                ) as cur:
+                    row = await cur.fetchone()
+                if row:
+                    return int(row[0]), False
+                async with conn.execute("SELECT COALESCE(MAX(id), 0) FROM mate_agent") as cur:
+                    top = await cur.fetchone()
+                agent_id = max(int(top[0]) if top else 0, min_id) + 1
+            assert agent_id is not None
+            cursor = await conn.execute(
+                "INSERT OR IGNORE INTO mate_agent(id, name, create_time, update_time) VALUES (?, ?, ?, ?)",
+                (agent_id, seed.name, now, now),
             )
+            created = cursor.rowcount == 1
+            if chat_key is not None:
+                await conn.execute(
+                    "INSERT INTO mate_chat_agent(chat_key, agent_id, create_time) VALUES (?, ?, ?)",
+                    (chat_key, agent_id, now),
+                )
+            for filename, content, sort_order in seed.files:
+                await conn.execute(
+                    "INSERT OR IGNORE INTO mate_workspace_file(agent_id, filename, content, file_size, enabled, "
+                    "sort_order, create_time, update_time, deleted, version) VALUES (?, ?, ?, ?, 1, ?, ?, ?, 0, 1)",
+                    (agent_id, filename, content, len(content.encode("utf-8")), sort_order, now, now),
+                )
+            name, cron, zone, task_type, trigger = seed.job
             await conn.execute(
-                "INSERT INTO mate_chat_agent(chat_key, agent_id, create_time) VALUES (?, ?, ?)",
-                (chat_key, agent_id, now),
+                "INSERT INTO mate_cron_job(agent_id, name, cron_expression, timezone, task_type, trigger_message, "
+                "enabled, create_time, update_time) SELECT ?, ?, ?, ?, ?, ?, 1, ?, ? "
+                "WHERE NOT EXISTS (SELECT 1 FROM mate_cron_job WHERE agent_id = ?)",
+                (agent_id, name, cron, zone, task_type, trigger, now, now, agent_id),
             )
-        return agent_id, True
+        return agent_id, created
