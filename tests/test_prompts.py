@@ -56,7 +56,7 @@ TEMPLATES: dict[str, dict[str, object]] = {
         "previous_summary": "PREVIOUS-SUMMARY",
         "transcript": "User: TRANSCRIPT-BODY",
     },
-    "cron/emergence-trigger": {},
+    "cron/emergence-trigger": {"max_tool_rounds": 87, "day_range": 65},
 }
 
 
@@ -135,7 +135,7 @@ def test_memory_prompts_name_every_json_field(library: PromptLibrary, name: str)
 
 
 def test_emergence_trigger_mentions_memory_tool(library: PromptLibrary) -> None:
-    rendered = library.render("cron/emergence-trigger")
+    rendered = library.render("cron/emergence-trigger", **TEMPLATES["cron/emergence-trigger"])
 
     assert "MEMORY.md" in rendered
     assert "memory/" in rendered
