@@ -255,3 +255,40 @@ async def test_second_concurrent_edit_fails_and_keeps_the_newer_text(env: Env) -
     assert (outcome.status, outcome.updated) == ("failed", False)
     assert "changed by another writer" in outcome.reason
     assert (await env.memory())[0] == "# Memory\n- edit two\n"
+
+
+@pytest.mark.parametrize(("locale", "expected"), [("en", 4000 + 512), ("zh-CN", 12000 + 512)])
+async def test_max_tokens_fits_a_complete_memory_at_its_budget(tmp_path: Path, locale: str, expected: int) -> None:
+    async with FakeAnthropic() as fake:
+        config = make_config(tmp_path / locale, locale=locale,
+                             llm={"provider": "anthropic", "api-key": "k", "base-url": fake.url, "max-retries": 0})
+        async with open_core(config) as core, AnthropicClient(config.mate.llm) as llm:
+            await core.workspace.write(AGENT, "memory/2026-04-09.md", "# 2026-04-09\n\n- a fact\n")
+            fake.reply_text(reply(False, "fine"))
+            await MemoryEmergenceService(config.mate, core.repos, core.workspace, llm, core.prompts,
+                                         clock=lambda: NOW).emerge(AGENT)
+        (request,) = fake.messages_requests()
+    assert request["max_tokens"] == expected
+
+
+async def test_a_cut_off_reply_is_asked_again_for_edits(env: Env) -> None:
+    await env.note(9, "plays guitar daily")
+    await env.core.workspace.write(AGENT, MEMORY_FILE, "# Memory\n- plays piano\n")
+    env.fake.reply_text(reply(True, "rewrite", "# Memory\n- wiped"), stop_reason="max_tokens")
+    env.fake.reply_text(json.dumps({"should_update": True, "reason": "edited", "memory_content": "",
+                                    "memory_edits": [{"old": "- plays piano", "new": "- plays guitar"}]}))
+    outcome = await env.service.emerge(AGENT)
+    assert (outcome.status, outcome.updated) == ("completed", True)
+    assert (await env.memory())[0] == "# Memory\n- plays guitar\n"
+    follow_up = env.fake.messages_requests()[1]["messages"][2]["content"]
+    assert "cut off" in follow_up and "memory_edits" in follow_up
+
+
+async def test_cut_off_twice_fails_and_keeps_memory(env: Env) -> None:
+    await env.note(9, "a fact")
+    before = await env.memory()
+    env.fake.reply_text(reply(True, "one", "# Memory\n- a"), stop_reason="max_tokens")
+    env.fake.reply_text(reply(True, "two", "# Memory\n- b"), stop_reason="max_tokens")
+    outcome = await env.service.emerge(AGENT)
+    assert outcome.status == "failed" and "cut off at max_tokens" in outcome.reason
+    assert await env.memory() == before
