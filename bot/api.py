@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import hmac
+import ipaddress
 import json
 import logging
+import re
 import uuid
 from importlib import resources
 from typing import Any
@@ -20,8 +22,39 @@ from memory.tool import LIST_TOOL, READ_TOOL
 log = logging.getLogger(__name__)
 
 MAX_BODY_BYTES = 2 * 1024 * 1024
+MAX_JSON_DEPTH = 32
 _RUNTIME = web.AppKey("runtime", Runtime)
 _TOKEN = web.AppKey("token", str)
+_HOST = web.AppKey("host", str)
+_AGENT_ID = re.compile(r"[0-9]{1,18}")  # ASCII digits only: "²".isdigit() is True
+_CLIENT_ID = re.compile(r"[A-Za-z0-9_.:-]{1,128}")
+_OWN_SUFFIX = re.compile(r"#[0-9]{1,9}$")  # what /new appends to a conversation id
+_WILDCARD_HOSTS = ("0.0.0.0", "::", "")
+_UNSAFE_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+_OPEN_PATHS = ("/", "/healthz")
+
+
+def host_allowed(host_header: str, configured: str) -> bool:
+    """The Host header names this API: its configured host, a loopback address or localhost.
+
+    Anything else is a DNS-rebinding page talking to us under its own name. A wildcard
+    bind (0.0.0.0) is reached under any name, and always needs the token.
+    """
+    if configured in _WILDCARD_HOSTS:
+        return True
+    host = host_header.strip().lower()
+    if host.startswith("["):  # [::1]:8765
+        host = host[1:host.find("]")] if "]" in host else ""
+    elif host.count(":") == 1:
+        host = host.split(":", 1)[0]
+    if not host:
+        return False
+    if host in ("localhost", configured.lower()):
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 def _ok(data: dict[str, Any], **top: Any) -> web.Response:
@@ -37,9 +70,22 @@ def _dumps(value: Any) -> str:
 
 
 @web.middleware
+async def _same_site(request: web.Request, handler: Any) -> web.StreamResponse:
+    """Refuse foreign Host names (DNS rebinding) and cross-site requests that change state."""
+    prompts = request.app[_RUNTIME].core.prompts
+    if not host_allowed(request.host, request.app[_HOST]):
+        return _fail(403, prompts.text("api_forbidden_host"))
+    origin = request.headers.get("Origin")
+    if request.method in _UNSAFE_METHODS and origin is not None:
+        if origin.rstrip("/").lower() != f"{request.scheme}://{request.host}".lower():
+            return _fail(403, prompts.text("api_forbidden_origin"))
+    return await handler(request)
+
+
+@web.middleware
 async def _auth(request: web.Request, handler: Any) -> web.StreamResponse:
     token = request.app[_TOKEN]
-    if token and request.path != "/":
+    if token and request.path not in _OPEN_PATHS:
         given = request.headers.get("Authorization", "")
         if not hmac.compare_digest(given.encode(), f"Bearer {token}".encode()):
             return _fail(401, request.app[_RUNTIME].core.prompts.text("api_unauthorized"))
@@ -62,7 +108,7 @@ async def _errors(request: web.Request, handler: Any) -> web.StreamResponse:
 async def _agent_id(request: web.Request) -> int:
     rt = request.app[_RUNTIME]
     raw = request.match_info["agent_id"]
-    if not raw.isdigit() or not await rt.core.agents.exists(int(raw)):
+    if not _AGENT_ID.fullmatch(raw) or not await rt.core.agents.exists(int(raw)):
         raise _NotFound(rt.core.prompts.text("api_unknown_agent", agent_id=raw[:32]))
     return int(raw)
 
@@ -92,9 +138,37 @@ async def _json_body(request: web.Request) -> dict[str, Any]:
         body = await request.json(loads=json.loads)
     except (json.JSONDecodeError, UnicodeDecodeError):
         raise _BadRequest("the body is not valid JSON") from None
+    except RecursionError:
+        raise _BadRequest(f"the JSON is nested deeper than {MAX_JSON_DEPTH} levels") from None
     if not isinstance(body, dict):
         raise _BadRequest("the body must be a JSON object")
+    if _depth(body) > MAX_JSON_DEPTH:
+        raise _BadRequest(f"the JSON is nested deeper than {MAX_JSON_DEPTH} levels")
     return body
+
+
+def _depth(value: Any) -> int:
+    """How deeply lists and objects nest (iteratively: no recursion on hostile input)."""
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        node, level = stack.pop()
+        if isinstance(node, (dict, list)):
+            deepest = max(deepest, level)
+            if level > MAX_JSON_DEPTH:
+                break
+            children = node.values() if isinstance(node, dict) else node
+            stack.extend((child, level + 1) for child in children)
+    return deepest
+
+
+def _web_client(conversation_id: str | None) -> str:
+    """The chat a web conversationId names: `web:` and a /new `#<n>` suffix are our own."""
+    if conversation_id is None:
+        return uuid.uuid4().hex
+    client = _OWN_SUFFIX.sub("", conversation_id.removeprefix("web:"))
+    if not _CLIENT_ID.fullmatch(client):
+        raise _BadRequest("conversationId may hold only letters, digits and _ . : - (at most 128)")
+    return client
 
 
 async def emergence(request: web.Request) -> web.Response:
@@ -163,7 +237,7 @@ async def chat(request: web.Request) -> web.Response:
     conversation_id = body.get("conversationId")
     if conversation_id is not None and not isinstance(conversation_id, str):
         raise _BadRequest("conversationId must be a string")
-    client = (conversation_id or uuid.uuid4().hex).removeprefix("web:").split("#", 1)[0][:128]
+    client = _web_client(conversation_id)
     inbound = InboundMessage(channel="web", chat_id=client, sender_id="web", sender_name="web",
                              text=message, is_direct=True, trigger_source="web")
     reply = await rt.router.handle(inbound, agent_id=agent_id)
@@ -183,10 +257,12 @@ async def index(request: web.Request) -> web.Response:
     return web.Response(text=page, content_type="text/html", charset="utf-8")
 
 
-def build_app(rt: Runtime, config: ApiConfig) -> web.Application:
-    app = web.Application(middlewares=[_errors, _auth, _client_errors], client_max_size=MAX_BODY_BYTES)
+def build_app(rt: Runtime, config: ApiConfig, token: str | None = None) -> web.Application:
+    """`token` overrides config.token (the daemon passes the generated one)."""
+    app = web.Application(middlewares=[_errors, _same_site, _auth, _client_errors], client_max_size=MAX_BODY_BYTES)
     app[_RUNTIME] = rt
-    app[_TOKEN] = config.token
+    app[_TOKEN] = config.token if token is None else token
+    app[_HOST] = config.host
     app.router.add_post("/api/v1/memory/{agent_id}/emergence", emergence)
     app.router.add_post("/api/v1/memory/{agent_id}/summarize/{conversation_id}", summarize)
     app.router.add_get("/api/v1/memory/{agent_id}/files", list_files)
@@ -200,8 +276,8 @@ def build_app(rt: Runtime, config: ApiConfig) -> web.Application:
 class ApiServer:
     """The aiohttp site as an async context manager; `port` is the bound port (0 = any)."""
 
-    def __init__(self, rt: Runtime, config: ApiConfig) -> None:
-        self._app = build_app(rt, config)
+    def __init__(self, rt: Runtime, config: ApiConfig, token: str | None = None) -> None:
+        self._app = build_app(rt, config, token)
         self._config = config
         self._runner: web.AppRunner | None = None
         self.port = config.port

@@ -49,6 +49,12 @@ class LlmConfig(_Model):
     max_retries: int = Field(3, ge=0, le=10)
     max_concurrency: int = Field(32, ge=1, le=1000)
 
+    @model_validator(mode="after")
+    def _key_for_anthropic(self) -> LlmConfig:
+        if self.provider == "anthropic" and not self.api_key.strip():
+            raise ValueError("api-key: required when provider is anthropic (set ANTHROPIC_API_KEY)")
+        return self
+
     @property
     def effective_memory_model(self) -> str:
         return self.memory_model or self.model
@@ -124,10 +130,13 @@ class TelegramConfig(_Model):
     admins: tuple[str, ...] = ()
     allowed_users: tuple[str, ...] = ()
     dm_policy: DmPolicy = "allowlist"
-    group_policy: Literal["open", "allowlist", "disabled"] = "open"
+    # allowlist: only the groups in allowed_groups are answered (a stranger adding the bot
+    # to a group must not spend the owner's credits); open: every group; disabled: none.
+    group_policy: Literal["open", "allowlist", "disabled"] = "allowlist"
+    allowed_groups: tuple[str, ...] = ()
     require_mention: bool = True
 
-    @field_validator("admins", "allowed_users", mode="before")
+    @field_validator("admins", "allowed_users", "allowed_groups", mode="before")
     @classmethod
     def _ids_as_text(cls, value: Any) -> Any:
         return tuple(str(v) for v in value) if isinstance(value, (list, tuple)) else value
@@ -145,6 +154,7 @@ class DiscordConfig(_Model):
     admins: tuple[str, ...] = ()
     allowed_users: tuple[str, ...] = ()
     allowed_guilds: tuple[str, ...] = ()
+    guild_policy: Literal["allowlist", "open"] = "allowlist"  # allowlist: only allowed_guilds
     dm_policy: DmPolicy = "allowlist"
     require_mention: bool = True
     api_base_url: str | None = None
@@ -176,7 +186,14 @@ class ApiConfig(_Model):
     enabled: bool = True
     host: str = "127.0.0.1"
     port: int = Field(8765, ge=0, le=65535)
-    token: str = ""
+    token: str = ""  # empty: one is generated on first start and kept in data/api-token
+
+    @field_validator("token")
+    @classmethod
+    def _not_blank(cls, value: str) -> str:
+        if value and not value.strip():
+            raise ValueError("must not be blank (leave it empty to have one generated)")
+        return value
 
 
 def is_loopback(host: str) -> bool:

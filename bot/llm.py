@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from bot.config import LlmConfig
 from bot.errors import LLMError, PromptTooLong
+from bot.redaction import Redactor
 
 if TYPE_CHECKING:
     import anthropic
@@ -77,6 +78,8 @@ class AnthropicClient:
             options["base_url"] = config.base_url
         self._sdk = sdk or anthropic.AsyncAnthropic(**options)
         self._limit = asyncio.Semaphore(config.max_concurrency)
+        # Upstream error texts end up in logs, replies and run records; a proxy may echo the key.
+        self._redact = Redactor([config.api_key])
 
     async def __aenter__(self) -> AnthropicClient:
         return self
@@ -101,18 +104,18 @@ class AnthropicClient:
             async with self._limit:
                 message = await self._sdk.messages.create(**params)
         except anthropic.BadRequestError as exc:
-            text = _error_message(exc)
+            text = self._redact(_error_message(exc))
             if is_prompt_too_long(text):
                 raise PromptTooLong(text) from None
             raise LLMError(f"request rejected: {text}") from None
         except anthropic.APIStatusError as exc:
-            raise LLMError(f"HTTP {exc.status_code}: {_error_message(exc)}") from None
+            raise LLMError(f"HTTP {exc.status_code}: {self._redact(_error_message(exc))}") from None
         except anthropic.APITimeoutError:
             raise LLMError("the model did not answer in time") from None
         except anthropic.APIConnectionError:
             raise LLMError("cannot reach the model API") from None
         except ValueError as exc:  # json.JSONDecodeError included: a malformed response body
-            raise LLMError(f"malformed response from the model API: {exc}") from None
+            raise LLMError(f"malformed response from the model API: {self._redact(str(exc))}") from None
         content, calls = _normalise_blocks(message.content)
         text = "".join(b["text"] for b in content if b["type"] == "text")
         usage = message.usage

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
+import unicodedata
 from collections.abc import AsyncIterator, Coroutine
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, replace
@@ -26,7 +27,11 @@ log = logging.getLogger(__name__)
 
 MAX_MESSAGE_CHARS = 400_000
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
-_INVISIBLE = re.compile(r"[\u00ad\u200b-\u200f\u2060-\u2064\ufeff]")
+# Letters that render as nothing (Hangul fillers, Braille blank) and variation selectors;
+# format characters (bidi marks and overrides, zero-width joiners...) are found by category.
+_INVISIBLE_LETTERS = frozenset("\u115f\u1160\u3164\uffa0\u2800\u180e") | frozenset(
+    chr(c) for c in (*range(0xFE00, 0xFE10), *range(0xE0100, 0xE01F0)))
+_INVISIBLE_CATEGORIES = frozenset({"Cf", "Cc", "Cs", "Cn", "Zs", "Zl", "Zp"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,7 +54,10 @@ def is_blank(text: str) -> bool:
 
 
 def _is_blank_cleaned(text: str) -> bool:
-    return not _INVISIBLE.sub("", text).strip()
+    if text.isascii():
+        return not text.strip()
+    return all(ch.isspace() or ch in _INVISIBLE_LETTERS or unicodedata.category(ch) in _INVISIBLE_CATEGORIES
+               for ch in text)
 
 
 def clean_message(message: InboundMessage) -> InboundMessage:
@@ -183,10 +191,16 @@ class ChannelMessageRouter:
             if policy.dm_policy == "allowlist" and not allowed:
                 return self._prompts.text("not_allowed", user_id=message.sender_id)
             return None
+        addressed = message.mentions_bot or message.text.lstrip().startswith("/")
         group_policy = getattr(policy, "group_policy", "open")
-        if group_policy == "disabled" or (group_policy == "allowlist" and not allowed):
+        if group_policy == "disabled":
             return ""
-        if policy.require_mention and not message.mentions_bot and not message.text.lstrip().startswith("/"):
+        if group_policy == "allowlist" and message.chat_id not in getattr(policy, "allowed_groups", ()):
+            # Only the owner learns how to allow it; anyone else gets silence and costs nothing.
+            if message.sender_id in policy.admins and addressed:
+                return self._prompts.text("group_not_allowed", chat_id=message.chat_id)
+            return ""
+        if policy.require_mention and not addressed:
             return ""
         return None
 

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import logging
+import sys
 from contextlib import AsyncExitStack
+from pathlib import Path
 from typing import Any
 
 from bot.config import Config
@@ -18,12 +20,20 @@ async def start_services(config: Config, rt: Runtime, stack: AsyncExitStack) -> 
     mate = config.mate
     if mate.api.enabled:
         from bot.api import ApiServer
+        from bot.api_token import resolve_api_token
+        from bot.redaction import Redactor, config_secrets, install
 
+        token = resolve_api_token(mate.api.token, Path(mate.database.path).parent)
+        install(Redactor([*config_secrets(config), token]))  # a generated token is a secret too
         try:
-            server = await stack.enter_async_context(ApiServer(rt, mate.api))
+            server = await stack.enter_async_context(ApiServer(rt, mate.api, token))
         except OSError as exc:
             raise MateError(f"cannot listen on {mate.api.host}:{mate.api.port}: {exc.strerror}") from None
         rt.extras["api_port"] = server.port
+        rt.extras["api_token"] = token
+        host = "127.0.0.1" if mate.api.host in ("0.0.0.0", "::", "") else mate.api.host
+        # Printed, not logged: the address carries the token, which the log file must not hold.
+        print(f"matebot: web chat at http://{host}:{server.port}/#token={token}", file=sys.stderr, flush=True)
     emergence = rt.extras.get("emergence")
     if emergence is not None:
         from bot.cron_runner import DaemonCronJobRunner

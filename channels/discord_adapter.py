@@ -173,6 +173,9 @@ class DiscordChannel:
             log.exception("discord message handling failed",
                           extra={"channel": self.name, "chat_id": str(message.channel.id)})
 
+    def _guild_allowed(self, guild_id: int) -> bool:
+        return self._config.guild_policy == "open" or str(guild_id) in self._allowed_guilds
+
     async def _handle_message(self, message: discord.Message) -> None:
         client = self._client
         me = client.user if client is not None else None
@@ -180,9 +183,13 @@ class DiscordChannel:
             return
         # An uncached guild gives message.guild None with a PartialMessageable: never take it for a DM.
         guild_id = message.guild.id if message.guild is not None else getattr(message.channel, "guild_id", None)
-        if guild_id is not None and self._allowed_guilds and str(guild_id) not in self._allowed_guilds:
-            return
         inbound = self._inbound(message, me.id, is_direct=guild_id is None)
+        if guild_id is not None and not self._guild_allowed(guild_id):
+            # Only an admin who addresses the bot learns the id to allow; others get silence.
+            if inbound.sender_id in self._config.admins and self._addressed(inbound):
+                await message.channel.send(self._prompts.text("server_not_allowed", guild_id=str(guild_id)),
+                                           allowed_mentions=_NO_PINGS)
+            return
         if not inbound.text:
             if (message.attachments or message.stickers) and self._addressed(inbound) and self._allowed(inbound):
                 await message.channel.send(self._prompts.text("text_only"), allowed_mentions=_NO_PINGS)
@@ -278,7 +285,7 @@ class DiscordChannel:
 
     async def _on_command(self, interaction: discord.Interaction, text: str, *, ephemeral: bool = False) -> None:
         guild_id = interaction.guild_id
-        if guild_id is not None and self._allowed_guilds and str(guild_id) not in self._allowed_guilds:
+        if guild_id is not None and not self._guild_allowed(guild_id):
             return
         chat_id, thread_id = _location(interaction.channel, interaction.channel_id)
         user = interaction.user

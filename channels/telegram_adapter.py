@@ -165,7 +165,7 @@ class TelegramChannel:
         mentioned = self._mentions_bot(message)
         reply_to = None if is_direct else message.message_id
         if message.text is None:
-            answer = self._media_answer(is_direct, str(user.id), mentioned)
+            answer = self._media_answer(is_direct, str(user.id), mentioned, chat_id)
             if answer:
                 await self._deliver(OutboundMessage(self.name, chat_id, answer, thread_id), reply_to, html=False)
             return
@@ -204,7 +204,7 @@ class TelegramChannel:
         target = command.partition("@")[2].lower()
         return bool(target) and target != self._username.lower()
 
-    def _media_answer(self, is_direct: bool, sender_id: str, mentioned: bool) -> str | None:
+    def _media_answer(self, is_direct: bool, sender_id: str, mentioned: bool, chat_id: str) -> str | None:
         """The polite "text only" answer to stickers, photos, voice... where the bot would answer."""
         config = self._config
         allowed = sender_id in config.admins or sender_id in config.allowed_users
@@ -213,7 +213,7 @@ class TelegramChannel:
                 return self._prompts.text("not_allowed", user_id=sender_id)
             return self._prompts.text("text_only")
         policy = config.group_policy
-        if not mentioned or policy == "disabled" or (policy == "allowlist" and not allowed):
+        if not mentioned or policy == "disabled" or (policy == "allowlist" and chat_id not in config.allowed_groups):
             return None
         return self._prompts.text("text_only")
 

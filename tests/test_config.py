@@ -79,7 +79,7 @@ def test_secrets_come_from_env_and_are_masked(tmp_path: Path) -> None:
 
 def test_provider_auto_is_offline_without_key() -> None:
     assert not Config().mate.llm.uses_anthropic
-    assert parse_config({"mate": {"llm": {"provider": "anthropic"}}}, environ={}).mate.llm.uses_anthropic
+    assert parse_config({"mate": {"llm": {"provider": "anthropic", "api-key": "k"}}}, environ={}).mate.llm.uses_anthropic
 
 
 def test_mate_config_env_selects_file(tmp_path: Path) -> None:

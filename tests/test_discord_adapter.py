@@ -133,6 +133,15 @@ async def test_guild_outside_allowed_guilds_is_ignored(env: Env) -> None:
     assert await env.rt.core.repos.conversations.active_for_chat("dc:990") is None
 
 
+async def test_an_admin_in_a_server_not_allowed_gets_its_id_in_one_line(env: Env) -> None:
+    await env.dc.dispatch("MESSAGE_CREATE", _message("<@900> hello", guild_id="999", channel_id="990",
+                                                     author_id=ADMIN))
+    await env.dc.wait_sent(1)
+    (sent,) = env.dc.sent_messages
+    assert sent["channel_id"] == "990" and "999" in sent["content"] and "allowed-guilds" in sent["content"]
+    assert env.fa.messages_requests() == []
+
+
 async def test_thread_started_by_the_bot_is_its_own_conversation(env: Env) -> None:
     await env.dc.dispatch("THREAD_CREATE", {
         "id": "250", "guild_id": "100", "parent_id": "200", "owner_id": "900", "type": 11, "name": "tea talk",
@@ -262,8 +271,8 @@ async def test_rejected_token_raises_without_the_token(tmp_path: Path) -> None:
         await runner.cleanup()
 
 
-def _message(content: str, *, guild_id: str, channel_id: str) -> dict[str, Any]:
-    author = {"id": ALLOWED, "username": "alice", "discriminator": "0", "global_name": "alice",
+def _message(content: str, *, guild_id: str, channel_id: str, author_id: str = "") -> dict[str, Any]:
+    author = {"id": author_id or ALLOWED, "username": "alice", "discriminator": "0", "global_name": "alice",
               "avatar": None, "bot": False, "public_flags": 0}
     bot = {"id": "900", "username": "mate", "discriminator": "0", "global_name": "mate", "avatar": None,
            "bot": True, "public_flags": 0}

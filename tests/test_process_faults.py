@@ -81,6 +81,12 @@ class Daemon:
         return any(text in line for line in self.lines)
 
     @property
+    def auth(self) -> dict[str, str]:
+        """The generated API token, from the page address printed at start-up."""
+        line = next(line for line in self.lines if "#token=" in line)
+        return {"Authorization": "Bearer " + line.rsplit("#token=", 1)[1].strip()}
+
+    @property
     def log(self) -> str:
         return "\n".join(self.lines[-40:])
 
@@ -116,7 +122,7 @@ async def daemon(config_path: Path, port: int) -> AsyncIterator[Daemon]:
 
 
 async def post_chat(session: aiohttp.ClientSession, d: Daemon, conversation: str, text: str) -> tuple[int, Any]:
-    async with session.post(f"{d.base}/api/v1/chat/1",
+    async with session.post(f"{d.base}/api/v1/chat/1", headers=d.auth,
                             json={"conversationId": conversation, "message": text}) as response:
         return response.status, await response.json()
 

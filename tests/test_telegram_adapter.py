@@ -61,7 +61,7 @@ class Env:
 @asynccontextmanager
 async def running(
     tmp_path: Path, *, memory_worker: bool = False, handler: Callable[[Runtime], Handler] | None = None,
-    tg: FakeTelegram | None = None,
+    tg: FakeTelegram | None = None, group_policy: str = "open",
 ) -> AsyncIterator[Env]:
     async with FakeAnthropic(default_text="hello from the model") as fake_llm:
         async with tg or FakeTelegram() as fake_tg:
@@ -69,7 +69,8 @@ async def running(
                 tmp_path,
                 llm={"api-key": "k", "base-url": fake_llm.url, "max-retries": 0},
                 channels={"telegram": {"enabled": True, "token": TOKEN, "base-url": fake_tg.base_url,
-                                       "admins": [str(ADMIN)], "allowed-users": [str(FRIEND)]}},
+                                       "admins": [str(ADMIN)], "allowed-users": [str(FRIEND)],
+                                       "group-policy": group_policy}},
             )
             async with AnthropicClient(config.mate.llm) as llm, \
                     open_runtime(config, llm=llm, with_memory_worker=memory_worker) as rt:
@@ -170,6 +171,18 @@ async def test_group_needs_a_mention_a_reply_or_a_command(tmp_path: Path) -> Non
     assert first["chat_id"] == GROUP
     assert first["reply_parameters"]["message_id"]  # quotes the question in a group
     assert len(env.tg.sent) == 2  # the command for another bot was left alone
+
+
+async def test_groups_are_closed_by_default_and_only_an_admin_learns_the_id(tmp_path: Path) -> None:
+    async with running(tmp_path, group_policy="allowlist") as env:
+        env.tg.push_text("@mate_bot spend the owner's credits", chat_id=GROUP, user_id=STRANGER, chat_type="group")
+        env.tg.push_text("@mate_bot and me?", chat_id=GROUP, user_id=FRIEND, chat_type="group")
+        await env.settle()
+        assert env.tg.sent == []
+        env.tg.push_text("@mate_bot hello", chat_id=GROUP, user_id=ADMIN, chat_type="group")
+        [sent] = await env.tg.wait_for_sent()
+    assert env.llm_requests() == []
+    assert str(GROUP) in sent["text"] and "allowed-groups" in sent["text"] and "\n" not in sent["text"].strip()
 
 
 async def test_stranger_in_direct_chat_gets_one_refusal_line(tmp_path: Path) -> None:
