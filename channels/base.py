@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:
+    from bot.router import RoutedReply
 
 
 @dataclass(frozen=True, slots=True)
@@ -21,6 +25,9 @@ class InboundMessage:
     chat_title: str = ""
     is_admin: bool = False  # decided by the adapter from its channel's `admins`
     trigger_source: str = "channel"  # web | channel | console | cron
+    # The platform's id of the message (Telegram message_id, Discord snowflake): a message
+    # delivered twice (after a crash, before its update was confirmed) is answered once.
+    external_id: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,6 +45,29 @@ class ChannelCapabilities:
     typing: bool = False
 
 
+Stored = Callable[[], None]
+
+
+class MessageHandler(Protocol):
+    """The router's entry point as adapters see it.
+
+    `stored` is called exactly once, as soon as the message is safely in the database (or
+    the router decided it needs no storing: ignored, refused, a command): only then may the
+    adapter confirm the platform update, so a crash loses nothing.
+    """
+
+    def __call__(self, message: InboundMessage, *, stored: Stored | None = None) -> Awaitable[RoutedReply | None]: ...
+
+
+# A channel's health for /healthz and /status: "ok", "retrying", or "stopped: <reason>".
+CHANNEL_OK = "ok"
+CHANNEL_RETRYING = "retrying"
+
+
+def channel_stopped(reason: str) -> str:
+    return f"stopped: {reason}"
+
+
 class Channel(Protocol):
     """What every adapter offers the daemon; it hands InboundMessages to the router."""
 
@@ -51,6 +81,9 @@ class Channel(Protocol):
     async def send(self, message: OutboundMessage) -> None: ...
 
     async def typing(self, chat_id: str, thread_id: str | None = None) -> None: ...
+
+    @property
+    def state(self) -> str: ...
 
 
 def conversation_key(message: InboundMessage) -> str:
@@ -70,3 +103,19 @@ def chat_key(message: InboundMessage) -> str:
     """The chat itself, threads and topics included: what a `per-chat` agent is bound to."""
     prefixes = {"telegram": "tg", "discord": "dc"}
     return f"{prefixes.get(message.channel, message.channel)}:{message.chat_id}"
+
+
+def parse_conversation_key(key: str) -> tuple[str, str, str | None] | None:
+    """(channel, chat id, thread id) of a Telegram or Discord conversation id; None for others.
+
+    The inverse of conversation_key, for answers the daemon sends on its own (start-up
+    recovery); a `#<n>` suffix from /new is dropped.
+    """
+    base = key.split("#", 1)[0]
+    prefix, _, rest = base.partition(":")
+    if prefix == "tg" and rest:
+        chat, _, thread = rest.partition(":")
+        return "telegram", chat, thread or None
+    if prefix == "dc" and rest:
+        return "discord", rest, None
+    return None
