@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
@@ -32,6 +33,7 @@ class AgentReply:
     user_message_id: int | None = None
     last_message_id: int | None = None
     message_count: int = 0  # user and assistant messages stored in the conversation
+    failure: str = ""  # "llm" (the model could not answer) | "storage" (the turn could not be stored)
 
 
 class _StoredUser:
@@ -56,6 +58,10 @@ class _StoredUser:
             pending, self._pending = self._pending, None
             user_id, self.previous_id = await pending
             self.item = replace(self.item, id=user_id)
+
+
+async def _known(ids: tuple[int, int]) -> tuple[int, int]:
+    return ids
 
 
 def local_now_text(timezone_name: str) -> str:
@@ -121,8 +127,13 @@ class Agent:
 
     async def respond(
         self, conversation: ConversationRecord, text: str, *, agent_name: str = "Mate",
-        sender_id: str | None = None, sender_name: str | None = None,
+        sender_id: str | None = None, sender_name: str | None = None, external_id: str | None = None,
+        existing: tuple[int, int] | None = None, on_stored: Callable[[], None] | None = None,
     ) -> AgentReply:
+        """Answer `text`; `existing` = (id, previous id) when it is already stored (recovery).
+
+        `on_stored` is called once the user message is committed, before the model answers.
+        """
         tools = self.tool_definitions()
         system = await self.system_prompt(conversation.agent_id, agent_name)
         user_tokens = self._tokens.count_text(text)
@@ -132,9 +143,14 @@ class Agent:
             return self._too_long(too_long, None)
         # The insert is queued now and commits while the model thinks (group commit keeps
         # its order before the turn's insert); see _StoredUser.
-        stored = _StoredUser(self._repos.messages.queue_user(conversation.id, text, user_tokens,
-                                                             sender_id, sender_name),
-                             HistoryItem(0, "user", text, user_tokens))
+        pending: Awaitable[tuple[int, int]] = (
+            _known(existing) if existing is not None else
+            self._repos.messages.queue_user(conversation.id, text, user_tokens, sender_id, sender_name, external_id))
+        insert = asyncio.ensure_future(pending)
+        if on_stored is not None:
+            insert.add_done_callback(lambda done: on_stored() if not done.cancelled() and not done.exception()
+                                     else None)
+        stored = _StoredUser(insert, HistoryItem(0, "user", text, user_tokens))
         try:
             expected = self._window.cached_last_id(conversation.id)
             if expected is None:  # cold: the stored id bounds the history read, so wait for it
@@ -207,7 +223,8 @@ class Agent:
             except LLMError as exc:
                 log.warning("LLM call failed: %s", exc, extra={"conversation_id": conversation.id})
                 await self._settle_user(conversation, stored)
-                return AgentReply(self._prompts.text("llm_error"), ok=False, user_message_id=stored.item.id)
+                return AgentReply(self._prompts.text("llm_error"), ok=False, user_message_id=stored.item.id,
+                                  failure="llm")
             if not await self._settle_user(conversation, stored):
                 log.info("the conversation changed outside this turn: asking again with it",
                          extra={"conversation_id": conversation.id})

@@ -242,7 +242,9 @@ async def chat(request: web.Request) -> web.Response:
                              text=message, is_direct=True, trigger_source="web")
     reply = await rt.router.handle(inbound, agent_id=agent_id)
     if reply is None:
-        return _fail(503, "not accepting messages")
+        return _fail(503, rt.core.prompts.text("api_not_accepting"))
+    if reply.failure:  # the apology, as an error the caller can tell from a reply
+        return _fail(502 if reply.failure == "llm" else 503, reply.text)
     data = {"reply": reply.text, "conversationId": reply.conversation_id}
     # The spec names both the envelope and the bare {reply, conversationId}: answer with both.
     return _ok(data, **data)

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 from bot.agent import Agent
 from bot.clock import local_date
+from bot.command_names import COMMANDS, command_name
 from bot.config import MateConfig
 from bot.context.window import ConversationWindowManager
+from bot.ports import ChatControl
 from bot.prompts import PromptLibrary
 from bot.storage import Repositories
 from bot.storage.records import ConversationRecord
@@ -20,18 +22,10 @@ from memory.workspace import (
     daily_note_name,
 )
 
-if TYPE_CHECKING:
-    from bot.router import ChannelMessageRouter
 
 log = logging.getLogger(__name__)
 
-COMMANDS: tuple[tuple[str, str], ...] = (
-    ("help", "Show the commands"),
-    ("new", "Start a fresh conversation"),
-    ("compact", "Summarise the conversation so far"),
-    ("status", "Agent, model, context and memory status"),
-    ("memory", "emerge | summarize | show [profile|memory|today]"),
-)
+__all__ = ["COMMANDS", "CommandHandler"]
 
 
 class EmergenceRunner(Protocol):
@@ -60,10 +54,12 @@ class CommandHandler:
         self.summarizer = summarizer
 
     async def handle(
-        self, router: ChannelMessageRouter, message: InboundMessage, conversation: ConversationRecord, text: str,
+        self, router: ChatControl, message: InboundMessage, conversation: ConversationRecord, text: str,
     ) -> str | None:
+        command = command_name(text)
+        if command is None:  # "/etc/hosts is empty, why?" is for the model
+            return None
         words = text.split()
-        command = words[0][1:].split("@", 1)[0].lower() if words else ""
         args = [w.lower() for w in words[1:]]
         t = self._prompts.text
         if command in ("help", "start"):
@@ -76,9 +72,7 @@ class CommandHandler:
             return await self._compact(conversation)
         if command == "status":
             return await self._status(conversation)
-        if command == "memory":
-            return await self._memory(router, message, conversation, args)
-        return t("unknown_command", command=words[0][:64] if words else "/")
+        return await self._memory(router, message, conversation, args)
 
     async def _compact(self, conversation: ConversationRecord) -> str:
         agent = await self._repos.agents.get(conversation.agent_id)
@@ -119,7 +113,7 @@ class CommandHandler:
                  files="\n".join(lines), runs="\n".join(runs) or t("status_no_runs"))
 
     async def _memory(
-        self, router: ChannelMessageRouter, message: InboundMessage, conversation: ConversationRecord,
+        self, router: ChatControl, message: InboundMessage, conversation: ConversationRecord,
         args: list[str],
     ) -> str:
         t = self._prompts.text

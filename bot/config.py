@@ -218,6 +218,9 @@ class MateConfig(_Model):
         RouteRule(channel="*", chat="group", agent="per-chat"),
     )
     agent: AgentConfig = AgentConfig()
+    # Start-up answers user messages left without a reply (the process stopped mid-reply)
+    # if they are at most this many minutes old; 0 turns it off.
+    recovery_minutes: float = Field(10, ge=0)
     memory: MemoryConfig = MemoryConfig()
     channels: ChannelsConfig = ChannelsConfig()
     api: ApiConfig = ApiConfig()

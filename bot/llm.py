@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import random
 import re
 from dataclasses import dataclass, field
 from types import TracebackType
@@ -13,6 +14,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from bot.config import LlmConfig
 from bot.errors import LLMError, PromptTooLong
 from bot.redaction import Redactor
+from bot.text import storable
 
 if TYPE_CHECKING:
     import anthropic
@@ -60,23 +62,29 @@ def is_prompt_too_long(message: str) -> bool:
     return bool(_PROMPT_TOO_LONG.search(message))
 
 
+# Retried: timeouts, lock timeouts, rate limits, server errors and 529 overloaded.
+_RETRY_STATUSES = frozenset({408, 409, 429})
+_BACKOFF_BASE = 0.5
+_BACKOFF_MAX = 8.0
+
+
 class AnthropicClient:
-    """LLMClient over anthropic.AsyncAnthropic; the SDK does the retrying (429, 5xx, 529)."""
+    """LLMClient over anthropic.AsyncAnthropic; the retry policy is ours (see _retry_delay)."""
 
     def __init__(self, config: LlmConfig, *, sdk: anthropic.AsyncAnthropic | None = None) -> None:
         # Imported here: the SDK takes ~1.5 s to import, which offline mode need not pay.
         import anthropic
 
         self._errors = anthropic
-        options: dict[str, Any] = {
-            "max_retries": config.max_retries,
-            "timeout": config.timeout_seconds,
-        }
+        # The SDK would wait out any retry-after, even an hour: it does not retry, we do.
+        options: dict[str, Any] = {"max_retries": 0, "timeout": config.timeout_seconds}
         if config.api_key:
             options["api_key"] = config.api_key
         if config.base_url:
             options["base_url"] = config.base_url
         self._sdk = sdk or anthropic.AsyncAnthropic(**options)
+        self._max_retries = config.max_retries
+        self._timeout = config.timeout_seconds
         self._limit = asyncio.Semaphore(config.max_concurrency)
         # Upstream error texts end up in logs, replies and run records; a proxy may echo the key.
         self._redact = Redactor([config.api_key])
@@ -99,6 +107,34 @@ class AnthropicClient:
             params["system"] = request.system
         if request.tools:
             params["tools"] = request.tools
+        attempt = 0
+        while True:
+            try:
+                return await self._once(params)
+            except _Retryable as retry:
+                delay = self._retry_delay(retry, attempt)
+                if delay is None:
+                    raise LLMError(retry.message) from None
+                log.info("model API: %s; retrying in %.1f s", retry.message, delay)
+                attempt += 1
+                await asyncio.sleep(delay)
+
+    def _retry_delay(self, retry: _Retryable, attempt: int) -> float | None:
+        """Seconds to wait before the next try; None to give up now.
+
+        A retry-after longer than timeout-seconds is not waited out: the user gets the
+        apology now instead of an hour of "typing...".
+        """
+        if attempt >= self._max_retries:
+            return None
+        if retry.retry_after is not None:
+            if retry.retry_after > self._timeout:
+                retry.message += f" (asked to retry after {retry.retry_after:.0f} s)"
+                return None
+            return max(0.0, retry.retry_after)
+        return min(_BACKOFF_BASE * 2 ** attempt, _BACKOFF_MAX) * (1 - 0.25 * random.random())
+
+    async def _once(self, params: dict[str, Any]) -> LLMResponse:
         anthropic = self._errors
         try:
             async with self._limit:
@@ -109,21 +145,62 @@ class AnthropicClient:
                 raise PromptTooLong(text) from None
             raise LLMError(f"request rejected: {text}") from None
         except anthropic.APIStatusError as exc:
-            raise LLMError(f"HTTP {exc.status_code}: {self._redact(_error_message(exc))}") from None
+            text = f"HTTP {exc.status_code}: {self._redact(_error_message(exc))}"
+            if exc.status_code in _RETRY_STATUSES or exc.status_code >= 500:
+                raise _Retryable(text, _retry_after(exc.response.headers)) from None
+            raise LLMError(text) from None
         except anthropic.APITimeoutError:
-            raise LLMError("the model did not answer in time") from None
+            raise _Retryable("the model did not answer in time") from None
         except anthropic.APIConnectionError:
-            raise LLMError("cannot reach the model API") from None
+            raise _Retryable("cannot reach the model API") from None
         except ValueError as exc:  # json.JSONDecodeError included: a malformed response body
-            raise LLMError(f"malformed response from the model API: {self._redact(str(exc))}") from None
-        content, calls = _normalise_blocks(message.content)
-        text = "".join(b["text"] for b in content if b["type"] == "text")
-        usage = message.usage
-        return LLMResponse(
-            text=text, content=content, tool_calls=calls, stop_reason=message.stop_reason,
-            input_tokens=usage.input_tokens if usage else 0,
-            output_tokens=usage.output_tokens if usage else 0, model=message.model,
-        )
+            raise LLMError(f"malformed response from the model API: {self._redact(str(exc))[:200]}") from None
+        try:
+            return _response(message)
+        except (AttributeError, TypeError, KeyError, ValueError) as exc:
+            # A 200 that is not a Messages API answer: a proxy's HTML page, {"foo": 1}...
+            raise LLMError(f"malformed response from the model API: {type(exc).__name__}") from None
+
+
+class _Retryable(Exception):
+    def __init__(self, message: str, retry_after: float | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.retry_after = retry_after
+
+
+def _retry_after(headers: Any) -> float | None:
+    """Seconds from retry-after-ms or retry-after (seconds); None when absent or unreadable."""
+    for name, scale in (("retry-after-ms", 0.001), ("retry-after", 1.0)):
+        raw = headers.get(name) if headers is not None else None
+        if raw is None:
+            continue
+        try:
+            return float(raw) * scale
+        except ValueError:
+            continue
+    return None
+
+
+def _count(value: Any) -> int:
+    """A usage figure; proxies send null or leave it out."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0
+
+
+def _response(message: Any) -> LLMResponse:
+    blocks = message.content
+    if not isinstance(blocks, list):
+        raise TypeError("content is not a list")
+    content, calls = _normalise_blocks(blocks)
+    text = "".join(b["text"] for b in content if b["type"] == "text")
+    usage = getattr(message, "usage", None)
+    stop = getattr(message, "stop_reason", None)
+    return LLMResponse(
+        text=text, content=content, tool_calls=calls, stop_reason=stop if isinstance(stop, str) else None,
+        input_tokens=_count(getattr(usage, "input_tokens", 0)),
+        output_tokens=_count(getattr(usage, "output_tokens", 0)),
+        model=str(getattr(message, "model", "") or ""),
+    )
 
 
 def _normalise_blocks(blocks: list[Any]) -> tuple[list[dict[str, Any]], tuple[ToolCall, ...]]:
@@ -137,9 +214,10 @@ def _normalise_blocks(blocks: list[Any]) -> tuple[list[dict[str, Any]], tuple[To
     for block in blocks:
         kind = getattr(block, "type", None)
         if kind == "text":
-            content.append({"type": "text", "text": block.text})
+            content.append({"type": "text", "text": _safe(block.text)})
         elif kind == "tool_use":
-            raw = block.input
+            # A lone surrogate ("\ud800" escape) would make the next request unsendable.
+            raw = _safe(block.input)
             content.append({"type": "tool_use", "id": block.id, "name": block.name,
                             "input": raw if isinstance(raw, dict) else {}})
             calls.append(ToolCall(block.id, block.name, raw))
@@ -148,13 +226,26 @@ def _normalise_blocks(blocks: list[Any]) -> tuple[list[dict[str, Any]], tuple[To
     return content, tuple(calls)
 
 
+def _safe(value: Any) -> Any:
+    """`value` with every string made storable (lone surrogates replaced), however nested."""
+    if isinstance(value, str):
+        return storable(value)
+    if isinstance(value, dict):
+        return {storable(str(k)): _safe(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_safe(v) for v in value]
+    return value
+
+
 def _error_message(exc: anthropic.APIStatusError) -> str:
     body = exc.body
     if isinstance(body, dict):
         error = body.get("error")
         if isinstance(error, dict) and isinstance(error.get("message"), str):
-            return error["message"]
-    return str(exc.message)
+            return error["message"][:500]
+    if isinstance(body, str) and body.lstrip().startswith("<"):
+        return "the answer was an HTML page, not the model API"  # a proxy's error page
+    return str(exc.message)[:500]
 
 
 class OfflineClient:

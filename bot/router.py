@@ -5,23 +5,25 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
+import sqlite3
 import unicodedata
 from collections.abc import AsyncIterator, Coroutine
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from bot.agent import Agent
 from bot.agents import AgentDirectory
+from bot.command_names import command_name
 from bot.config import DiscordConfig, MateConfig, TelegramConfig
+from bot.errors import StorageError
+from bot.ports import CommandPort
 from bot.prompts import PromptLibrary
 from bot.storage import Repositories
 from bot.storage.records import ConversationRecord
-from channels.base import InboundMessage, chat_key, conversation_key
+from channels.base import InboundMessage, Stored, chat_key, conversation_key
 from memory.events import ConversationCompletedEvent, MemoryEventSink
 
-if TYPE_CHECKING:
-    from bot.commands import CommandHandler
 
 log = logging.getLogger(__name__)
 
@@ -39,6 +41,7 @@ class RoutedReply:
     text: str
     conversation_id: str
     agent_id: int
+    failure: str = ""  # "llm" | "storage": the text is an apology (the web API answers 502 / 503)
 
 
 def clean_text(text: str) -> str:
@@ -72,6 +75,24 @@ def clean_message(message: InboundMessage) -> InboundMessage:
         return message  # the usual case: nothing to clean, no copy
     return replace(message, text=text, chat_id=chat_id, sender_id=sender_id, sender_name=sender_name,
                    chat_title=chat_title, thread_id=thread_id)
+
+
+class _Once:
+    """Calls the adapter's `stored` callback at most once, whichever path gets there first."""
+
+    def __init__(self, callback: Stored | None) -> None:
+        self._callback = callback
+
+    def cancel(self) -> None:
+        self._callback = None
+
+    def __call__(self) -> None:
+        callback, self._callback = self._callback, None
+        if callback is not None:
+            try:
+                callback()
+            except Exception:  # the adapter's bookkeeping must not break the reply
+                log.exception("the channel's stored callback failed")
 
 
 class _KeyedLocks:
@@ -115,7 +136,7 @@ class ChannelMessageRouter:
         self._idle = asyncio.Event()
         self._idle.set()
         self._accepting = True
-        self.commands: CommandHandler | None = None
+        self.commands: CommandPort | None = None
 
     # -- routing ----------------------------------------------------------------------
 
@@ -191,7 +212,7 @@ class ChannelMessageRouter:
             if policy.dm_policy == "allowlist" and not allowed:
                 return self._prompts.text("not_allowed", user_id=message.sender_id)
             return None
-        addressed = message.mentions_bot or message.text.lstrip().startswith("/")
+        addressed = message.mentions_bot or command_name(message.text) is not None
         group_policy = getattr(policy, "group_policy", "open")
         if group_policy == "disabled":
             return ""
@@ -217,52 +238,116 @@ class ChannelMessageRouter:
         except TimeoutError:
             return False
 
-    async def handle(self, message: InboundMessage, *, agent_id: int | None = None) -> RoutedReply | None:
-        """The reply to send back, or None when the message is ignored."""
-        message = clean_message(message)
-        if not self._accepting or _is_blank_cleaned(message.text):
-            return None
-        refusal = self._refusal(message)
-        if refusal == "":
-            return None
-        if refusal is not None:
-            log.info("refused a message from a user not on the allowlist",
-                     extra={"channel": message.channel, "chat_id": message.chat_id})
-            return RoutedReply(refusal, conversation_key(message), 0)
-        self._in_flight += 1
-        self._idle.clear()
-        try:
-            return await self._handle(message, agent_id)
-        finally:
-            self._in_flight -= 1
-            if self._in_flight == 0:
-                self._idle.set()
+    async def handle(
+        self, message: InboundMessage, *, agent_id: int | None = None, stored: Stored | None = None,
+    ) -> RoutedReply | None:
+        """The reply to send back, or None when the message is ignored.
 
-    async def _handle(self, message: InboundMessage, forced_agent: int | None) -> RoutedReply:
+        `stored` is called exactly once: when the user message is committed, or as soon as
+        it is clear that nothing will be stored (ignored, refused, a command, an error).
+        """
+        once = _Once(stored)
+        try:
+            message = clean_message(message)
+            if not self._accepting:
+                once.cancel()  # not stored and not to be confirmed: the platform delivers it again
+                return None
+            if _is_blank_cleaned(message.text):
+                return None
+            refusal = self._refusal(message)
+            if refusal == "":
+                return None
+            if refusal is not None:
+                log.info("refused a message from a user not on the allowlist",
+                         extra={"channel": message.channel, "chat_id": message.chat_id})
+                return RoutedReply(refusal, conversation_key(message), 0)
+            self._in_flight += 1
+            self._idle.clear()
+            try:
+                return await self._handle(message, agent_id, once)
+            except (sqlite3.Error, StorageError) as exc:  # a read-only file, a full disk
+                log.error("storing the conversation failed: %s", exc,
+                          extra={"channel": message.channel, "chat_id": message.chat_id})
+                return RoutedReply(self._prompts.text("storage_error"), conversation_key(message), 0, "storage")
+            finally:
+                self._in_flight -= 1
+                if self._in_flight == 0:
+                    self._idle.set()
+        finally:
+            once()
+
+    async def _handle(self, message: InboundMessage, forced_agent: int | None, once: _Once) -> RoutedReply | None:
         key = conversation_key(message)
         async with self._locks.hold(key):
             agent_id = forced_agent if forced_agent is not None else await self.agent_for(message)
             conversation = await self.conversation_for(message, agent_id)
             text = message.text
-            if self.commands is not None and text.lstrip().startswith("/"):
+            if self.commands is not None and command_name(text) is not None:
                 answer = await self.commands.handle(self, message, conversation, text.strip())
                 if answer is not None:
                     return RoutedReply(answer, conversation.id, agent_id)
             if len(text) > MAX_MESSAGE_CHARS:
                 return RoutedReply(self._prompts.text("message_too_large", size=len(text.encode("utf-8")),
                                                       limit=MAX_MESSAGE_CHARS), conversation.id, agent_id)
+            existing: tuple[int, int] | None = None
+            if message.external_id is not None:
+                found = await self._repos.messages.find_external(conversation.id, message.external_id)
+                if found is not None:
+                    record, previous_id, answered = found
+                    if answered:  # delivered again after a crash, and already answered
+                        log.info("message delivered twice; already answered", extra={"conversation_id": key})
+                        return None
+                    existing = (record.id, previous_id)
             stored = text if message.is_direct else f"[{message.sender_name or message.sender_id}] {text}"
-            agent = await self._agents.get(agent_id)
-            reply = await self._agent.respond(conversation, stored, agent_name=agent.name,
-                                              sender_id=message.sender_id, sender_name=message.sender_name)
-            if reply.ok and reply.last_message_id is not None:
-                # Off the reply path: the turn is stored, so the reply can go now; drain()
-                # waits for this too, and the upsert keeps the furthest upto whatever the order.
-                # The event carries what the user wrote: a group's "[Name] " prefix must not
-                # count toward the length pre-check.
-                self._track(self._publish(conversation, text, reply.text, reply.last_message_id,
-                                          reply.message_count))
-            return RoutedReply(reply.text, conversation.id, agent_id)
+            return await self._answer(conversation, stored, text, message.sender_id, message.sender_name,
+                                      message.external_id, existing, once)
+
+    async def _answer(
+        self, conversation: ConversationRecord, stored: str, user_text: str, sender_id: str | None,
+        sender_name: str | None, external_id: str | None, existing: tuple[int, int] | None,
+        on_stored: Stored | None,
+    ) -> RoutedReply:
+        agent = await self._agents.get(conversation.agent_id)
+        reply = await self._agent.respond(conversation, stored, agent_name=agent.name, sender_id=sender_id,
+                                          sender_name=sender_name, external_id=external_id, existing=existing,
+                                          on_stored=on_stored)
+        if reply.ok and reply.last_message_id is not None:
+            # Off the reply path: the turn is stored, so the reply can go now; drain()
+            # waits for this too, and the upsert keeps the furthest upto whatever the order.
+            # The event carries what the user wrote: a group's "[Name] " prefix must not
+            # count toward the length pre-check.
+            self._track(self._publish(conversation, user_text, reply.text, reply.last_message_id,
+                                      reply.message_count))
+        return RoutedReply(reply.text, conversation.id, conversation.agent_id, reply.failure)
+
+    async def recover_unanswered(self, since: str) -> list[RoutedReply]:
+        """Answer, once, every user message stored since `since` that has no reply yet (the
+        process stopped mid-reply): the replies to send, in the order the messages came."""
+        answered: list[RoutedReply] = []
+        for conversation_id, record, previous_id in await self._repos.messages.unanswered_since(since):
+            conversation = await self._repos.conversations.get(conversation_id)
+            if conversation is None:
+                continue
+            speaker = record.sender_name or record.sender_id or ""
+            prefix = f"[{speaker}] "
+            user_text = record.content[len(prefix):] if speaker and record.content.startswith(prefix) else record.content
+            self._in_flight += 1
+            self._idle.clear()
+            try:
+                async with self._locks.hold(conversation.chat_key):
+                    reply = await self._answer(conversation, record.content, user_text, record.sender_id,
+                                               record.sender_name, None, (record.id, previous_id), None)
+            except Exception:  # boundary: one conversation's failure must not stop the others
+                log.exception("could not answer a message left unanswered", extra={"conversation_id": conversation_id})
+                continue
+            finally:
+                self._in_flight -= 1
+                if self._in_flight == 0:
+                    self._idle.set()
+            log.info("answered a message left unanswered by the previous run",
+                     extra={"conversation_id": conversation_id})
+            answered.append(reply)
+        return answered
 
     def _track(self, work: Coroutine[Any, Any, None]) -> None:
         self._in_flight += 1

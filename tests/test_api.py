@@ -33,9 +33,9 @@ class Api:
             return response.status, await response.json()
 
 
-async def _open(tmp_path: Path, token: str = "", **mate: object) -> AsyncIterator[Api]:
+async def _open(tmp_path: Path, token: str = "", llm_retries: int = 0, **mate: object) -> AsyncIterator[Api]:
     async with FakeAnthropic() as fake:
-        config = make_config(tmp_path, llm={"api-key": "test-key", "base-url": fake.url, "max-retries": 0},
+        config = make_config(tmp_path, llm={"api-key": "test-key", "base-url": fake.url, "max-retries": llm_retries},
                              api={"port": 0, "token": token}, **mate)
         async with AnthropicClient(config.mate.llm) as llm, open_runtime(config, llm=llm) as rt:
             async with ApiServer(rt, config.mate.api) as server, aiohttp.ClientSession() as http:

@@ -46,8 +46,10 @@ CASES: dict[str, Case] = {
     "rtl_and_emoji": Case(RTL_AND_EMOJI, "llm", stored=RTL_AND_EMOJI),
     "memory_junk_args": Case("/memory ☃ ../../etc", "memory_usage"),
     "new_with_junk": Case("/new extra junk", "new_conversation", new_conversation=True),
-    "slash_only": Case("/", "unknown_command"),
-    "unknown_command": Case("/unknowncmd", "unknown_command"),
+    # Text that starts with "/" but names no command is ordinary text for the model.
+    "slash_only": Case("/", "llm", stored="/"),
+    "unknown_command": Case("/unknowncmd", "llm", stored="/unknowncmd"),
+    "a_path_question": Case("/etc/hosts is empty, why?", "llm", stored="/etc/hosts is empty, why?"),
     "controls_only": Case("\x00\x01\x02\x7f", None),
     "zero_width_only": Case("\u200b\u200c\u200d\u2060\ufeff", None),
 }
@@ -150,8 +152,6 @@ async def test_bad_input_is_answered_or_ignored_and_history_survives(
     if case.answer == "message_too_large":
         assert reply.text == prompts.text("message_too_large", size=len(case.text.encode("utf-8")),
                                           limit=MAX_MESSAGE_CHARS)
-    elif case.answer == "unknown_command":
-        assert reply.text == prompts.text("unknown_command", command=case.text.split()[0])
     else:
         assert reply.text == prompts.text(case.answer)
     assert active is not None

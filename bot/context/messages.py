@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from bot.storage.records import MessageRecord
+from bot.text import storable
 
 Content = str | list[dict[str, Any]]
 
@@ -35,7 +36,8 @@ class HistoryItem:
 
 def encode_blocks(blocks: list[dict[str, Any]]) -> str:
     ordered = [{"type": b.get("type"), **{k: v for k, v in b.items() if k != "type"}} for b in blocks]
-    return json.dumps(ordered, ensure_ascii=False, separators=(",", ":"))
+    # storable: a tool input with a lone surrogate (a "\ud800" escape) must still be storable.
+    return storable(json.dumps(ordered, ensure_ascii=False, separators=(",", ":")))
 
 
 def encode_content(content: Content) -> tuple[str, str]:

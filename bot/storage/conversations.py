@@ -144,7 +144,7 @@ class SqliteMessageRepository:
 
     def queue_user(
         self, conversation_id: str, content: str, token_count: int,
-        sender_id: str | None = None, sender_name: str | None = None,
+        sender_id: str | None = None, sender_name: str | None = None, external_id: str | None = None,
     ) -> Awaitable[tuple[int, int]]:
         """Store a user message; (its id, the id of the conversation's message before it).
 
@@ -152,12 +152,42 @@ class SqliteMessageRepository:
         await the result exactly once."""
         rows = self._db.queue_returning(
             "INSERT INTO mate_message(conversation_id, role, content, token_count, sender_id, "
-            "sender_name, create_time) VALUES (?, 'user', ?, ?, ?, ?, ?) RETURNING id, "
+            "sender_name, create_time, external_id) VALUES (?, 'user', ?, ?, ?, ?, ?, ?) RETURNING id, "
             "(SELECT COALESCE(MAX(m.id), 0) FROM mate_message m "
             " WHERE m.conversation_id = ? AND m.id < mate_message.id)",
-            (conversation_id, content, token_count, sender_id, sender_name, utc_now(), conversation_id),
+            (conversation_id, content, token_count, sender_id, sender_name, utc_now(), external_id,
+             conversation_id),
         )
         return _first_two_ids(rows)
+
+    async def find_external(self, conversation_id: str, external_id: str) -> tuple[MessageRecord, int, bool] | None:
+        """The user message with this platform id: (it, the id before it, answered already)."""
+        row = await self._db.fetchone(
+            f"SELECT {_MESSAGE_COLUMNS}, "
+            "(SELECT COALESCE(MAX(p.id), 0) FROM mate_message p WHERE p.conversation_id = m.conversation_id "
+            " AND p.id < m.id) AS previous_id, "
+            "EXISTS (SELECT 1 FROM mate_message a WHERE a.conversation_id = m.conversation_id AND a.id > m.id) "
+            " AS answered "
+            "FROM mate_message m WHERE m.conversation_id = ? AND m.external_id = ? AND m.role = 'user' "
+            "ORDER BY m.id DESC LIMIT 1",
+            (conversation_id, external_id),
+        )
+        return (_message(row), int(row["previous_id"]), bool(row["answered"])) if row else None
+
+    async def unanswered_since(self, since: str) -> list[tuple[str, MessageRecord, int]]:
+        """Active conversations updated since `since` whose newest message is a user message:
+        (conversation id, that message, the id before it)."""
+        rows = await self._db.fetchall(
+            f"SELECT {', '.join('m.' + c.strip() for c in _MESSAGE_COLUMNS.split(','))}, "
+            "(SELECT COALESCE(MAX(p.id), 0) FROM mate_message p WHERE p.conversation_id = m.conversation_id "
+            " AND p.id < m.id) AS previous_id "
+            "FROM mate_conversation c JOIN mate_message m ON m.id = "
+            " (SELECT MAX(l.id) FROM mate_message l WHERE l.conversation_id = c.id) "
+            "WHERE c.update_time >= ? AND c.archived = 0 AND c.trigger_source <> 'cron' "
+            "AND m.role = 'user' AND m.create_time >= ? ORDER BY m.id",
+            (since, since),
+        )
+        return [(r["conversation_id"], _message(r), int(r["previous_id"])) for r in rows]
 
     async def add_many(
         self, conversation_id: str, rows: Sequence[MessageRow],

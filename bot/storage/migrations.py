@@ -136,4 +136,15 @@ MIGRATIONS: tuple[tuple[int, str, tuple[str, ...]], ...] = (
                                              ('text', 'tool_use', 'thinking', 'redacted_thinking')))""",
         ),
     ),
+    (
+        4,
+        "mate_message.external_id: the platform's message id, so a redelivered message is answered once",
+        (
+            "ALTER TABLE mate_message ADD COLUMN external_id TEXT",
+            """CREATE INDEX IF NOT EXISTS ix_message_external ON mate_message(conversation_id, external_id)
+                WHERE external_id IS NOT NULL""",
+            # Start-up recovery looks for recent user messages left without a reply.
+            "CREATE INDEX IF NOT EXISTS ix_conversation_update ON mate_conversation(update_time)",
+        ),
+    ),
 )
