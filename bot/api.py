@@ -285,7 +285,9 @@ class ApiServer:
         self.port = config.port
 
     async def __aenter__(self) -> ApiServer:
-        self._runner = web.AppRunner(self._app, access_log=None)
+        # By the time the site closes, the daemon has drained what it will wait for: requests
+        # still running are cancelled within 2 s instead of aiohttp's default minute.
+        self._runner = web.AppRunner(self._app, access_log=None, shutdown_timeout=2.0)
         await self._runner.setup()
         site = web.TCPSite(self._runner, self._config.host, self._config.port)
         await site.start()

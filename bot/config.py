@@ -221,6 +221,9 @@ class MateConfig(_Model):
     # Start-up answers user messages left without a reply (the process stopped mid-reply)
     # if they are at most this many minutes old; 0 turns it off.
     recovery_minutes: float = Field(10, ge=0)
+    # On SIGTERM/SIGINT: how long replies in flight may take to finish; the daemon is gone
+    # at most 5 s after that.
+    shutdown_drain_seconds: float = Field(30, ge=0, le=3600)
     memory: MemoryConfig = MemoryConfig()
     channels: ChannelsConfig = ChannelsConfig()
     api: ApiConfig = ApiConfig()

@@ -4,20 +4,26 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import signal
 import sys
+from datetime import timedelta
 from collections.abc import Awaitable, Callable
 from contextlib import AsyncExitStack
 from typing import Any
 
+from bot.clock import iso, utc_now
 from bot.config import Config
+from bot.instance_lock import DatabaseLock
 from bot.runtime import Runtime, open_runtime, tune_garbage_collector
-from channels.base import InboundMessage
+from channels.base import CHANNEL_OK, InboundMessage, OutboundMessage, parse_conversation_key
 from channels.console import ConsoleChannel
 
 log = logging.getLogger(__name__)
 
-DRAIN_SECONDS = 30.0
+DRAIN_SECONDS = 30.0  # the default of mate.shutdown-drain-seconds
+SHUTDOWN_GRACE = 5.0
+EXIT_SECOND_SIGNAL = 130
 READY_LINE = "matebot ready"
 
 
@@ -42,13 +48,14 @@ async def supervise(name: str, run: Callable[[], Awaitable[None]], stop: asyncio
 
 def _install_signals(stop: asyncio.Event) -> Callable[[], None]:
     loop = asyncio.get_running_loop()
-    main_task = asyncio.current_task()
 
     def on_signal(signum: int) -> None:
-        if stop.is_set() and main_task is not None:
-            log.warning("second signal: cancelling")
-            main_task.cancel()
-            return
+        if stop.is_set():
+            # At once, as promised: SQLite's journal keeps the database whole, and pending
+            # memory work is in its table; nothing is gained by waiting for the rest.
+            print("matebot: second signal, exiting now", file=sys.stderr, flush=True)
+            logging.shutdown()
+            os._exit(EXIT_SECOND_SIGNAL)
         log.info("signal %s: stopping", signal.Signals(signum).name)
         stop.set()
 
@@ -79,32 +86,102 @@ async def run_daemon(
     stop = stop or asyncio.Event()
     remove_signals = _install_signals(stop)
     try:
-        async with open_runtime(config) as rt, AsyncExitStack() as stack:
-            if rt.offline:
-                log.warning(rt.core.prompts.text("offline_notice"))
-            channels = await _start_services(config, rt, stack)
-            async with asyncio.TaskGroup() as tasks:
-                running: list[asyncio.Task[None]] = []
-                worker = rt.extras.get("worker")
-                if worker is not None:
-                    await worker.recover()
-                    running.append(tasks.create_task(supervise("memory worker", worker.run, stop),
-                                                     name="memory-worker"))
-                for channel in channels:
-                    running.append(tasks.create_task(supervise(f"{channel.name} channel", channel.run, stop),
-                                                     name=f"channel-{channel.name}"))
-                if console if console is not None else console_wanted(config):
-                    running.append(tasks.create_task(_run_console(rt, stop, exit_when_console_closes),
-                                                     name="console"))
-                tune_garbage_collector()
-                log.info(READY_LINE)
-                if ready is not None:
-                    ready(rt)
-                await stop.wait()
-                await _shutdown(rt, channels, running)
-        return 0
+        with DatabaseLock(config.mate.database.path):
+            return await _serve(config, stop, console, exit_when_console_closes, ready)
     finally:
         remove_signals()
+
+
+async def _serve(
+    config: Config, stop: asyncio.Event, console: bool | None, exit_when_console_closes: bool,
+    ready: Callable[[Runtime], None] | None,
+) -> int:
+    async with open_runtime(config) as rt, AsyncExitStack() as stack:
+        if rt.offline:
+            log.warning(rt.core.prompts.text("offline_notice"))
+        channels = await _start_services(config, rt, stack)
+        async with asyncio.TaskGroup() as tasks:
+            running: list[asyncio.Task[None]] = []
+            worker = rt.extras.get("worker")
+            if worker is not None:
+                await worker.recover()
+                running.append(tasks.create_task(supervise("memory worker", worker.run, stop),
+                                                 name="memory-worker"))
+            for channel in channels:
+                running.append(tasks.create_task(supervise(f"{channel.name} channel", channel.run, stop),
+                                                 name=f"channel-{channel.name}"))
+            with_console = console if console is not None else console_wanted(config)
+            if with_console:
+                running.append(tasks.create_task(_run_console(rt, stop, exit_when_console_closes),
+                                                 name="console"))
+            if config.mate.recovery_minutes > 0:
+                running.append(tasks.create_task(_recover(config, rt, channels), name="recovery"))
+            tune_garbage_collector()
+            log.info(READY_LINE)
+            print(startup_line(config, rt, channels, with_console), file=sys.stderr, flush=True)
+            if ready is not None:
+                ready(rt)
+            await stop.wait()
+            drain = config.mate.shutdown_drain_seconds
+            try:
+                async with asyncio.timeout(drain + SHUTDOWN_GRACE):
+                    await _shutdown(rt, channels, running, drain)
+            except TimeoutError:
+                log.warning("shutdown took longer than %.0f s; stopping what is left", drain + SHUTDOWN_GRACE)
+                for task in running:
+                    task.cancel()
+    return 0
+
+
+def startup_line(config: Config, rt: Runtime, channels: list[Any], with_console: bool) -> str:
+    """One line: which provider, model and channels are live, and where the web page is."""
+    mate = config.mate
+    provider = "offline (no API key: canned replies)" if rt.offline else f"anthropic, model {mate.llm.model}"
+    names = [channel.name for channel in channels] + (["console"] if with_console else [])
+    line = f"matebot: ready — provider {provider}; channels: {', '.join(names) or 'none'}"
+    port, token = rt.extras.get("api_port"), rt.extras.get("api_token")
+    if port is not None:
+        host = "127.0.0.1" if mate.api.host in ("0.0.0.0", "::", "") else mate.api.host
+        # Printed, not logged: the address carries the token, which no log file may hold.
+        line += f"; web chat: http://{host}:{port}/" + (f"#token={token}" if token else "")
+    return line
+
+
+async def _recover(config: Config, rt: Runtime, channels: list[Any]) -> None:
+    """Answer messages the previous run stored but never answered, each once, on its channel."""
+    since = iso(utc_now() - timedelta(minutes=config.mate.recovery_minutes))
+    try:
+        replies = await rt.router.recover_unanswered(since)
+    except Exception:  # boundary: recovery must not stop the daemon
+        log.exception("recovering unanswered messages failed")
+        return
+    by_name = {channel.name: channel for channel in channels}
+    for reply in replies:
+        target = parse_conversation_key(reply.conversation_id)
+        channel = by_name.get(target[0]) if target else None
+        if target is None or channel is None:
+            continue  # console and web: the answer is in the conversation's history
+        await _send_when_ready(channel, OutboundMessage(target[0], target[1], reply.text, target[2]))
+    if replies:
+        log.info("answered %d messages left unanswered by the previous run", len(replies))
+
+
+async def _send_when_ready(channel: Any, message: OutboundMessage, wait: float = 60.0) -> None:
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + wait
+    while getattr(channel, "state", CHANNEL_OK) != CHANNEL_OK and loop.time() < deadline:
+        await asyncio.sleep(0.2)
+    try:
+        await channel.send(message)
+    except Exception as exc:  # the reply is stored; the user sees it in the history
+        log.warning("could not send a recovered answer on %s: %s", channel.name, exc)
+
+
+async def _stop_channel(channel: Any) -> None:
+    try:
+        await channel.stop()
+    except Exception:
+        log.exception("stopping %s failed", channel.name)
 
 
 async def _start_services(config: Config, rt: Runtime, stack: AsyncExitStack) -> list[Any]:
@@ -128,16 +205,14 @@ async def _run_console(rt: Runtime, stop: asyncio.Event, exit_on_close: bool) ->
         stop.set()
 
 
-async def _shutdown(rt: Runtime, channels: list[Any], running: list[asyncio.Task[None]]) -> None:
+async def _shutdown(rt: Runtime, channels: list[Any], running: list[asyncio.Task[None]], drain: float) -> None:
     """Stop intake, finish in-flight replies (bounded), leave memory work pending, then close."""
     rt.router.stop_intake()
-    for channel in channels:
-        try:
-            await channel.stop()
-        except Exception:
-            log.exception("stopping %s failed", channel.name)
-    if not await rt.router.drain(DRAIN_SECONDS):
-        log.warning("in-flight replies did not finish within %.0f s", DRAIN_SECONDS)
+    stops = [asyncio.create_task(_stop_channel(channel), name=f"stop-{channel.name}") for channel in channels]
+    if not await rt.router.drain(drain):
+        log.warning("in-flight replies did not finish within %.0f s", drain)
+    if stops:
+        await asyncio.wait(stops, timeout=SHUTDOWN_GRACE)
     # Cancelling the worker loop leaves unfinished memory work pending in the table.
     for task in running:
         task.cancel()

@@ -335,6 +335,8 @@ class ChannelMessageRouter:
             self._idle.clear()
             try:
                 async with self._locks.hold(conversation.chat_key):
+                    if await self._repos.messages.last_id(conversation_id) != record.id:
+                        continue  # answered meanwhile (the platform delivered it again)
                     reply = await self._answer(conversation, record.content, user_text, record.sender_id,
                                                record.sender_name, None, (record.id, previous_id), None)
             except Exception:  # boundary: one conversation's failure must not stop the others

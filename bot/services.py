@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-import sys
 from contextlib import AsyncExitStack
 from pathlib import Path
 from typing import Any
@@ -30,10 +29,7 @@ async def start_services(config: Config, rt: Runtime, stack: AsyncExitStack) -> 
         except OSError as exc:
             raise MateError(f"cannot listen on {mate.api.host}:{mate.api.port}: {exc.strerror}") from None
         rt.extras["api_port"] = server.port
-        rt.extras["api_token"] = token
-        host = "127.0.0.1" if mate.api.host in ("0.0.0.0", "::", "") else mate.api.host
-        # Printed, not logged: the address carries the token, which the log file must not hold.
-        print(f"matebot: web chat at http://{host}:{server.port}/#token={token}", file=sys.stderr, flush=True)
+        rt.extras["api_token"] = token  # the start-up line shows the page's address with it
     emergence = rt.extras.get("emergence")
     if emergence is not None:
         from bot.cron_runner import DaemonCronJobRunner

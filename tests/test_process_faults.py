@@ -40,7 +40,7 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def write_config(tmp_path: Path, fake: FakeAnthropic, port: int) -> Path:
+def write_config(tmp_path: Path, fake: FakeAnthropic, port: int, **mate: Any) -> Path:
     config = {"mate": {
         "timezone": "UTC",
         "database": {"path": str(tmp_path / "mate.db")},
@@ -48,6 +48,7 @@ def write_config(tmp_path: Path, fake: FakeAnthropic, port: int) -> Path:
         "memory": {"cooldown-minutes": 0},
         "channels": {"console": {"enabled": False}},
         "api": {"enabled": True, "host": "127.0.0.1", "port": port},
+        **mate,
     }}
     path = tmp_path / "config.yaml"
     path.write_text(yaml.safe_dump(config), encoding="utf-8")
@@ -238,3 +239,96 @@ async def test_sigterm_finishes_replies_in_flight_and_leaves_memory_work_pending
     # Not asserted here: that no mate_memory_run row is left 'running'. A stop that lands while
     # the run row's INSERT is awaited leaves it so (about 1 run in 8); recover() closes such rows at the next start.
     assert query(db, "PRAGMA integrity_check") == [("ok",)]
+
+
+async def test_kill_9_mid_reply_is_answered_once_after_the_restart(tmp_path: Path) -> None:
+    db, port = tmp_path / "mate.db", free_port()
+    stuck = asyncio.Event()
+    stuck.set()
+
+    def respond(recorded: RecordedRequest) -> TextReply:
+        if is_memory_request(recorded):
+            return TextReply(json.dumps({"should_update": False, "reason": "small talk"}))
+        last = recorded.body["messages"][-1]["content"]
+        text = last if isinstance(last, str) else last[-1]["text"]
+        return TextReply(f"re: {text}", delay=60 if stuck.is_set() else 0.0)
+
+    conversations = ("a", "b", "c")
+    async with FakeAnthropic() as fake, aiohttp.ClientSession() as session:
+        fake.responder = respond
+        config_path = write_config(tmp_path, fake, port)
+        async with daemon(config_path, port) as first:
+            in_flight = [asyncio.create_task(post_chat(session, first, name, f"question from {name}"))
+                         for name in conversations]
+            await wait_for(lambda: len(fake.messages_requests()) == len(conversations), 10, "the three requests")
+            first.process.send_signal(signal.SIGKILL)
+            assert await first.wait(10) == -signal.SIGKILL
+            await asyncio.gather(*in_flight, return_exceptions=True)
+        stuck.clear()
+        async with daemon(config_path, port) as second:
+            await wait_for(lambda: second.logged("answered 3 messages left unanswered"), 20, "the recovery")
+            log = second.log
+    assert "Traceback" not in log, log
+    for name in conversations:
+        rows = query(db, "SELECT role, content FROM mate_message WHERE conversation_id = ? ORDER BY id",
+                     (f"web:{name}",))
+        assert rows == [("user", f"question from {name}"), ("assistant", f"re: question from {name}")]
+
+
+async def test_sigterm_with_a_stuck_reply_exits_within_the_drain_and_five_seconds(tmp_path: Path) -> None:
+    port = free_port()
+    async with FakeAnthropic() as fake, aiohttp.ClientSession() as session:
+        fake.responder = lambda r: TextReply("never in time", delay=100)
+        config_path = write_config(tmp_path, fake, port, **{"shutdown-drain-seconds": 1})
+        async with daemon(config_path, port) as d:
+            stuck = asyncio.create_task(post_chat(session, d, "a", "hello"))
+            await wait_for(lambda: len(fake.messages_requests()) == 1, 10, "the request")
+            loop = asyncio.get_running_loop()
+            started = loop.time()
+            d.process.send_signal(signal.SIGTERM)
+            code = await d.wait(20)
+            elapsed = loop.time() - started
+            await asyncio.gather(stuck, return_exceptions=True)
+            log = d.log
+    assert code == 0, log
+    assert elapsed < 1 + 5, elapsed
+    assert "Traceback" not in log, log
+
+
+async def test_a_second_signal_exits_at_once_without_a_traceback(tmp_path: Path) -> None:
+    port = free_port()
+    async with FakeAnthropic() as fake, aiohttp.ClientSession() as session:
+        fake.responder = lambda r: TextReply("never in time", delay=100)
+        config_path = write_config(tmp_path, fake, port)
+        async with daemon(config_path, port) as d:
+            stuck = asyncio.create_task(post_chat(session, d, "a", "hello"))
+            await wait_for(lambda: len(fake.messages_requests()) == 1, 10, "the request")
+            d.process.send_signal(signal.SIGTERM)
+            await wait_for(lambda: d.logged("signal SIGTERM"), 10, "the first signal")
+            loop = asyncio.get_running_loop()
+            started = loop.time()
+            d.process.send_signal(signal.SIGTERM)
+            code = await d.wait(10)
+            elapsed = loop.time() - started
+            await asyncio.gather(stuck, return_exceptions=True)
+            log = d.log
+    assert elapsed < 2, elapsed
+    assert code == 130 and "second signal, exiting now" in log, log
+    assert "Traceback" not in log and "CancelledError" not in log, log
+
+
+async def test_a_second_daemon_on_the_same_database_refuses_to_start(tmp_path: Path) -> None:
+    port = free_port()
+    async with FakeAnthropic() as fake:
+        config_path = write_config(tmp_path, fake, port)
+        (tmp_path / "other").mkdir()
+        other = write_config(tmp_path / "other", fake, free_port(), database={"path": str(tmp_path / "mate.db")})
+        async with daemon(config_path, port):
+            done = await asyncio.create_subprocess_exec(
+                sys.executable, "-m", "bot", "run", "--config", str(other), stdin=asyncio.subprocess.DEVNULL,
+                stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE, cwd=tmp_path,
+                env={**os.environ, "NO_PROXY": "127.0.0.1"})
+            _, err = await asyncio.wait_for(done.communicate(), 30)
+    lines = err.decode().strip().splitlines()
+    assert done.returncode == 1
+    assert lines[-1].startswith("matebot: another matebot is already running on") and "Traceback" not in err.decode()
