@@ -1,14 +1,16 @@
-"""DiscordChannel: a discord.py client turned into InboundMessages, replies and /memory app commands (SPEC S10)."""
+"""DiscordChannel: a discord.py client turned into InboundMessages, replies and /memory app commands (SPEC S10, S20)."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import random
 import re
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
+import aiohttp
 import discord
 import discord.gateway
 import discord.http
@@ -17,15 +19,19 @@ from discord import app_commands
 
 from bot.config import DiscordConfig
 from bot.prompts import PromptLibrary
-from channels.base import ChannelCapabilities, InboundMessage, OutboundMessage
+from channels.base import (
+    CHANNEL_OK,
+    CHANNEL_RETRYING,
+    ChannelCapabilities,
+    InboundMessage,
+    MessageHandler,
+    OutboundMessage,
+    channel_stopped,
+)
 from channels.formatting import DISCORD_LIMIT, split_message
-
-if TYPE_CHECKING:
-    from bot.router import RoutedReply
 
 log = logging.getLogger(__name__)
 
-Handler = Callable[[InboundMessage], Awaitable["RoutedReply | None"]]
 ClientFactory = Callable[..., discord.Client]
 
 # Typing lasts ~10 s on Discord's side; refresh a little before it runs out.
@@ -33,6 +39,22 @@ TYPING_REFRESH_S = 8.0
 # A reply never pings anyone, whatever the model wrote ("@everyone" stays text).
 _NO_PINGS = discord.AllowedMentions.none()
 _CHAT_MESSAGES = (discord.MessageType.default, discord.MessageType.reply)
+
+# Failures that mean "Discord cannot be reached right now": retried on a fresh client.
+_NETWORK_ERRORS: tuple[type[BaseException], ...] = (
+    OSError, aiohttp.ClientError, asyncio.TimeoutError,
+    discord.HTTPException, discord.GatewayNotFound, discord.ConnectionClosed,
+)
+# discord.py's loggers that report connection failures themselves, traceback included.
+_SDK_LOGGERS = ("discord.client", "discord.gateway", "discord.http", "discord.shard")
+_INTENT_HELP = ("the message content intent is not enabled for this bot: enable it in the Discord "
+                "Developer Portal (Bot > Privileged Gateway Intents > Message Content Intent)")
+# Gateway close codes that no retry can fix: (state reason, log line).
+_FATAL_CLOSE_CODES = {
+    4004: ("invalid token", "Discord rejected the bot token (channels.discord.token)"),
+    4013: ("invalid intents", "Discord rejected the requested gateway intents"),
+    4014: ("message content intent not enabled", _INTENT_HELP),
+}
 
 
 def _location(channel: Any, channel_id: int | None) -> tuple[str, str | None]:
@@ -74,80 +96,234 @@ class _EndpointOverride:
             discord.gateway.DiscordWebSocket.DEFAULT_GATEWAY = gateway
 
 
+class Backoff:
+    """Delays between retries: `base` doubling up to `maximum`, each jittered by +-25% (never above it)."""
+
+    def __init__(self, base: float = 1.0, maximum: float = 60.0, rng: random.Random | None = None) -> None:
+        self._base = base
+        self._maximum = maximum
+        self._rng = rng or random.Random()
+        self.retries = 0  # delays handed out since the last reset()
+
+    def next(self) -> float:
+        nominal = min(self._maximum, self._base * 2 ** min(self.retries, 32))
+        self.retries += 1
+        return min(self._maximum, nominal * self._rng.uniform(0.75, 1.25))
+
+    def reset(self) -> None:
+        self.retries = 0
+
+
+class _Fatal(Exception):
+    """A failure no retry can fix: the channel stops with one log line."""
+
+    def __init__(self, reason: str, line: str) -> None:
+        super().__init__(line)
+        self.reason = reason  # for `state`: "stopped: <reason>"
+        self.line = line
+
+
+class _QuietConnectionErrors(logging.Filter):
+    """Turns discord.py's own connection-failure records (ERROR with a traceback) into DEBUG ones.
+
+    The adapter logs one line per retry itself; real errors (an event handler's bug, a 4xx
+    answer discord.py reports) keep their level. Attached to the SDK's loggers only while
+    a channel runs.
+    """
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        exc = record.exc_info[1] if record.exc_info else None
+        if record.levelno <= logging.DEBUG or not isinstance(exc, _NETWORK_ERRORS):
+            return True
+        record.levelno, record.levelname = logging.DEBUG, "DEBUG"
+        return logging.getLogger(record.name).isEnabledFor(logging.DEBUG)
+
+
+def _no_confirmation() -> None:
+    """Discord has no update to acknowledge: a gateway event is gone once it was dispatched."""
+
+
 class DiscordChannel:
-    """Embeds one discord.Client: `run()` in its own task, `stop()` closes it."""
+    """Embeds a discord.Client: `run()` in its own task, `stop()` closes it.
+
+    run() keeps a fresh client per connection attempt: when Discord cannot be reached (at
+    start-up or later) it waits `backoff_base` doubling to `backoff_max` seconds, with
+    jitter, logs one line per retry and tries again until the network returns.
+    """
 
     name = "discord"
     capabilities = ChannelCapabilities(max_message_length=DISCORD_LIMIT, rich_text=True, typing=True)
 
     def __init__(
-        self, config: DiscordConfig, handler: Handler, prompts: PromptLibrary, *,
-        client_factory: ClientFactory | None = None,
+        self, config: DiscordConfig, handler: MessageHandler, prompts: PromptLibrary, *,
+        client_factory: ClientFactory | None = None, backoff_base: float = 1.0, backoff_max: float = 60.0,
+        rng: random.Random | None = None,
     ) -> None:
         self._config = config
         self._handler = handler
         self._prompts = prompts
         self._factory: ClientFactory = client_factory or discord.Client  # called as factory(intents=...)
         self._endpoints = _EndpointOverride(config.api_base_url, config.gateway_url)
+        self._backoff = Backoff(backoff_base, backoff_max, rng)
         self._client: discord.Client | None = None
+        self._connected = False
+        self._stopped_reason: str | None = None
         self._stopping = False
+        self._stop_event = asyncio.Event()
+        self._commands_synced = False  # once per channel, not on every reconnect
         self._allowed_guilds = frozenset(config.allowed_guilds)
 
     @property
     def client(self) -> discord.Client | None:
-        """The running client (None before run()); for tests and diagnostics."""
+        """The current client (None before run(); a new one per connection attempt); for tests."""
         return self._client
+
+    @property
+    def state(self) -> str:
+        """"ok" while connected and ready, "retrying" while (re)connecting, "stopped: <reason>" after."""
+        if self._stopped_reason is not None:
+            return channel_stopped(self._stopped_reason)
+        return CHANNEL_OK if self._connected else CHANNEL_RETRYING
 
     # -- lifecycle ----------------------------------------------------------------------
 
     async def run(self) -> None:
-        """Log in and serve until stop(); discord.py reconnects on network loss by itself.
+        """Serve until stop(); network failures are retried with backoff on a fresh client, for ever.
 
-        Raises discord.LoginFailure (without the token) when Discord rejects the token, and
-        whatever else ends the client (e.g. PrivilegedIntentsRequired); the caller backs off.
+        Returns normally after stop() and after a fatal error (a rejected token, the message
+        content intent not enabled), which is logged in one line and leaves `state` stopped.
         """
-        if not self._config.token:
-            raise discord.LoginFailure("channels.discord.token is empty")
         if self._stopping:  # stop() is final, even when it came before run() got going
             return
-        intents = discord.Intents.default()
-        intents.message_content = True
-        intents.dm_messages = True
+        if not self._config.token:
+            self._stop_for(_Fatal("no token", "channels.discord.token is empty"))
+            return
+        quiet = _QuietConnectionErrors()
+        for name in _SDK_LOGGERS:
+            logging.getLogger(name).addFilter(quiet)
         self._endpoints.apply()
         try:
-            client = self._factory(intents=intents)
-            tree = self._build_tree(client)
-        except BaseException:
-            self._endpoints.restore()
-            raise
-        self._client = client
-
-        async def setup_hook() -> None:
-            try:
-                await tree.sync()  # global commands; Discord may take a while to show changes
-            except discord.HTTPException:
-                log.warning("could not register the Discord app commands", exc_info=True)
-
-        client.setup_hook = setup_hook  # type: ignore[method-assign]
-        client.on_message = self._on_message  # type: ignore[attr-defined]
-        try:
-            await client.start(self._config.token, reconnect=True)
-        except discord.LoginFailure:
-            raise discord.LoginFailure("Discord rejected the bot token (channels.discord.token)") from None
-        except Exception:
-            if not self._stopping:
-                raise
-            log.debug("discord client ended while stopping", exc_info=True)
+            while not self._stopping:
+                try:
+                    await self._connect_once()
+                except _Fatal as fatal:
+                    self._stop_for(fatal)
+                    return
+                except Exception as exc:
+                    if self._stopping:
+                        log.debug("discord client ended while stopping", exc_info=True)
+                        return
+                    await self._back_off(exc)
+                else:
+                    if not self._stopping:  # Discord closed the session cleanly (1000): reconnect
+                        await self._back_off(None)
         finally:
-            if not client.is_closed():
-                await client.close()  # a failed login leaves the HTTP session open otherwise
+            self._connected = False
             self._endpoints.restore()
+            for name in _SDK_LOGGERS:
+                logging.getLogger(name).removeFilter(quiet)
 
     async def stop(self) -> None:
         self._stopping = True
+        self._stop_event.set()
+        if self._stopped_reason is None:
+            self._stopped_reason = "shut down"
         if self._client is not None:
             await self._client.close()
         self._endpoints.restore()
+
+    async def _connect_once(self) -> None:
+        """One client's life: log in, connect, serve until the connection is lost or stop()."""
+        client = self._new_client()
+        try:
+            # reconnect=False: discord.py still RESUMEs after a plain gateway close, but a failed
+            # connection attempt comes back here, to be retried with our backoff on a new client.
+            await client.start(self._config.token, reconnect=False)
+        except discord.LoginFailure:
+            raise _Fatal("invalid token", "Discord rejected the bot token (HTTP 401); "
+                                          "check channels.discord.token") from None
+        except discord.PrivilegedIntentsRequired:
+            raise _Fatal("message content intent not enabled", _INTENT_HELP) from None
+        except discord.ConnectionClosed as exc:
+            if exc.code in _FATAL_CLOSE_CODES:
+                raise _Fatal(*_FATAL_CLOSE_CODES[exc.code]) from None
+            raise
+        finally:
+            self._connected = False
+            if not client.is_closed():
+                await client.close()  # a failed login leaves the HTTP session open otherwise
+
+    def _new_client(self) -> discord.Client:
+        intents = discord.Intents.default()
+        intents.message_content = True
+        intents.dm_messages = True
+        client = self._factory(intents=intents)
+        tree = self._build_tree(client)
+        self._client = client
+
+        async def setup_hook() -> None:
+            if self._commands_synced:
+                return
+            try:
+                await tree.sync()  # global commands; Discord may take a while to show changes
+                self._commands_synced = True
+            except discord.HTTPException as exc:
+                log.warning("could not register the Discord app commands: %s", exc,
+                            exc_info=log.isEnabledFor(logging.DEBUG), extra={"channel": self.name})
+
+        async def on_ready() -> None:
+            if client is not self._client or client.is_closed():
+                return
+            self._connected = True
+            if self._backoff.retries:
+                log.info("Discord reachable again after %d retries", self._backoff.retries,
+                         extra={"channel": self.name})
+            else:
+                log.info("connected to Discord as %s", client.user, extra={"channel": self.name})
+            self._backoff.reset()
+
+        async def on_resumed() -> None:
+            if client is self._client and not client.is_closed():
+                self._connected = True
+
+        async def on_disconnect() -> None:
+            if client is self._client:
+                self._connected = False
+
+        client.setup_hook = setup_hook  # type: ignore[method-assign]
+        client.on_ready = on_ready  # type: ignore[attr-defined]
+        client.on_resumed = on_resumed  # type: ignore[attr-defined]
+        client.on_disconnect = on_disconnect  # type: ignore[attr-defined]
+        client.on_message = self._on_message  # type: ignore[attr-defined]
+        return client
+
+    async def _back_off(self, exc: BaseException | None) -> None:
+        """One log line, then wait (cut short by stop()) before the next attempt."""
+        delay = self._backoff.next()
+        extra = {"channel": self.name}
+        if exc is None or isinstance(exc, _NETWORK_ERRORS):
+            # The traceback of a network failure says nothing new: only at debug level.
+            log.warning("cannot reach Discord (%s); retry %d in %.1f s", self._describe(exc),
+                        self._backoff.retries, delay, exc_info=exc if log.isEnabledFor(logging.DEBUG) else None,
+                        extra=extra)
+        else:
+            log.error("the Discord client failed (%s); retry %d in %.1f s", self._describe(exc),
+                      self._backoff.retries, delay, exc_info=exc, extra=extra)
+        try:
+            await asyncio.wait_for(self._stop_event.wait(), delay)
+        except TimeoutError:
+            pass
+
+    def _describe(self, exc: BaseException | None) -> str:
+        if exc is None:
+            return "connection closed"
+        text = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+        return text.replace(self._config.token, "***") if self._config.token else text
+
+    def _stop_for(self, fatal: _Fatal) -> None:
+        self._stopped_reason = fatal.reason
+        self._connected = False
+        log.error("Discord channel stopped: %s", fatal.line, extra={"channel": self.name})
 
     # -- outbound -----------------------------------------------------------------------
 
@@ -196,9 +372,10 @@ class DiscordChannel:
             return
         if self._addressed(inbound):
             async with _keep_typing(message.channel):
-                reply = await self._handler(inbound)
+                reply = await self._handler(inbound, stored=_no_confirmation)
         else:
-            reply = await self._handler(inbound)  # the router decides; it ignores such messages
+            # The router decides; it ignores such messages.
+            reply = await self._handler(inbound, stored=_no_confirmation)
         if reply is None or not reply.text.strip():
             return
         first, *rest = split_message(reply.text, DISCORD_LIMIT)
@@ -226,7 +403,7 @@ class DiscordChannel:
             channel=self.name, chat_id=chat_id, thread_id=thread_id, sender_id=sender_id,
             sender_name=message.author.display_name, text=_clean_text(message, bot_id),
             is_direct=is_direct, mentions_bot=mentioned or own_thread or replied_to_bot, chat_title=title,
-            is_admin=sender_id in self._config.admins,
+            is_admin=sender_id in self._config.admins, external_id=str(message.id),
         )
 
     def _addressed(self, inbound: InboundMessage) -> bool:
@@ -292,11 +469,11 @@ class DiscordChannel:
         inbound = InboundMessage(
             channel=self.name, chat_id=chat_id, thread_id=thread_id, sender_id=str(user.id),
             sender_name=user.display_name, text=text, is_direct=guild_id is None, mentions_bot=True,
-            is_admin=str(user.id) in self._config.admins,
+            is_admin=str(user.id) in self._config.admins, external_id=str(interaction.id),
         )
         try:
             await interaction.response.defer(ephemeral=ephemeral, thinking=True)  # 3 s to acknowledge
-            reply = await self._handler(inbound)
+            reply = await self._handler(inbound, stored=_no_confirmation)
             if reply is None or not reply.text.strip():
                 await interaction.delete_original_response()
                 return

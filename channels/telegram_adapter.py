@@ -1,4 +1,4 @@
-"""TelegramChannel: python-telegram-bot long polling <-> InboundMessage/OutboundMessage (SPEC S10, S13, S14)."""
+"""TelegramChannel: Bot API long polling <-> InboundMessage/OutboundMessage (SPEC S10, S13, S14, S20)."""
 
 from __future__ import annotations
 
@@ -6,27 +6,33 @@ import asyncio
 import contextlib
 import datetime as dtm
 import logging
+import random
+import time
+import traceback
 import warnings
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any, TypeVar
 
-from telegram import BotCommand, Message, MessageEntity, ReplyParameters, Update
+from telegram import Bot, BotCommand, Message, MessageEntity, ReplyParameters, Update
 from telegram.constants import ChatAction, ChatType, ParseMode
-from telegram.error import BadRequest, NetworkError, RetryAfter, TelegramError
-from telegram.ext import (
-    Application,
-    ApplicationBuilder,
-    ContextTypes,
-    MessageHandler,
-    filters,
-)
+from telegram.error import BadRequest, Conflict, InvalidToken, NetworkError, RetryAfter, TelegramError
+from telegram.request import HTTPXRequest
 from telegram.warnings import PTBDeprecationWarning
 
 from bot.commands import COMMANDS
 from bot.config import TelegramConfig
 from bot.errors import MateError
 from bot.prompts import PromptLibrary
-from channels.base import ChannelCapabilities, InboundMessage, OutboundMessage
+from channels.base import (
+    CHANNEL_OK,
+    CHANNEL_RETRYING,
+    ChannelCapabilities,
+    InboundMessage,
+    MessageHandler,
+    OutboundMessage,
+    Stored,
+    channel_stopped,
+)
 from channels.formatting import (
     TELEGRAM_LIMIT,
     markdown_to_telegram_html,
@@ -34,12 +40,10 @@ from channels.formatting import (
     utf16_len,
 )
 
-if TYPE_CHECKING:
-    from bot.router import RoutedReply
-
 log = logging.getLogger(__name__)
 
-Handler = Callable[[InboundMessage], Awaitable["RoutedReply | None"]]
+T = TypeVar("T")
+BotFactory = Callable[[], Bot]
 
 # Markdown is split well below the limit: the HTML rendering must still fit after conversion.
 MARKDOWN_CHUNK = 3500
@@ -48,117 +52,341 @@ TYPING_INTERVAL = 4.0
 SEND_ATTEMPTS = 3
 NETWORK_BACKOFF = 0.5
 CONCURRENT_UPDATES = 64
+BACKOFF_BASE = 1.0  # SPEC S20: 1 s doubling to 60 s, with jitter
+BACKOFF_MAX = 60.0
+BACKOFF_JITTER = 0.2  # each wait is 80-100 % of the nominal delay
+BUSY_POLL_INTERVAL = 0.5  # how often to re-poll while only unstored updates come back
+CONFIRM_TIMEOUT = 5.0
+ALLOWED_UPDATES = [Update.MESSAGE]
 _CHATS = (ChatType.PRIVATE, ChatType.GROUP, ChatType.SUPERGROUP)
+
+STOPPED_INVALID_TOKEN = channel_stopped("invalid token")
+STOPPED_CONFLICT = channel_stopped("another instance is polling this bot (409 Conflict)")
+STOPPED_SHUT_DOWN = channel_stopped("shut down")
+STOPPED = channel_stopped("")
+
+
+class _Stopping(Exception):
+    """stop() was called while the channel waited on the network."""
+
+
+class UpdateLedger:
+    """Which fetched updates Telegram may forget: the getUpdates offset confirms every update
+    below it, so it only moves past an update once that one and every older one is stored."""
+
+    def __init__(self) -> None:
+        self._open: dict[int, bool] = {}  # fetched and not yet confirmed -> stored (or needs no storing)
+        self._confirmed: int | None = None  # the last offset Telegram acknowledged
+        self.progress = asyncio.Event()  # set whenever an update becomes confirmable
+
+    def is_new(self, update_id: int) -> bool:
+        """Not seen before: neither in flight nor confirmed already (an update seen again is skipped)."""
+        return update_id not in self._open and (self._confirmed is None or update_id >= self._confirmed)
+
+    def fetched(self, update_id: int) -> None:
+        self._open[update_id] = False
+
+    def done(self, update_id: int) -> None:
+        if update_id in self._open and not self._open[update_id]:
+            self._open[update_id] = True
+            self.progress.set()
+
+    def offset(self) -> int | None:
+        """The oldest update not yet stored, or one past the newest when all are."""
+        for update_id in sorted(self._open):
+            if not self._open[update_id]:
+                return update_id
+        return max(self._open) + 1 if self._open else self._confirmed
+
+    def acknowledged(self, offset: int | None) -> None:
+        """A getUpdates call with `offset` succeeded: Telegram has forgotten everything below it."""
+        if offset is None:
+            return
+        self._open = {uid: done for uid, done in self._open.items() if uid >= offset}
+        self._confirmed = offset if self._confirmed is None else max(self._confirmed, offset)
+
+    @property
+    def unconfirmed(self) -> bool:
+        return self.offset() != self._confirmed
+
+
+def backoff_delay(failures: int, base: float = BACKOFF_BASE, cap: float = BACKOFF_MAX,
+                  jitter: float = BACKOFF_JITTER, rand: Callable[[], float] = random.random) -> float:
+    """The wait before retry number failures+1: base doubling up to cap, minus up to `jitter` of it."""
+    nominal = min(base * 2 ** min(failures, 32), cap)
+    return nominal * (1 - jitter * rand())
 
 
 class TelegramChannel:
-    """Long-polls the Bot API, hands text messages to the router and sends its replies back."""
+    """Long-polls the Bot API, hands text messages to the router and sends its replies back.
+
+    run() owns the connection: every attempt builds a fresh Bot from the factory (a failed
+    initialize() leaves PTB's request objects unusable), network failures are retried with
+    backoff, an invalid token or a 409 Conflict stops the channel. The adapter polls
+    getUpdates itself so an update is confirmed only once the router has stored it.
+    """
 
     name = "telegram"
     capabilities = ChannelCapabilities(max_message_length=TELEGRAM_LIMIT, rich_text=True, typing=True)
 
     def __init__(
-        self, config: TelegramConfig, handler: Handler, prompts: PromptLibrary, *,
-        application: Application[Any, Any, Any, Any, Any, Any] | None = None, poll_timeout: float = 30.0,
+        self, config: TelegramConfig, handler: MessageHandler, prompts: PromptLibrary, *,
+        bot_factory: BotFactory | None = None, poll_timeout: float = 30.0,
+        backoff_base: float = BACKOFF_BASE, backoff_max: float = BACKOFF_MAX, backoff_jitter: float = BACKOFF_JITTER,
+        busy_poll_interval: float = BUSY_POLL_INTERVAL, concurrent_updates: int = CONCURRENT_UPDATES,
     ) -> None:
+        if bot_factory is None:
+            _require_token(config)
         self._config = config
         self._handler = handler
         self._prompts = prompts
+        self._bot_factory = bot_factory or (lambda: build_bot(config))
         self._poll_timeout = poll_timeout
-        self._app = application if application is not None else build_application(config)
-        self._app.add_handler(MessageHandler(filters.UpdateType.MESSAGE, self._on_message))
-        self._app.add_error_handler(self._on_error)
+        self._backoff = (backoff_base, backoff_max, backoff_jitter)
+        self._busy_poll_interval = busy_poll_interval
+        self._slots = asyncio.Semaphore(concurrent_updates)
+        self._ledger = UpdateLedger()
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._bot: Bot | None = None  # the connected bot replies go through
+        self._retired: list[Bot] = []  # earlier bots, closed once no update task may use them
+        self._bot_id = 0
+        self._username = ""
+        self._commands_set = False
+        self._polled_since_connect = False
+        self._state = CHANNEL_RETRYING  # not reachable until the first connection succeeds
         self._stopping = asyncio.Event()
         self._finished = asyncio.Event()
         self._finished.set()
-        self._username = ""
+
+    @property
+    def state(self) -> str:
+        """"ok" while polling works, "retrying" while it backs off, "stopped: <reason>" after a stop."""
+        return self._state
 
     # -- lifecycle --------------------------------------------------------------------
 
     async def run(self) -> None:
-        """Poll until stop(); a start failure raises a MateError that never holds the token."""
+        """Poll until stop() or a fatal answer (invalid token, 409); network failures are retried."""
         if self._stopping.is_set():
             return
         self._finished.clear()
+        confirm = True
         try:
-            try:
-                await self._start()
-            except TelegramError as exc:
-                raise MateError(f"telegram channel could not start: {self._describe(exc)}") from None
-            log.info("telegram channel polling as @%s", self._username)
-            await self._stopping.wait()
+            confirm = await self._connect_and_poll()
         finally:
-            await self._close()
+            await self._close(confirm=confirm)
             self._finished.set()
 
     async def start(self) -> None:
         """The Channel port's start: polling happens in run(), which the daemon supervises."""
 
     async def stop(self) -> None:
-        """Stop polling; in-flight replies are finished and sent before this returns."""
+        """Stop polling; in-flight replies are finished and sent before this returns.
+
+        Updates fetched but not yet stored are left unconfirmed: Telegram delivers them again.
+        """
         self._stopping.set()
         await self._finished.wait()
+        if not self._state.startswith(STOPPED):
+            self._state = STOPPED_SHUT_DOWN  # stopped before run() began
 
-    async def _start(self) -> None:
-        app = self._app
-        await app.initialize()
-        self._username = app.bot.username or ""
-        try:
-            await app.bot.set_my_commands([BotCommand(name, text) for name, text in COMMANDS])
-        except TelegramError as exc:  # the bot still works without its command menu
-            log.warning("telegram setMyCommands failed: %s", self._describe(exc))
-        await app.start()
-        assert app.updater is not None
-        await app.updater.start_polling(
-            timeout=dtm.timedelta(seconds=self._poll_timeout), drop_pending_updates=False,
-            allowed_updates=[Update.MESSAGE], error_callback=self._on_polling_error,
-        )
-
-    async def _close(self) -> None:
-        app = self._app
-        steps: list[tuple[str, Callable[[], Awaitable[Any]]]] = []
-        if app.updater is not None and app.updater.running:
-            steps.append(("updater", app.updater.stop))
-        if app.running:
-            steps.append(("application", app.stop))
-        steps.append(("shutdown", self._shutdown_app))
-        for step, call in steps:
+    async def _connect_and_poll(self) -> bool:
+        """Retry until stopped; False after a fatal stop (no final confirmation is sent)."""
+        failures, down_since = 0, time.monotonic()
+        while True:
+            bot = self._bot_factory()
+            adopted = False
             try:
-                await call()
-            except Exception as exc:  # keep closing the rest
-                log.warning("telegram %s stop failed: %s", step, self._describe(exc))
+                await self._unless_stopped(self._connect(bot))
+                self._adopt(bot)
+                adopted = True
+                if failures == 0:
+                    log.info("telegram channel polling as @%s", self._username)
+                else:
+                    log.info("telegram channel polling as @%s again, after %.1f s unreachable",
+                             self._username, time.monotonic() - down_since)
+                await self._poll(bot)
+            except _Stopping:
+                return True
+            except InvalidToken as exc:
+                cause = exc.__cause__ if exc.__cause__ is not None else exc
+                log.error("telegram channel stopped: the Bot API rejected the bot token (%s); "
+                          "check channels.telegram.token", self._blank(str(cause)))
+                self._state = STOPPED_INVALID_TOKEN
+                return False
+            except Conflict:
+                log.error("telegram channel stopped: another instance is polling this bot (409 Conflict); "
+                          "stop the other one, then restart matebot")
+                self._state = STOPPED_CONFLICT
+                return False
+            except Exception as exc:  # network down, timeouts, 5xx, odd answers: retry on a fresh bot
+                if self._polled_since_connect:  # it worked until now: a new outage starts
+                    failures, down_since = 0, time.monotonic()
+                    self._polled_since_connect = False
+                delay = backoff_delay(failures, *self._backoff)
+                failures += 1
+                self._state = CHANNEL_RETRYING
+                self._log_retry(exc, failures, delay)
+                if not await self._sleep(delay):
+                    return True
+            finally:
+                if not adopted:
+                    await _close_bot(bot)
 
-    async def _shutdown_app(self) -> None:
-        app = self._app
-        if app._initialized:  # noqa: SLF001 - PTB offers no public flag
-            await app.shutdown()
-        else:  # a failed initialize() leaves the HTTP clients of the bot open
-            await app.bot.request.shutdown()
-            await app.bot._request[0].shutdown()  # noqa: SLF001 - the getUpdates client
+    async def _connect(self, bot: Bot) -> None:
+        await bot.initialize()  # getMe: an invalid token raises InvalidToken here
+        await bot.delete_webhook(drop_pending_updates=False)  # getUpdates answers 409 while a webhook is set
+        if not self._commands_set:
+            try:
+                await bot.set_my_commands([BotCommand(name, text) for name, text in COMMANDS])
+                self._commands_set = True
+            except TelegramError as exc:  # the bot still works without its command menu
+                log.warning("telegram setMyCommands failed: %s", self._describe(exc))
+
+    def _adopt(self, bot: Bot) -> None:
+        if self._bot is not None:
+            self._retired.append(self._bot)
+        self._bot, self._bot_id, self._username = bot, bot.id, bot.username or ""
+        self._state = CHANNEL_OK
+
+    async def _poll(self, bot: Bot) -> None:
+        """getUpdates until an error; the offset only confirms updates the router has stored."""
+        ledger = self._ledger
+        while True:
+            ledger.progress.clear()
+            offset = ledger.offset()
+            try:
+                updates = await self._unless_stopped(bot.get_updates(
+                    offset=offset, timeout=dtm.timedelta(seconds=self._poll_timeout),
+                    allowed_updates=ALLOWED_UPDATES))
+            except RetryAfter as exc:
+                seconds = retry_seconds(exc)
+                log.warning("telegram getUpdates rate-limited; polling again in %.0f s", seconds)
+                if not await self._sleep(seconds):
+                    raise _Stopping from None
+                continue
+            ledger.acknowledged(offset)
+            self._polled_since_connect = True
+            self._state = CHANNEL_OK
+            fresh = [update for update in updates if ledger.is_new(update.update_id)]
+            for update in fresh:
+                ledger.fetched(update.update_id)
+                self._spawn(update)
+            if self._retired and not self._tasks:
+                for old in self._retired:
+                    await _close_bot(old)
+                self._retired.clear()
+            if updates and not fresh:
+                # Telegram answers at once while older updates are still unstored: wait for
+                # one to be stored (or a short while, for other chats' news) instead of spinning.
+                await self._wait_for(ledger.progress, self._busy_poll_interval)
+
+    async def _close(self, *, confirm: bool) -> None:
+        await self._drain()
+        bot = self._bot
+        if confirm and bot is not None and self._ledger.unconfirmed:
+            await self._confirm(bot)
+        for old in [*self._retired, *([bot] if bot is not None else [])]:
+            await _close_bot(old)
+        self._bot, self._retired = None, []
+        if not self._state.startswith(STOPPED):
+            self._state = STOPPED_SHUT_DOWN
+
+    async def _confirm(self, bot: Bot) -> None:
+        """One last getUpdates whose offset confirms what was stored since the previous one."""
+        offset = self._ledger.offset()
+        try:
+            async with asyncio.timeout(CONFIRM_TIMEOUT):
+                await bot.get_updates(offset=offset, timeout=dtm.timedelta(0), limit=1,
+                                      allowed_updates=ALLOWED_UPDATES)
+            self._ledger.acknowledged(offset)
+        except Exception as exc:  # they are delivered again; the router answers each once
+            log.warning("telegram could not confirm the last updates: %s", self._describe(exc))
+
+    async def _drain(self) -> None:
+        """Wait for every update task: in-flight replies are finished and sent."""
+        if not self._tasks:
+            return
+        tasks = set(self._tasks)
+        try:
+            await asyncio.wait(tasks)
+        except asyncio.CancelledError:
+            for task in tasks:
+                task.cancel()
+            raise
+
+    async def _unless_stopped(self, awaitable: Awaitable[T]) -> T:
+        """Await `awaitable`, cancelling it when stop() is called (then _Stopping is raised)."""
+        if self._stopping.is_set():
+            if asyncio.iscoroutine(awaitable):
+                awaitable.close()
+            raise _Stopping
+        work = asyncio.ensure_future(awaitable)
+        stopper = asyncio.create_task(self._stopping.wait())
+        try:
+            await asyncio.wait({work, stopper}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            stopper.cancel()
+            if not work.done():
+                work.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await work
+        if work.cancelled():
+            raise _Stopping
+        return work.result()
+
+    async def _sleep(self, seconds: float) -> bool:
+        """Wait `seconds`; False when stop() was called meanwhile."""
+        try:
+            await asyncio.wait_for(self._stopping.wait(), seconds)
+        except TimeoutError:
+            return True
+        return False
+
+    async def _wait_for(self, event: asyncio.Event, seconds: float) -> None:
+        """Until `event` is set, stop() is called, or `seconds` pass."""
+        waiters = {asyncio.create_task(event.wait()), asyncio.create_task(self._stopping.wait())}
+        try:
+            await asyncio.wait(waiters, timeout=seconds, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for waiter in waiters:
+                waiter.cancel()
 
     # -- inbound ----------------------------------------------------------------------
 
-    async def _on_message(self, update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
-        message = update.message
-        if message is None:
-            return
+    def _spawn(self, update: Update) -> None:
+        task = asyncio.create_task(self._process(update), name=f"telegram-update-{update.update_id}")
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _process(self, update: Update) -> None:
+        """Handle one update in its own task; mark it confirmable once stored or needing no storing."""
+        update_id, message = update.update_id, update.message
+        chat = str(message.chat.id) if message is not None else ""
         try:
-            await self._dispatch(message)
-        except Exception as exc:  # one bad update must never stop polling
+            async with self._slots:
+                if self._stopping.is_set():
+                    return  # fetched, never handled: left unconfirmed, Telegram delivers it again
+                handed_over = message is not None and await self._dispatch(
+                    message, lambda: self._ledger.done(update_id))
+            if not handed_over:
+                self._ledger.done(update_id)
+        except Exception as exc:  # one bad update must never stop polling, nor block confirmation
+            self._ledger.done(update_id)
             if isinstance(exc, TelegramError):
                 log.error("telegram update failed: %s", self._describe(exc),
-                          extra={"channel": self.name, "chat_id": str(message.chat.id)})
+                          extra={"channel": self.name, "chat_id": chat})
             else:
-                log.exception("telegram update failed", extra={"channel": self.name,
-                                                              "chat_id": str(message.chat.id)})
+                log.exception("telegram update failed", extra={"channel": self.name, "chat_id": chat})
 
-    async def _dispatch(self, message: Message) -> None:
+    async def _dispatch(self, message: Message, stored: Stored) -> bool:
+        """Answer one message; True when it went to the router, which then calls `stored` itself."""
         user, chat = message.from_user, message.chat
         if user is None or user.is_bot or chat.type not in _CHATS:
-            return
+            return False
         is_direct = chat.type == ChatType.PRIVATE
         if not is_direct and self._command_for_other_bot(message):
-            return
+            return False
         topic = message.message_thread_id if message.is_topic_message else None
         thread_id = str(topic) if topic else None  # forum topics are separate conversations
         chat_id = str(chat.id)
@@ -168,21 +396,23 @@ class TelegramChannel:
             answer = self._media_answer(is_direct, str(user.id), mentioned, chat_id)
             if answer:
                 await self._deliver(OutboundMessage(self.name, chat_id, answer, thread_id), reply_to, html=False)
-            return
+            return False
         inbound = InboundMessage(
             channel=self.name, chat_id=chat_id, sender_id=str(user.id), sender_name=user.full_name,
             text=message.text, is_direct=is_direct, mentions_bot=mentioned, thread_id=thread_id,
             chat_title=chat.title or "", is_admin=str(user.id) in self._config.admins,
+            external_id=str(message.message_id),
         )
         # Typing only where an answer is expected: group chatter the router ignores shows nothing.
         async with self._typing_while(chat_id, thread_id, active=is_direct or mentioned):
-            reply = await self._handler(inbound)
+            reply = await self._handler(inbound, stored=stored)
         if reply is not None and reply.text.strip():
             await self._deliver(OutboundMessage(self.name, chat_id, reply.text, thread_id), reply_to)
+        return True
 
     def _mentions_bot(self, message: Message) -> bool:
         """@username, a text mention of the bot, a reply to the bot, or a command for it."""
-        bot_id, username = self._app.bot.id, self._username.lower()
+        bot_id, username = self._bot_id, self._username.lower()
         entities = {**message.parse_entities(), **message.parse_caption_entities()}
         for entity, text in entities.items():
             if entity.type == MessageEntity.MENTION and username and text.lower() == f"@{username}":
@@ -225,8 +455,8 @@ class TelegramChannel:
 
     async def typing(self, chat_id: str, thread_id: str | None = None) -> None:
         try:
-            await self._app.bot.send_chat_action(_chat(chat_id), ChatAction.TYPING,
-                                                 message_thread_id=_thread(thread_id))
+            await self._connected().send_chat_action(_chat(chat_id), ChatAction.TYPING,
+                                                     message_thread_id=_thread(thread_id))
         except TelegramError as exc:
             log.debug("telegram typing failed: %s", self._describe(exc))
 
@@ -243,7 +473,7 @@ class TelegramChannel:
                 reply_to = None  # only the first chunk quotes the question
             if rendered is not None:
                 try:
-                    await self._with_retries(lambda: self._app.bot.send_message(
+                    await self._with_retries(lambda: self._connected().send_message(
                         text=rendered, parse_mode=ParseMode.HTML, **kwargs))
                     continue
                 except BadRequest as exc:
@@ -255,9 +485,15 @@ class TelegramChannel:
                     self._log_dropped(message, exc)
                     continue
             try:
-                await self._with_retries(lambda: self._app.bot.send_message(text=markdown, **kwargs))
+                await self._with_retries(lambda: self._connected().send_message(text=markdown, **kwargs))
             except TelegramError as exc:
                 self._log_dropped(message, exc)
+
+    def _connected(self) -> Bot:
+        """The bot replies go through; between connections a NetworkError, retried like one."""
+        if self._bot is None:
+            raise NetworkError("the telegram channel is not connected")
+        return self._bot
 
     async def _with_retries(self, call: Callable[[], Awaitable[Any]]) -> Any:
         """429: wait as told; network errors and timeouts: short backoff; SEND_ATTEMPTS tries."""
@@ -297,11 +533,12 @@ class TelegramChannel:
 
     # -- errors -----------------------------------------------------------------------
 
-    def _on_polling_error(self, exc: TelegramError) -> None:
-        log.warning("telegram polling error: %s", self._describe(exc))
-
-    async def _on_error(self, update: object, context: ContextTypes.DEFAULT_TYPE) -> None:
-        log.error("telegram handler error: %s", self._describe(context.error))
+    def _log_retry(self, exc: BaseException, failures: int, delay: float) -> None:
+        """One WARNING line per retry; the traceback joins it only at DEBUG level."""
+        line = f"telegram Bot API unreachable ({self._describe(exc)}); retry {failures} in {delay:.1f} s"
+        if log.isEnabledFor(logging.DEBUG):
+            line += "\n" + self._blank("".join(traceback.format_exception(exc)).rstrip())
+        log.warning("%s", line, extra={"channel": self.name})
 
     def _log_dropped(self, message: OutboundMessage, exc: BaseException) -> None:
         log.error("telegram message chunk dropped: %s", self._describe(exc),
@@ -311,7 +548,10 @@ class TelegramChannel:
         """Type and message of an error with the bot token (or its secret half) blanked out."""
         if exc is None:
             return "unknown error"
-        text = f"{type(exc).__name__}: {exc}"
+        return self._blank(f"{type(exc).__name__}: {exc}")
+
+    def _blank(self, text: str) -> str:
+        """`text` with the bot token (or its secret half) blanked out."""
         token = self._config.token
         for secret in (token, token.partition(":")[2]):
             if secret:
@@ -319,17 +559,33 @@ class TelegramChannel:
         return text
 
 
-def build_application(config: TelegramConfig) -> Application[Any, Any, Any, Any, Any, Any]:
-    """The PTB Application for a config: concurrent updates, no job queue, optional own server."""
+def _require_token(config: TelegramConfig) -> None:
     if not config.token:
         raise MateError("channels.telegram.token is empty")
-    builder = ApplicationBuilder().token(config.token).concurrent_updates(CONCURRENT_UPDATES).job_queue(None)
+
+
+def build_bot(config: TelegramConfig) -> Bot:
+    """A fresh PTB Bot for a config (its own HTTP clients), optionally on an own Bot API server."""
+    _require_token(config)
+    base, file_base = "https://api.telegram.org/bot", "https://api.telegram.org/file/bot"
     if config.base_url:
         base = config.base_url.rstrip("/")
         if not base.endswith("/bot"):
             base += "/bot"  # PTB appends the token right after it
-        builder = builder.base_url(base).base_file_url(base[: -len("/bot")] + "/file/bot")
-    return builder.build()
+        file_base = base[: -len("/bot")] + "/file/bot"
+    return Bot(config.token, base_url=base, base_file_url=file_base,
+               request=HTTPXRequest(connection_pool_size=CONCURRENT_UPDATES * 2),
+               get_updates_request=HTTPXRequest(connection_pool_size=1))
+
+
+async def _close_bot(bot: Bot) -> None:
+    """Close a bot's HTTP clients, whether or not its initialize() got through."""
+    try:
+        await bot.shutdown()
+        for request in (bot.request, bot._request[0]):  # noqa: SLF001 - [0] is the getUpdates client
+            await request.shutdown()  # idempotent; covers a bot that never initialized
+    except Exception as exc:  # closing must not mask what happened before
+        log.debug("closing a telegram bot failed: %s", type(exc).__name__)
 
 
 def render_chunks(text: str, limit: int = MARKDOWN_CHUNK) -> list[tuple[str, str | None]]:

@@ -13,10 +13,10 @@ import discord
 import discord.gateway
 import discord.http
 import pytest
-from aiohttp import web
 
+from bot.router import RoutedReply
 from bot.runtime import Runtime, open_runtime
-from channels.base import OutboundMessage
+from channels.base import InboundMessage, OutboundMessage, Stored
 from channels.discord_adapter import DiscordChannel
 from memory.workspace import MEMORY_FILE
 from tests.conftest import make_config
@@ -39,12 +39,27 @@ def fast_client(**kwargs: Any) -> discord.Client:
     return FastClient(guild_ready_timeout=0.05, **kwargs)
 
 
+class RecordingHandler:
+    """The real router's handle(), remembering what the adapter passed in."""
+
+    def __init__(self, rt: Runtime) -> None:
+        self._rt = rt
+        self.inbound: list[InboundMessage] = []
+        self.stored_callbacks: list[Stored | None] = []
+
+    async def __call__(self, message: InboundMessage, *, stored: Stored | None = None) -> RoutedReply | None:
+        self.inbound.append(message)
+        self.stored_callbacks.append(stored)
+        return await self._rt.router.handle(message, stored=stored)
+
+
 @dataclass
 class Env:
     dc: FakeDiscord
     fa: FakeAnthropic
     rt: Runtime
     channel: DiscordChannel
+    handler: RecordingHandler
 
     def text(self, key: str, **values: Any) -> str:
         return self.rt.core.prompts.text(key, **values)
@@ -62,14 +77,15 @@ async def env(tmp_path: Path) -> AsyncIterator[Env]:
             }},
         )
         async with open_runtime(config) as rt:
-            channel = DiscordChannel(config.mate.channels.discord, rt.router.handle, rt.core.prompts,
+            handler = RecordingHandler(rt)
+            channel = DiscordChannel(config.mate.channels.discord, handler, rt.core.prompts,
                                      client_factory=fast_client)
             task = asyncio.create_task(channel.run(), name="discord")
             await dc.wait_ready()
             assert channel.client is not None
             await asyncio.wait_for(channel.client.wait_until_ready(), 5)
             try:
-                yield Env(dc, fa, rt, channel)
+                yield Env(dc, fa, rt, channel, handler)
             finally:
                 await channel.stop()
                 await asyncio.wait_for(task, 5)  # run() returns once the client is closed
@@ -243,32 +259,34 @@ async def test_send_and_typing_for_outbound_messages(env: Env) -> None:
     assert env.dc.typing_calls == ["200"]
 
 
-async def test_rejected_token_raises_without_the_token(tmp_path: Path) -> None:
-    async def unauthorized(request: web.Request) -> web.Response:
-        return web.Response(status=401, body=b'{"message": "401: Unauthorized", "code": 0}',
-                            headers={"Content-Type": "application/json"})
+async def test_message_id_is_the_external_id_and_stored_is_passed(env: Env) -> None:
+    env.fa.reply_text("noted")
+    incoming = await env.dc.send_guild_message("remember this", mention_bot=True)
+    await env.dc.wait_sent(1)
+    (inbound,) = env.handler.inbound
+    assert inbound.external_id == incoming["id"]
+    assert env.handler.stored_callbacks[0] is not None
 
-    app = web.Application()
-    app.router.add_route("*", "/{tail:.*}", unauthorized)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    try:
-        port = runner.addresses[0][1]
-        config = make_config(tmp_path, channels={"discord": {
-            "token": "SECRET-TOKEN", "api-base-url": f"http://127.0.0.1:{port}/api/v10",
-            "gateway-url": f"ws://127.0.0.1:{port}/gateway/",
-        }})
-        async with open_runtime(config) as rt:
-            channel = DiscordChannel(config.mate.channels.discord, rt.router.handle, rt.core.prompts,
-                                     client_factory=fast_client)
-            with pytest.raises(discord.LoginFailure) as failure:
-                await channel.run()
-        assert "SECRET-TOKEN" not in str(failure.value) and failure.value.__cause__ is None
-        assert discord.http.Route.BASE == DEFAULT_BASE
-    finally:
-        await runner.cleanup()
+
+async def test_slash_command_external_id_is_the_interaction_id(env: Env) -> None:
+    interaction = await env.dc.send_slash_command("status")
+    await env.dc.wait_followups(1)
+    (inbound,) = env.handler.inbound
+    assert inbound.text == "/status" and inbound.external_id == interaction["id"]
+    assert env.handler.stored_callbacks[0] is not None
+
+
+async def test_message_delivered_twice_is_answered_once(env: Env) -> None:
+    env.fa.reply_text("only once")
+    first = await env.dc.send_guild_message("are you there?", mention_bot=True)
+    await env.dc.wait_sent(1)
+    await env.dc.send_guild_message("are you there?", mention_bot=True, message_id=first["id"])
+    env.fa.reply_text("next")
+    await env.dc.send_guild_message("and now?", mention_bot=True)
+    await env.dc.wait_sent(2)
+    await asyncio.sleep(0.1)
+    assert [m["content"] for m in env.dc.sent_messages] == ["only once", "next"]
+    assert len(env.fa.messages_requests()) == 2
 
 
 def _message(content: str, *, guild_id: str, channel_id: str, author_id: str = "") -> dict[str, Any]:

@@ -259,3 +259,54 @@ def _set_on(name: str, event: asyncio.Event) -> Callable[[], Awaitable[None]]:
 
     handler.__name__ = name
     return handler
+
+
+async def test_late_start_refuses_connections_until_listening() -> None:
+    async with FakeDiscord(listening=False) as fake, aiohttp.ClientSession() as http:
+        assert not fake.network_up
+        with pytest.raises(aiohttp.ClientConnectorError):
+            await http.get(fake.api_base + "/users/@me")
+        await fake.start_listening()
+        async with http.get(fake.api_base + "/users/@me") as resp:
+            assert resp.status == 200
+        assert [c[:2] for c in fake.rest_calls] == [("GET", "/users/@me")]
+
+
+async def test_dropped_network_closes_sockets_and_refuses_until_restored(dc: FakeDiscord) -> None:
+    async with aiohttp.ClientSession() as http:
+        ws = await http.ws_connect(dc.gateway_url)
+        assert (await ws.receive_json())["op"] == 10  # HELLO
+        async with http.get(dc.api_base + "/users/@me") as resp:  # leaves a kept-alive connection
+            assert resp.status == 200
+        await dc.drop_network()
+        assert not dc.network_up
+        closing = await asyncio.wait_for(ws.receive(), 5)
+        assert closing.type in (aiohttp.WSMsgType.CLOSED, aiohttp.WSMsgType.ERROR, aiohttp.WSMsgType.CLOSE)
+        with pytest.raises(aiohttp.ClientError):  # the kept-alive connection is gone, new ones refused
+            await http.get(dc.api_base + "/users/@me")
+        await dc.restore_network()
+        async with http.get(dc.api_base + "/users/@me") as resp:  # same port as before
+            assert resp.status == 200
+        await ws.close()
+
+
+async def test_rejected_token_fails_login(dc: FakeDiscord) -> None:
+    dc.reject_token = True
+    client = make_client()
+    try:
+        with pytest.raises(discord.LoginFailure):
+            await client.login("TOKEN")
+    finally:
+        await client.close()
+    assert [c[:2] for c in dc.rest_calls] == [("GET", "/users/@me")]
+
+
+async def test_refused_content_intent_closes_with_4014(dc: FakeDiscord) -> None:
+    dc.refuse_intents = True
+    client = make_client(message_content=True)
+    try:
+        with pytest.raises(discord.PrivilegedIntentsRequired):
+            await asyncio.wait_for(client.start("TOKEN"), 5)
+    finally:
+        await client.close()
+    assert len(dc.identifies) == 1

@@ -22,16 +22,27 @@ from tests.fakes.discord_payloads import (
     _now,
     _user,
 )
+from tests.fakes.discord_network import LoopbackListener
 from tests.fakes.discord_rest import DiscordRestRoutes
 
 
 class FakeDiscord(DiscordRestRoutes):
-    """A scriptable Discord REST + gateway server on 127.0.0.1 with a random port."""
+    """A scriptable Discord REST + gateway server on 127.0.0.1 with a random port.
+
+    With listening=False the port is reserved but refuses connections until start_listening();
+    drop_network() and restore_network() script an outage while a client is connected.
+    """
 
     application_id: str = "900"
     heartbeat_interval_ms: int = 41250
 
-    def __init__(self) -> None:
+    def __init__(self, *, listening: bool = True) -> None:
+        self._listen_at_start = listening
+        # GET /users/@me answers 401, as Discord does for a revoked or mistyped bot token.
+        self.reject_token = False
+        # An IDENTIFY asking for the message content intent is closed with 4014, as Discord does
+        # when the intent is not enabled in the Developer Portal.
+        self.refuse_intents = False
         self.bot_user: dict[str, Any] = {**_user(self.application_id, "mate", bot=True), "verified": True, "flags": 0}
         self.text_channel: dict[str, Any] = {
             "id": "200",
@@ -115,6 +126,7 @@ class FakeDiscord(DiscordRestRoutes):
         # Replaced on every change so waiters wake and re-check their predicate.
         self._changed = asyncio.Event()
         self._runner: web.AppRunner | None = None
+        self._listener: LoopbackListener | None = None
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -152,9 +164,10 @@ class FakeDiscord(DiscordRestRoutes):
         app.router.add_route("*", "/{tail:.*}", self._unknown)
         self._runner = web.AppRunner(app)
         await self._runner.setup()
-        site = web.TCPSite(self._runner, "127.0.0.1", 0)
-        await site.start()
-        port = self._runner.addresses[0][1]
+        self._listener = LoopbackListener(self._runner)
+        if self._listen_at_start:
+            await self._listener.listen()
+        port = self._listener.port
         self.api_base = f"http://127.0.0.1:{port}{api}"
         self.gateway_url = f"ws://127.0.0.1:{port}/gateway/"
         return self
@@ -167,8 +180,34 @@ class FakeDiscord(DiscordRestRoutes):
             await ws.close(code=1001)  # "going away", in case a test left its client running
         if self._runner is not None:
             await self._runner.cleanup()
+        if self._listener is not None:
+            self._listener.close()
         if self.server_errors and exc_type is None:
             raise AssertionError(f"FakeDiscord handlers crashed: {self.server_errors!r}")
+
+    # -- network -----------------------------------------------------------------------------
+
+    @property
+    def network_up(self) -> bool:
+        return self._listener is not None and self._listener.up
+
+    async def start_listening(self) -> None:
+        """Discord becomes reachable: REST and the gateway accept connections from now on."""
+        assert self._listener is not None, "use FakeDiscord as an async context manager"
+        await self._listener.listen()
+        self._notify()
+
+    async def drop_network(self) -> None:
+        """Discord becomes unreachable: open connections (websockets, kept-alive REST) are aborted
+        without a close frame and new ones are refused, until restore_network()."""
+        assert self._listener is not None, "use FakeDiscord as an async context manager"
+        self._live.clear()
+        self._ws = None
+        await self._listener.cut()
+        self._notify()
+
+    async def restore_network(self) -> None:
+        await self.start_listening()
 
     # -- scripting helpers -------------------------------------------------------------------
 
@@ -379,6 +418,10 @@ class FakeDiscord(DiscordRestRoutes):
     async def _on_identify(self, ws: web.WebSocketResponse, data: dict[str, Any]) -> None:
         self.identify = data
         self.identifies.append(data)
+        if self.refuse_intents and int(data.get("intents", 0)) & MESSAGE_CONTENT_INTENT:
+            await ws.close(code=4014, message=b"Disallowed intent(s).")
+            self._notify()
+            return
         self.session_id = secrets.token_hex(16)
         self._seq = 0
         self._ws = ws

@@ -48,6 +48,8 @@ class DiscordRestRoutes:
             raise
 
     async def _me(self, request: web.Request) -> web.Response:
+        if self.reject_token:
+            return _error(401, "401: Unauthorized")
         return _json(self.bot_user)
 
     async def _app_info(self, request: web.Request) -> web.Response:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
+import socket
 import time
 from collections import defaultdict, deque
 from types import TracebackType
@@ -42,11 +43,19 @@ def _decode(key: str, value: Any) -> Any:
 
 
 class FakeTelegram:
-    """A scriptable Bot API server on 127.0.0.1 with a random port."""
+    """A scriptable Bot API server on 127.0.0.1 with a random port.
+
+    Its network can fail as a real one does: `serving=False` reserves the port but refuses
+    connections until `serve()`; `drop_network()` refuses new connections and cuts the open
+    ones until `restore_network()`. `reject_token()` answers every method 401 (or 404), and
+    `polling_conflict` answers getUpdates 409 as Telegram does when another poller is active.
+    `offsets` records the offset of every getUpdates call: what the client confirmed.
+    """
 
     token: str = "123456:TEST"
+    CONFLICT = "Conflict: terminated by other getUpdates request; make sure that only one bot instance is running"
 
-    def __init__(self, token: str | None = None) -> None:
+    def __init__(self, token: str | None = None, *, serving: bool = True) -> None:
         if token is not None:
             self.token = token
         self.bot_user: dict[str, Any] = {
@@ -66,6 +75,15 @@ class FakeTelegram:
         self._messages: dict[tuple[Any, int], dict[str, Any]] = {}
         self._chat_types: dict[Any, str] = {}
         self._failures: dict[str, deque[dict[str, Any]]] = defaultdict(deque)
+        self.offsets: list[int | None] = []  # the offset of each getUpdates call, in order
+        self.handed_out: list[list[int]] = []  # the update ids each getUpdates answer held
+        self.polling_conflict = False
+        self._rejected_status: int | None = None
+        self._start_serving = serving
+        self._serving = False
+        self._sock: socket.socket | None = None
+        self._site: web.SockSite | None = None
+        self._transports: set[Any] = set()  # asyncio transports of the open connections
         # Replaced on every change so waiters (long polls, wait_for_sent) wake and re-check.
         self._changed = asyncio.Event()
         self._closing = False
@@ -90,11 +108,12 @@ class FakeTelegram:
         app.router.add_route("*", "/bot{token}/{method}", self._handle)
         self._runner = web.AppRunner(app, shutdown_timeout=1.0)
         await self._runner.setup()
-        site = web.TCPSite(self._runner, "127.0.0.1", 0)
-        await site.start()
-        port = self._runner.addresses[0][1]
+        self._sock = _reserve_port(0)
+        port = self._sock.getsockname()[1]
         self.base_url = f"http://127.0.0.1:{port}/bot"
         self.base_file_url = f"http://127.0.0.1:{port}/file/bot"
+        if self._start_serving:
+            await self.serve()
         return self
 
     async def __aexit__(
@@ -109,6 +128,51 @@ class FakeTelegram:
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None
+        if self._sock is not None:
+            self._sock.close()
+            self._sock = None
+
+    # -- network -----------------------------------------------------------------------------
+
+    @property
+    def serving(self) -> bool:
+        return self._serving
+
+    async def serve(self) -> None:
+        """Start answering on the reserved port (the server "comes up")."""
+        if self._serving:
+            return
+        assert self._runner is not None and self._sock is not None, "use `async with FakeTelegram()`"
+        self._site = web.SockSite(self._runner, self._sock)
+        await self._site.start()
+        self._serving = True
+
+    async def drop_network(self) -> None:
+        """Refuse new connections and cut the open ones (long polls included) until restore_network()."""
+        if not self._serving:
+            return
+        assert self._site is not None and self._sock is not None
+        port = self._sock.getsockname()[1]
+        self._serving = False
+        await self._site.stop()  # closes the listening socket
+        self._site = None
+        self._sock = _reserve_port(port)  # bound, not listening: connections are refused
+        for transport in list(self._transports):
+            transport.abort()
+        self._transports.clear()
+        self._notify()  # pending long polls give up at once
+
+    async def restore_network(self) -> None:
+        await self.serve()
+
+    def reject_token(self, status: int = 401) -> None:
+        """Answer every method as Telegram answers a revoked or wrong token (401, or 404)."""
+        self._rejected_status = status
+
+    @property
+    def confirmed_below(self) -> int:
+        """Every update id below this was confirmed by a getUpdates offset (0: none yet)."""
+        return max((o for o in self.offsets if o is not None and o > 0), default=0)
 
     # -- test-facing API ---------------------------------------------------------------------
 
@@ -190,17 +254,32 @@ class FakeTelegram:
 
     # -- HTTP --------------------------------------------------------------------------------
 
-    async def _handle(self, request: web.Request) -> web.Response:
-        if request.match_info["token"] != self.token:
+    async def _handle(self, request: web.Request) -> web.StreamResponse:
+        transport = request.transport
+        if not self._serving:  # a connection accepted just before the network dropped
+            if transport is not None:
+                transport.abort()
+            return web.Response(status=503)
+        if transport is not None:
+            self._transports.add(transport)
+        if self._rejected_status is not None or request.match_info["token"] != self.token:
             # PTB maps 401/404 to InvalidToken.
-            return self._reply({"ok": False, "error_code": 401, "description": "Unauthorized"})
+            status = self._rejected_status or 401
+            description = "Not Found" if status == 404 else "Unauthorized"
+            return self._reply({"ok": False, "error_code": status, "description": description})
         method = request.match_info["method"]
         params = await self._params(request)
         self.calls.append((method, params))
         if self._failures[method]:
             return self._reply(self._failures[method].popleft())
         if method == "getUpdates":
+            self.offsets.append(None if params.get("offset") is None else int(params["offset"]))
+            if self.polling_conflict:
+                return self._reply({"ok": False, "error_code": 409, "description": self.CONFLICT})
             result: Any = await self._get_updates(params)
+            if not self._serving:  # the network dropped during the long poll: no answer arrives
+                return web.Response(status=503)
+            self.handed_out.append([u["update_id"] for u in result])
         else:
             handler = self._handlers.get(method, self._fallback(method))
             result = handler(params)
@@ -243,7 +322,7 @@ class FakeTelegram:
             self._updates = self._updates[offset:]
         # Capped at 1 s so a test never blocks on a long poll.
         wait = min(float(params.get("timeout") or 0), 1.0)
-        await self._wait_until(lambda: bool(self._updates) or self._closing, wait)
+        await self._wait_until(lambda: bool(self._updates) or self._closing or not self._serving, wait)
         limit = int(params.get("limit") or 100)
         return self._updates[:limit]
 
@@ -387,3 +466,12 @@ class FakeTelegram:
             except TimeoutError:
                 return predicate()
         return True
+
+
+def _reserve_port(port: int) -> socket.socket:
+    """A socket bound to 127.0.0.1:port but not listening: it holds the port, connections are refused."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", port))
+    sock.setblocking(False)
+    return sock
