@@ -172,11 +172,64 @@ async def test_streaming_event_sequence_and_tool_use(fake: FakeAnthropic, make_c
     assert message.stop_reason == "tool_use"
 
 
-async def test_count_tokens(fake: FakeAnthropic, make_client: ClientFactory) -> None:
-    result = await make_client().messages.count_tokens(model="claude-test", messages=MESSAGES)
-    raw_len = len(json.dumps({"messages": MESSAGES, "model": "claude-test"}))
-    assert abs(result.input_tokens - raw_len // 4) <= 2
+async def test_count_tokens_matches_what_a_request_is_billed(fake: FakeAnthropic, make_client: ClientFactory) -> None:
+    client = make_client()
+    messages = [{"role": "user", "content": "word " * 400}]
+    counted = await client.messages.count_tokens(model="claude-test", messages=messages)
     assert fake.messages_requests() == []  # count_tokens is not a messages request
+    billed = await client.messages.create(model="claude-test", max_tokens=50, messages=messages)
+    assert counted.input_tokens == billed.usage.input_tokens
+    assert 480 <= counted.input_tokens <= 530  # 2000 characters of English: ~500 tokens
+
+
+async def test_usage_is_computed_from_the_request(fake: FakeAnthropic, make_client: ClientFactory) -> None:
+    client = make_client()
+    short = await client.messages.create(model="m", max_tokens=500, messages=[{"role": "user", "content": "hi"}])
+    long = await client.messages.create(
+        model="m", max_tokens=500, system="s" * 4000, messages=[{"role": "user", "content": "hi"}],
+        tools=[{"name": "lookup", "description": "d" * 400, "input_schema": {"type": "object"}}],
+    )
+    assert short.usage.input_tokens < 20
+    assert long.usage.input_tokens - short.usage.input_tokens >= 1000 + 100  # system + tool definition
+    chinese = await client.messages.create(model="m", max_tokens=500, messages=[{"role": "user", "content": "记" * 300}])
+    assert 300 <= chinese.usage.input_tokens < 320  # one token per CJK character
+    fake.reply_text("a" * 400)
+    answer = await client.messages.create(model="m", max_tokens=500, messages=MESSAGES)
+    assert answer.usage.output_tokens == 100
+
+
+@pytest.mark.parametrize("streaming", [False, True])
+async def test_max_tokens_cuts_the_answer(fake: FakeAnthropic, make_client: ClientFactory, streaming: bool) -> None:
+    fake.reply_text("word " * 200)  # ~250 tokens
+    fake.reply_text("记忆" * 100)  # 200 tokens
+    client = make_client()
+    for expected in ("word " * 8, "记忆" * 15):
+        kw: dict[str, Any] = {"model": "m", "max_tokens": 10 if "word" in expected else 30, "messages": MESSAGES}
+        if streaming:
+            async with client.messages.stream(**kw) as stream:
+                message = await stream.get_final_message()
+        else:
+            message = await client.messages.create(**kw)
+        assert message.stop_reason == "max_tokens"
+        assert message.content[0].type == "text" and message.content[0].text == expected
+        assert message.usage.output_tokens == kw["max_tokens"]
+    fake.reply_text("fits", stop_reason="end_turn")
+    fitting = await client.messages.create(model="m", max_tokens=10, messages=MESSAGES)
+    assert fitting.stop_reason == "end_turn" and fitting.content[0].type == "text" and fitting.content[0].text == "fits"
+
+
+async def test_max_tokens_cuts_a_tool_call(fake: FakeAnthropic, make_client: ClientFactory) -> None:
+    big = {"content": "x" * 400}
+    fake.reply_tool_use("memory_write", big)
+    fake.reply_tool_use("memory_write", big)
+    client = make_client()
+    message = await client.messages.create(model="m", max_tokens=20, messages=MESSAGES)
+    assert message.stop_reason == "max_tokens"
+    assert message.content[0].type == "tool_use" and message.content[0].input == {}
+    stream = await client.messages.create(model="m", max_tokens=20, messages=MESSAGES, stream=True)
+    partial = "".join([e.delta.partial_json async for e in stream
+                       if e.type == "content_block_delta" and e.delta.type == "input_json_delta"])
+    assert partial == json.dumps(big)[:80]  # cut where the budget ran out, not valid JSON
 
 
 async def test_responder_takes_precedence(fake: FakeAnthropic, make_client: ClientFactory) -> None:

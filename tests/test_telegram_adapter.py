@@ -49,7 +49,8 @@ class Env:
         return self.llm.messages_requests()
 
     async def settle(self) -> None:
-        """Wait until the fake has handed out every pushed update and PTB has confirmed them."""
+        """Wait until the channel polls, the fake has handed out every pushed update and they are confirmed."""
+        await self.tg.wait_for_call("getUpdates")
         loop = asyncio.get_running_loop()
         deadline = loop.time() + 5
         while self.tg._updates and loop.time() < deadline:  # noqa: SLF001 - test-only peek
@@ -66,7 +67,8 @@ async def running(
         async with tg or FakeTelegram() as fake_tg:
             config = make_config(
                 tmp_path,
-                llm={"api-key": "k", "base-url": fake_llm.url, "max-retries": 0},
+                # Room for the long answers some tests script (the fake cuts at max_tokens).
+                llm={"api-key": "k", "base-url": fake_llm.url, "max-retries": 0, "max-output-tokens": 8192},
                 channels={"telegram": {"enabled": True, "token": TOKEN, "base-url": fake_tg.base_url,
                                        "admins": [str(ADMIN)], "allowed-users": [str(FRIEND)],
                                        "group-policy": group_policy}},

@@ -40,8 +40,8 @@ class TextReply:
     """A single text block answer."""
 
     text: str
-    input_tokens: int = 10
-    output_tokens: int = 5
+    input_tokens: int | None = None  # None: computed from the request, as the real API does
+    output_tokens: int | None = None  # None: computed from the (possibly cut) answer
     stop_reason: str = "end_turn"
     delay: float = 0.0
 
@@ -55,8 +55,8 @@ class ToolUseReply:
     raw_input_json: str | None = None
     tool_use_id: str | None = None
     text: str | None = None
-    input_tokens: int = 10
-    output_tokens: int = 5
+    input_tokens: int | None = None
+    output_tokens: int | None = None
     delay: float = 0.0
 
 
@@ -89,6 +89,58 @@ class CustomReply:
 
 
 _RAW_SENTINEL = "__fake_anthropic_raw_tool_input__"
+
+@dataclass(frozen=True)
+class _Answer:
+    """A success answer as sent: content blocks, stop reason and usage."""
+
+    blocks: list[dict[str, Any]]
+    stop_reason: str
+    input_tokens: int
+    output_tokens: int
+    raw_input: str | None  # the tool input JSON as streamed (cut when max_tokens ran out)
+    splice: str | None  # raw tool input text sent verbatim in the JSON body
+
+
+def _is_cjk(char: str) -> bool:
+    code = ord(char)
+    return (0x2E80 <= code <= 0x9FFF or 0xAC00 <= code <= 0xD7AF or 0xF900 <= code <= 0xFAFF
+            or 0xFF00 <= code <= 0xFFEF or 0x20000 <= code <= 0x2FFFF)
+
+
+def estimate_tokens(text: str) -> int:
+    """Roughly what the real tokenizer counts: a CJK character is ~1 token, other text ~4 characters."""
+    cjk = sum(1 for char in text if _is_cjk(char))
+    return cjk + -(-(len(text) - cjk) // 4)
+
+
+def cut_to_tokens(text: str, budget: int) -> str:
+    """The longest prefix of text that fits in `budget` tokens."""
+    used = 0.0
+    for index, char in enumerate(text):
+        used += 1.0 if _is_cjk(char) else 0.25
+        if used > budget:
+            return text[:index]
+    return text
+
+
+def _strings(value: Any) -> list[str]:
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, dict):
+        return [s for key, item in value.items() if key not in ("type", "cache_control") for s in _strings(item)]
+    if isinstance(value, list):
+        return [s for item in value for s in _strings(item)]
+    return []
+
+
+def request_tokens(body: dict[str, Any]) -> int:
+    """input_tokens for a request: its system prompt, messages and tool definitions, plus framing."""
+    messages = body.get("messages")
+    framing = 3 + 4 * (len(messages) if isinstance(messages, list) else 0)
+    counted = [body.get("system"), messages, body.get("tools")]
+    return framing + sum(estimate_tokens(text) for part in counted for text in _strings(part))
+
 
 Script = TextReply | ToolUseReply | ErrorReply | DisconnectReply | CustomReply
 Responder = Callable[[RecordedRequest], Script | None]
@@ -147,8 +199,8 @@ class FakeAnthropic:
         self,
         text: str,
         *,
-        input_tokens: int = 10,
-        output_tokens: int = 5,
+        input_tokens: int | None = None,
+        output_tokens: int | None = None,
         stop_reason: str = "end_turn",
         delay: float = 0.0,
     ) -> None:
@@ -161,8 +213,8 @@ class FakeAnthropic:
         *,
         tool_use_id: str | None = None,
         text: str | None = None,
-        input_tokens: int = 10,
-        output_tokens: int = 5,
+        input_tokens: int | None = None,
+        output_tokens: int | None = None,
         delay: float = 0.0,
     ) -> None:
         self.push(
@@ -184,8 +236,8 @@ class FakeAnthropic:
         *,
         tool_use_id: str | None = None,
         text: str | None = None,
-        input_tokens: int = 10,
-        output_tokens: int = 5,
+        input_tokens: int | None = None,
+        output_tokens: int | None = None,
         delay: float = 0.0,
     ) -> None:
         """Script a tool_use whose input text is sent verbatim (see module comment for SDK behaviour)."""
@@ -257,7 +309,7 @@ class FakeAnthropic:
         if not isinstance(body, dict):
             return self._error(ErrorReply(400, "invalid_request_error", "request body is not a JSON object"))
         if request.method == "POST" and request.path == "/v1/messages/count_tokens":
-            return web.json_response({"input_tokens": len(raw) // 4})
+            return web.json_response({"input_tokens": request_tokens(body)})
         if request.method != "POST" or request.path != "/v1/messages":
             return self._error(ErrorReply(404, "not_found_error", f"{request.method} {request.path} not found"))
 
@@ -292,58 +344,80 @@ class FakeAnthropic:
                 return web.json_response(result)
             return await result
         model = str(recorded.body.get("model", "claude-fake"))
+        answer = self._shape(recorded.body, script)
         if recorded.body.get("stream"):
-            return await self._stream(request, model, script)
-        return self._json_message(model, script)
+            return await self._stream(request, model, answer)
+        return self._json_message(model, answer)
 
     def _next_id(self, prefix: str) -> str:
         self._counter += 1
         return f"{prefix}_fake{self._counter:06d}"
 
-    def _blocks(self, script: TextReply | ToolUseReply) -> list[dict[str, Any]]:
-        if isinstance(script, TextReply):
-            return [{"type": "text", "text": script.text}]
+    def _shape(self, body: dict[str, Any], script: TextReply | ToolUseReply) -> _Answer:
+        """What the real API would send for this script: cut at max_tokens, usage counted."""
+        budget = body.get("max_tokens")
+        budget = budget if isinstance(budget, int) and budget > 0 else None
+        text = script.text
+        raw_input: str | None = None
+        if isinstance(script, ToolUseReply):
+            raw_input = script.raw_input_json if script.raw_input_json is not None else json.dumps(script.input)
+        default_stop = script.stop_reason if isinstance(script, TextReply) else "tool_use"
+        wanted = estimate_tokens(text or "") + estimate_tokens(raw_input or "")
+        stop_reason, cut = default_stop, False
+        if budget is not None and wanted > budget:
+            stop_reason, cut = "max_tokens", True
+            text = cut_to_tokens(text or "", budget) if text is not None else None
+            left = budget - estimate_tokens(text or "")
+            raw_input = cut_to_tokens(raw_input, left) if raw_input is not None else None
+        output = script.output_tokens
+        if output is None or cut:
+            output = min(wanted, budget) if cut and budget is not None else wanted
+        input_tokens = script.input_tokens if script.input_tokens is not None else request_tokens(body)
         blocks: list[dict[str, Any]] = []
-        if script.text is not None:
-            blocks.append({"type": "text", "text": script.text})
-        blocks.append(
-            {
+        if text is not None:
+            blocks.append({"type": "text", "text": text})
+        tool_input: Any = None
+        if isinstance(script, ToolUseReply) and raw_input is not None:
+            if cut:
+                # A tool call cut mid-input: the streamed JSON stops where the budget ran out;
+                # the assembled (non-streaming) block carries no usable input.
+                tool_input = {}
+            else:
+                tool_input = script.input if script.raw_input_json is None else _RAW_SENTINEL
+            blocks.append({
                 "type": "tool_use",
                 "id": script.tool_use_id or self._next_id("toolu"),
                 "name": script.name,
-                # A sentinel string stands in for raw input until it is spliced in.
-                "input": _RAW_SENTINEL if script.raw_input_json is not None else script.input,
-            }
-        )
-        return blocks
+                "input": tool_input,
+            })
+        splice = script.raw_input_json if isinstance(script, ToolUseReply) and tool_input == _RAW_SENTINEL else None
+        return _Answer(blocks, stop_reason, input_tokens, output, raw_input, splice)
 
-    def _json_message(self, model: str, script: TextReply | ToolUseReply) -> web.Response:
-        stop_reason = script.stop_reason if isinstance(script, TextReply) else "tool_use"
+    def _json_message(self, model: str, answer: _Answer) -> web.Response:
         message = {
             "id": self._next_id("msg"),
             "type": "message",
             "role": "assistant",
             "model": model,
-            "content": self._blocks(script),
-            "stop_reason": stop_reason,
+            "content": answer.blocks,
+            "stop_reason": answer.stop_reason,
             "stop_sequence": None,
-            "usage": {"input_tokens": script.input_tokens, "output_tokens": script.output_tokens},
+            "usage": {"input_tokens": answer.input_tokens, "output_tokens": answer.output_tokens},
         }
         text = json.dumps(message)
-        if isinstance(script, ToolUseReply) and script.raw_input_json is not None:
+        if answer.splice is not None:
             # Splice the raw text in place of the placeholder so it is sent byte-for-byte.
-            text = text.replace(json.dumps(_RAW_SENTINEL), script.raw_input_json, 1)
+            text = text.replace(json.dumps(_RAW_SENTINEL), answer.splice, 1)
         return web.Response(text=text, content_type="application/json", headers=self._headers())
 
-    async def _stream(self, request: web.Request, model: str, script: TextReply | ToolUseReply) -> web.StreamResponse:
+    async def _stream(self, request: web.Request, model: str, answer: _Answer) -> web.StreamResponse:
         response = web.StreamResponse(headers={**self._headers(), "Content-Type": "text/event-stream"})
         await response.prepare(request)
 
         async def send(event: str, data: dict[str, Any]) -> None:
             await response.write(f"event: {event}\ndata: {json.dumps({'type': event, **data})}\n\n".encode())
 
-        stop_reason = script.stop_reason if isinstance(script, TextReply) else "tool_use"
-        message = {
+        message: dict[str, Any] = {
             "id": self._next_id("msg"),
             "type": "message",
             "role": "assistant",
@@ -351,30 +425,28 @@ class FakeAnthropic:
             "content": [],
             "stop_reason": None,
             "stop_sequence": None,
-            "usage": {"input_tokens": script.input_tokens, "output_tokens": 1},
+            "usage": {"input_tokens": answer.input_tokens, "output_tokens": 1},
         }
         await send("message_start", {"message": message})
         await send("ping", {})
-        for index, block in enumerate(self._blocks(script)):
+        for index, block in enumerate(answer.blocks):
             if block["type"] == "text":
                 await send("content_block_start", {"index": index, "content_block": {"type": "text", "text": ""}})
                 for chunk in _chunks(block["text"]):
                     await send("content_block_delta", {"index": index, "delta": {"type": "text_delta", "text": chunk}})
             else:
-                assert isinstance(script, ToolUseReply)
                 start = {**block, "input": {}}
                 await send("content_block_start", {"index": index, "content_block": start})
-                raw = script.raw_input_json if script.raw_input_json is not None else json.dumps(block["input"])
                 # Several deltas, as the real API does, so accumulation is exercised.
-                for chunk in _chunks(raw):
+                for chunk in _chunks(answer.raw_input or ""):
                     delta = {"type": "input_json_delta", "partial_json": chunk}
                     await send("content_block_delta", {"index": index, "delta": delta})
             await send("content_block_stop", {"index": index})
         await send(
             "message_delta",
             {
-                "delta": {"stop_reason": stop_reason, "stop_sequence": None},
-                "usage": {"output_tokens": script.output_tokens},
+                "delta": {"stop_reason": answer.stop_reason, "stop_sequence": None},
+                "usage": {"output_tokens": answer.output_tokens},
             },
         )
         await send("message_stop", {})

@@ -252,6 +252,12 @@ class FakeTelegram:
             )
         return list(self.sent)
 
+    async def wait_for_call(self, method: str, timeout: float = 5.0) -> dict[str, Any]:
+        """The parameters of the first call of `method`, waiting for it to arrive."""
+        if not await self._wait_until(lambda: bool(self.calls_of(method)), timeout):
+            raise AssertionError(f"no {method} call within {timeout}s; calls: {[name for name, _ in self.calls]}")
+        return self.calls_of(method)[0]
+
     # -- HTTP --------------------------------------------------------------------------------
 
     async def _handle(self, request: web.Request) -> web.StreamResponse:
@@ -270,6 +276,7 @@ class FakeTelegram:
         method = request.match_info["method"]
         params = await self._params(request)
         self.calls.append((method, params))
+        self._notify()
         if self._failures[method]:
             return self._reply(self._failures[method].popleft())
         if method == "getUpdates":
