@@ -15,6 +15,7 @@ import yaml
 
 from bot.config import Config, load_config, masked_dump
 from bot.errors import ConfigError, MateError
+from bot.redaction import Redactor, config_secrets, install
 
 log = logging.getLogger("bot")
 
@@ -56,6 +57,14 @@ def build_parser() -> argparse.ArgumentParser:
         transfer = actions.add_parser(name, parents=[common], help=f"{name} the workspace files")
         transfer.add_argument("--agent", type=int, required=True)
         transfer.add_argument("dir", type=Path)
+    for name in ("enable", "disable"):
+        toggle = actions.add_parser(name, parents=[common],
+                                    help=f"{name} a file's injection into the system prompt")
+        toggle.add_argument("--agent", type=int, required=True)
+        toggle.add_argument("filename")
+    conversations = commands.add_parser("conversations", parents=[common],
+                                        help="list conversation ids with their last activity")
+    conversations.add_argument("--agent", type=int)
     return parser
 
 
@@ -80,6 +89,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ConfigError as exc:
         print(f"matebot: config error: {exc}", file=sys.stderr)
         return EXIT_USAGE
+    redact = Redactor(config_secrets(config))
+    install(redact)
     handler = _HANDLERS.get(args.command if args.command != "memory" else f"memory {args.action}")
     assert handler is not None
     try:
@@ -90,7 +101,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"matebot: config error: {exc}", file=sys.stderr)
         return EXIT_USAGE
     except MateError as exc:
-        print(f"matebot: {exc}", file=sys.stderr)
+        print(redact(f"matebot: {exc}"), file=sys.stderr)
+        return EXIT_RUNTIME
+    except OSError as exc:  # a folder or the database that cannot be read or written
+        where = f" ({exc.filename})" if exc.filename else ""
+        print(redact(f"matebot: {exc.strerror or exc}{where}"), file=sys.stderr)
         return EXIT_RUNTIME
 
 
@@ -102,7 +117,13 @@ async def _check_config(config: Config, args: argparse.Namespace) -> int:
     problem = configured_id_collision(config.mate, bindings)
     if problem:
         raise ConfigError(problem)
-    print(yaml.safe_dump(masked_dump(config), sort_keys=False, allow_unicode=True), end="")
+    # The redactor also masks credentials inside URLs (a base-url with user:password@).
+    redact = Redactor(config_secrets(config))
+    print(redact(yaml.safe_dump(masked_dump(config), sort_keys=False, allow_unicode=True)), end="")
+    llm = config.mate.llm
+    resolved = f"anthropic, model {llm.model}" if llm.uses_anthropic else "offline (canned replies, no model)"
+    why = " (no API key)" if llm.provider == "auto" and not llm.uses_anthropic else ""
+    print(f"# provider {llm.provider} resolves to: {resolved}{why}")
     return EXIT_OK
 
 
@@ -132,7 +153,9 @@ async def _memory_export(config: Config, args: argparse.Namespace) -> int:
         await core.agents.get(args.agent)
         report = await export_workspace(core.workspace, args.agent, args.dir)
     print(f"exported {len(report.written)} files to {args.dir}")
-    return EXIT_OK
+    for name, why in report.refused:
+        print(f"matebot: not exported {name}: {why}", file=sys.stderr)
+    return EXIT_OK if not report.refused else EXIT_RUNTIME
 
 
 async def _memory_import(config: Config, args: argparse.Namespace) -> int:
@@ -142,10 +165,42 @@ async def _memory_import(config: Config, args: argparse.Namespace) -> int:
     async with open_core(config) as core:
         await core.agents.get(args.agent)
         report = await import_workspace(core.workspace, args.agent, args.dir)
-    print(f"imported {len(report.written)} files, {len(report.unchanged)} unchanged")
-    for name in report.refused:
-        print(f"refused {name}: not a valid workspace file name", file=sys.stderr)
+    flags = f", {len(report.flags_changed)} with new flags" if report.flags_changed else ""
+    print(f"imported {len(report.written)} files, {len(report.unchanged)} unchanged{flags}")
+    for name, why in report.refused:
+        print(f"matebot: refused {name}: {why}", file=sys.stderr)
     return EXIT_OK if not report.refused else EXIT_RUNTIME
+
+
+async def _memory_toggle(config: Config, args: argparse.Namespace) -> int:
+    from bot.app import open_core
+
+    enabled = args.action == "enable"
+    async with open_core(config) as core:
+        await core.agents.get(args.agent)
+        if await core.workspace.get(args.agent, args.filename) is None:
+            print(f"matebot: agent {args.agent} has no file {args.filename}", file=sys.stderr)
+            return EXIT_RUNTIME
+        await core.workspace.set_enabled(args.agent, args.filename, enabled)
+    print(f"{args.filename} {'enabled' if enabled else 'disabled'} for agent {args.agent}")
+    return EXIT_OK
+
+
+async def _conversations(config: Config, args: argparse.Namespace) -> int:
+    from bot.app import open_core
+
+    async with open_core(config) as core:
+        if args.agent is not None:
+            await core.agents.get(args.agent)
+        listed = await core.repos.conversations.recent_activity(args.agent)
+    for item in listed:
+        c = item.conversation
+        state = "archived" if c.archived else "active"
+        print(f"{c.id}\tagent {c.agent_id}\t{c.channel}\t{item.message_count} messages\t{state}\t"
+              f"last {item.last_activity}")
+    if not listed:
+        print("no conversations yet", file=sys.stderr)
+    return EXIT_OK
 
 
 async def _run(config: Config, args: argparse.Namespace) -> int:
@@ -207,6 +262,9 @@ _HANDLERS: dict[str, Callable[[Config, argparse.Namespace], Coroutine[Any, Any, 
     "memory show": _memory_show,
     "memory export": _memory_export,
     "memory import": _memory_import,
+    "memory enable": _memory_toggle,
+    "memory disable": _memory_toggle,
+    "conversations": _conversations,
     "run": _run,
     "chat": _chat,
     "memory emerge": _memory_emerge,

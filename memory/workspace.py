@@ -156,6 +156,13 @@ class WorkspaceFileService:
         await self._files.set_enabled(current.id, enabled)
         self._changed(agent_id)
 
+    async def set_sort_order(self, agent_id: int, filename: str, sort_order: int) -> None:
+        current = await self._files.get(agent_id, filename)
+        if current is None:
+            raise WorkspaceError(f"{filename}: no such file")
+        await self._files.set_sort_order(current.id, sort_order)
+        self._changed(agent_id)
+
     async def injection(self, agent_id: int) -> str:
         """The `--- NAME ---` blocks of the enabled, non-blank files, in sort order."""
         cached = self._injections.get(agent_id)

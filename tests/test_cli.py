@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import asyncio
+import json
 import os
 import subprocess
 import sys
@@ -128,3 +130,132 @@ async def test_memory_emerge_and_summarize_commands(tmp_path: Path, capsys: pyte
             assert (await core.workspace.get(1, "MEMORY.md")).content == "# Memory\n- green tea"
             notes = [f.content for f in await core.workspace.list(1, "memory/") if "2026-04-01" not in f.filename]
             assert len(notes) == 1 and "- runs on Sundays" in notes[0]
+
+
+def _listing(config: Path, capsys: pytest.CaptureFixture[str]) -> dict[str, list[str]]:
+    assert main(["memory", "show", "--agent", "1", "--config", str(config)]) == 0
+    return {line.split("\t")[0]: line.split("\t") for line in capsys.readouterr().out.splitlines()}
+
+
+def test_import_applies_flags_when_the_content_is_unchanged(tmp_path: Path,
+                                                            capsys: pytest.CaptureFixture[str]) -> None:
+    config = _write_config(tmp_path)
+    out = tmp_path / "export"
+    assert main(["memory", "export", "--agent", "1", str(out), "--config", str(config)]) == 0
+    manifest_path = out / ".matebot-workspace.json"
+    manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
+    assert manifest["files"]["MEMORY.md"]["enabled"] is True
+    manifest["files"]["MEMORY.md"] = {"enabled": False, "sort_order": 7}
+    manifest_path.write_text(json.dumps(manifest), encoding="utf-8")
+    capsys.readouterr()
+    assert main(["memory", "import", "--agent", "1", str(out), "--config", str(config)]) == 0
+    assert "imported 0 files, 3 unchanged, 1 with new flags" in capsys.readouterr().out
+    assert _listing(config, capsys)["MEMORY.md"][1].strip() == "disabled"
+    second = tmp_path / "again"
+    assert main(["memory", "export", "--agent", "1", str(second), "--config", str(config)]) == 0
+    again = json.loads((second / ".matebot-workspace.json").read_text(encoding="utf-8"))
+    assert again["files"]["MEMORY.md"] == {"enabled": False, "sort_order": 7}
+
+
+def test_memory_enable_and_disable(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    config = _write_config(tmp_path)
+    assert main(["memory", "disable", "--agent", "1", "PROFILE.md", "--config", str(config)]) == 0
+    assert "PROFILE.md disabled" in capsys.readouterr().out
+    assert _listing(config, capsys)["PROFILE.md"][1].strip() == "disabled"
+    assert main(["memory", "enable", "--agent", "1", "PROFILE.md", "--config", str(config)]) == 0
+    capsys.readouterr()
+    assert _listing(config, capsys)["PROFILE.md"][1].strip() == "enabled"
+    assert main(["memory", "enable", "--agent", "1", "NOPE.md", "--config", str(config)]) == 1
+    assert capsys.readouterr().err.strip() == "matebot: agent 1 has no file NOPE.md"
+
+
+def test_conversations_lists_ids_with_last_activity(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from bot.app import open_core
+    from bot.config import load_config
+
+    config = _write_config(tmp_path, "  agents:\n    - id: 1\n    - id: 2\n      name: Two\n")
+
+    async def seed() -> None:
+        async with open_core(load_config(config, environ={})) as core:
+            for cid, agent in (("telegram:5", 1), ("web:team", 2), ("console:me", 1)):
+                await core.repos.conversations.create(cid, agent_id=agent, channel=cid.split(":")[0],
+                                                      chat_key=cid, trigger_source="user")
+            await core.repos.messages.add_many("web:team", [("user", "hello", 1), ("assistant", "hi", 1)])
+            await asyncio.sleep(0.01)
+            await core.repos.messages.add_many("telegram:5", [("user", "later", 1)])
+
+    asyncio.run(seed())
+    assert main(["conversations", "--config", str(config)]) == 0
+    lines = [line.split("\t") for line in capsys.readouterr().out.splitlines()]
+    assert [line[0] for line in lines] == ["telegram:5", "web:team", "console:me"]
+    assert lines[1][1:4] == ["agent 2", "web", "2 messages"] and lines[0][-1].startswith("last 20")
+    assert main(["conversations", "--agent", "1", "--config", str(config)]) == 0
+    assert [line.split("\t")[0] for line in capsys.readouterr().out.splitlines()] == ["telegram:5", "console:me"]
+    assert main(["conversations", "--agent", "9", "--config", str(config)]) == 1
+    assert "agent 9 does not exist" in capsys.readouterr().err
+
+
+def _one_line_error(capsys: pytest.CaptureFixture[str]) -> str:
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "Traceback" not in err[0], err
+    return err[0]
+
+
+def test_transfer_errors_are_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    config = _write_config(tmp_path)
+    out = tmp_path / "export"
+    assert main(["memory", "export", "--agent", "1", str(out), "--config", str(config)]) == 0
+    capsys.readouterr()
+    (out / "MEMORY.md").write_text("# Memory\n- changed\n", encoding="utf-8")
+    manifest = out / ".matebot-workspace.json"
+    for broken, expected in (("{not json", "not valid JSON"), ('{"files": []}', "expected an object"),
+                             ('{"files": {"MEMORY.md": {"enabled": "yes"}}}', "enabled must be true or false")):
+        manifest.write_text(broken, encoding="utf-8")
+        assert main(["memory", "import", "--agent", "1", str(out), "--config", str(config)]) == 1
+        assert expected in _one_line_error(capsys)
+        assert main(["memory", "show", "--agent", "1", "MEMORY.md", "--config", str(config)]) == 0
+        assert "changed" not in capsys.readouterr().out  # nothing was imported
+    manifest.unlink()
+    (out / "memory").mkdir()
+    (out / "memory" / "2026-01-01.md").write_bytes(b"caf\xe9 latin-1\n")
+    assert main(["memory", "import", "--agent", "1", str(out), "--config", str(config)]) == 1
+    assert _one_line_error(capsys) == "matebot: refused memory/2026-01-01.md: not UTF-8 text"
+    assert main(["memory", "show", "--agent", "1", "MEMORY.md", "--config", str(config)]) == 0
+    assert "changed" in capsys.readouterr().out  # the readable files were imported
+    occupied = tmp_path / "a-file"
+    occupied.write_text("x", encoding="utf-8")
+    assert main(["memory", "export", "--agent", "1", str(occupied), "--config", str(config)]) == 1
+    assert "exists and is not a folder" in _one_line_error(capsys)
+    assert main(["memory", "import", "--agent", "1", str(occupied), "--config", str(config)]) == 1
+    assert "is not a folder" in _one_line_error(capsys)
+
+
+def test_export_names_a_file_the_file_system_cannot_hold(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from bot.app import open_core
+    from bot.config import load_config
+
+    config = _write_config(tmp_path)
+    long_name = "n" * 253 + ".md"  # 256 characters: a valid workspace name, too long for a file name
+
+    async def seed() -> None:
+        async with open_core(load_config(config, environ={})) as core:
+            await core.workspace.write(1, long_name, "long")
+
+    asyncio.run(seed())
+    out = tmp_path / "export"
+    assert main(["memory", "export", "--agent", "1", str(out), "--config", str(config)]) == 1
+    assert _one_line_error(capsys).startswith(f"matebot: not exported {long_name}: the name is longer than 255")
+    assert (out / "MEMORY.md").exists()
+
+
+def test_check_config_masks_url_credentials_and_names_the_provider(tmp_path: Path,
+                                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    config = _write_config(tmp_path, "  llm:\n    base-url: https://bob:hunter2pass@proxy.example/v1\n")
+    assert main(["check-config", "--config", str(config)]) == 0
+    out = capsys.readouterr().out
+    assert "hunter2pass" not in out and "https://***@proxy.example/v1" in out
+    assert "# provider auto resolves to: offline (canned replies, no model) (no API key)" in out
+    keyed = _write_config(tmp_path, "  llm:\n    api-key: sk-ant-abcdef123456\n")
+    assert main(["check-config", "--config", str(keyed)]) == 0
+    out = capsys.readouterr().out
+    assert "sk-ant-abcdef123456" not in out and "# provider auto resolves to: anthropic, model " in out

@@ -6,7 +6,7 @@ from collections.abc import Awaitable, Sequence
 from typing import Any
 
 from bot.storage.database import Database, utc_now
-from bot.storage.records import ConversationRecord, MessageRecord
+from bot.storage.records import ConversationActivity, ConversationRecord, MessageRecord
 
 _CONVERSATION_COLUMNS = (
     "id, agent_id, channel, chat_key, title, trigger_source, summary, summary_upto_message_id, "
@@ -123,6 +123,19 @@ class SqliteConversationRepository:
     async def count(self) -> int:
         row = await self._db.fetchone("SELECT COUNT(*) FROM mate_conversation")
         return int(row[0]) if row else 0
+
+    async def recent_activity(self, agent_id: int | None = None) -> list[ConversationActivity]:
+        """Every conversation (of one agent, or all), the most recently active first."""
+        # The newest message by id is the last one stored: one index seek per conversation.
+        rows = await self._db.fetchall(
+            f"SELECT {_CONVERSATION_COLUMNS}, message_count, COALESCE((SELECT m.create_time FROM mate_message m "
+            "WHERE m.conversation_id = c.id ORDER BY m.id DESC LIMIT 1), c.update_time) AS last_activity "
+            "FROM mate_conversation c WHERE ? IS NULL OR agent_id = ? "
+            "ORDER BY last_activity DESC, c.rowid DESC",
+            (agent_id, agent_id),
+        )
+        return [ConversationActivity(_conversation(row), row["last_activity"], int(row["message_count"]))
+                for row in rows]
 
 
 class SqliteMessageRepository:

@@ -29,6 +29,15 @@ class ConversationRecord:
 
 
 @dataclass(frozen=True, slots=True)
+class ConversationActivity:
+    """A conversation with when its last message was stored and how many it holds."""
+
+    conversation: ConversationRecord
+    last_activity: str
+    message_count: int
+
+
+@dataclass(frozen=True, slots=True)
 class MessageRecord:
     id: int
     conversation_id: str

@@ -77,6 +77,12 @@ class SqliteWorkspaceFileRepository:
             (int(enabled), utc_now(), file_id),
         )
 
+    async def set_sort_order(self, file_id: int, sort_order: int) -> None:
+        await self._db.execute(
+            "UPDATE mate_workspace_file SET sort_order = ?, update_time = ?, version = version + 1 WHERE id = ?",
+            (sort_order, utc_now(), file_id),
+        )
+
     async def soft_delete(self, file_id: int) -> bool:
         result = await self._db.execute(
             "UPDATE mate_workspace_file SET deleted = 1, update_time = ?, version = version + 1 "
