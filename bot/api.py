@@ -251,7 +251,10 @@ async def chat(request: web.Request) -> web.Response:
 
 
 async def healthz(request: web.Request) -> web.Response:
-    return _ok({"status": "ok"}, status="ok")
+    """200 while the daemon serves; `channels` says how each chat channel is doing."""
+    board = request.app[_RUNTIME].channel_states
+    overall = "ok" if board.all_ok() else "degraded"
+    return _ok({"status": overall, "channels": board.states()}, status=overall)
 
 
 async def index(request: web.Request) -> web.Response:

@@ -14,7 +14,7 @@ from bot.ports import ChatControl
 from bot.prompts import PromptLibrary
 from bot.storage import Repositories
 from bot.storage.records import ConversationRecord
-from channels.base import InboundMessage
+from channels.base import ChannelStateBoard, InboundMessage
 from memory.workspace import (
     MEMORY_FILE,
     PROFILE_FILE,
@@ -43,6 +43,7 @@ class CommandHandler:
         self, config: MateConfig, repos: Repositories, workspace: WorkspaceFileService,
         window: ConversationWindowManager, agent: Agent, prompts: PromptLibrary,
         emergence: EmergenceRunner | None = None, summarizer: SummarizeRunner | None = None,
+        channel_states: ChannelStateBoard | None = None,
     ) -> None:
         self._config = config
         self._repos = repos
@@ -52,6 +53,7 @@ class CommandHandler:
         self._prompts = prompts
         self.emergence = emergence
         self.summarizer = summarizer
+        self._channel_states = channel_states or ChannelStateBoard()
 
     async def handle(
         self, router: ChatControl, message: InboundMessage, conversation: ConversationRecord, text: str,
@@ -107,10 +109,13 @@ class CommandHandler:
               status=r.status, reason=(r.reason or r.error or "")[:120])
             for r in await self._repos.memory_runs.recent(conversation.agent_id, 5)
         ]
+        channels = [t("status_channel_line", name=channel, state=state)
+                    for channel, state in self._channel_states.states().items()]
         return t("status", agent_id=conversation.agent_id, agent_name=name, model=self._agent.model,
                  window_tokens=used, window_budget=self._window.budget,
                  summary=t("status_summary_yes") if fresh.summary else t("status_summary_no"),
-                 files="\n".join(lines), runs="\n".join(runs) or t("status_no_runs"))
+                 files="\n".join(lines), runs="\n".join(runs) or t("status_no_runs"),
+                 channels="\n".join(channels) or t("status_no_channels"))
 
     async def _memory(
         self, router: ChatControl, message: InboundMessage, conversation: ConversationRecord,

@@ -17,6 +17,7 @@ from bot.context.tokens import TokenEstimator
 from bot.context.window import ConversationWindowManager
 from bot.llm import AnthropicClient, LLMClient, OfflineClient
 from bot.router import ChannelMessageRouter
+from channels.base import ChannelStateBoard
 from memory.emergence import MemoryEmergenceService
 from memory.events import MemoryEventSink, NullMemorySink
 from memory.summarization import MemorySummarizationService
@@ -39,6 +40,7 @@ class Runtime:
     memory: MemoryEventSink
     offline: bool
     extras: dict[str, Any]
+    channel_states: ChannelStateBoard
 
 
 YOUNG_GC_THRESHOLD = 20_000
@@ -95,10 +97,11 @@ async def open_runtime(
         extras["memory_tool"] = tool
         agent = Agent(mate, core.repos, core.workspace, window, llm, tokens, core.prompts, [tool])
         router = ChannelMessageRouter(mate, core.repos, core.agents, agent, memory, core.prompts)
+        channel_states = ChannelStateBoard()
         commands = CommandHandler(mate, core.repos, core.workspace, window, agent, core.prompts,
-                                  emergence=emergence, summarizer=summarizer)
+                                  emergence=emergence, summarizer=summarizer, channel_states=channel_states)
         router.commands = commands
-        yield Runtime(core, llm, tokens, window, agent, router, commands, memory, offline, extras)
+        yield Runtime(core, llm, tokens, window, agent, router, commands, memory, offline, extras, channel_states)
 
 
 async def _memory_services(

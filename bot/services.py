@@ -47,4 +47,6 @@ async def start_services(config: Config, rt: Runtime, stack: AsyncExitStack) -> 
         from channels.discord_adapter import DiscordChannel
 
         channels.append(DiscordChannel(mate.channels.discord, rt.router.handle, rt.core.prompts))
+    for channel in channels:
+        rt.channel_states.add(channel)
     return channels

@@ -68,6 +68,29 @@ def channel_stopped(reason: str) -> str:
     return f"stopped: {reason}"
 
 
+class ReportsState(Protocol):
+    name: str
+
+    @property
+    def state(self) -> str: ...
+
+
+class ChannelStateBoard:
+    """The chat channels the daemon runs, read live for /healthz and /status."""
+
+    def __init__(self) -> None:
+        self._channels: list[ReportsState] = []
+
+    def add(self, channel: ReportsState) -> None:
+        self._channels.append(channel)
+
+    def states(self) -> dict[str, str]:
+        return {channel.name: channel.state for channel in self._channels}
+
+    def all_ok(self) -> bool:
+        return all(state == CHANNEL_OK for state in self.states().values())
+
+
 class Channel(Protocol):
     """What every adapter offers the daemon; it hands InboundMessages to the router."""
 

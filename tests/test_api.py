@@ -55,7 +55,8 @@ async def secured(tmp_path: Path) -> AsyncIterator[Api]:
 
 
 async def test_healthz(api: Api) -> None:
-    assert await api.call("GET", "/healthz") == (200, {"code": 200, "data": {"status": "ok"}, "status": "ok"})
+    assert await api.call("GET", "/healthz") == (
+        200, {"code": 200, "data": {"status": "ok", "channels": {}}, "status": "ok"})
 
 
 async def test_chat_round_trip_keeps_conversation(api: Api) -> None:

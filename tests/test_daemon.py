@@ -67,3 +67,47 @@ async def test_daemon_serves_telegram_and_discord_together_then_stops_cleanly(
             gc.set_threshold(*thresholds)  # the rest of the test session keeps the defaults
         # Stopping the channels released the fakes' sessions; the database was closed last.
         assert tg.calls_of("setMyCommands")
+
+
+async def test_a_stopped_channel_is_reported_while_the_others_keep_working(tmp_path: Path) -> None:
+    import aiohttp
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        from tests.fakes.discord import FakeDiscord
+    async with FakeAnthropic() as fake, FakeTelegram() as tg, FakeDiscord() as dc:
+        tg.reject_token()
+        config = make_config(
+            tmp_path,
+            llm={"api-key": "k", "base-url": fake.url, "max-retries": 0},
+            api={"port": 0},
+            channels={
+                "telegram": {"enabled": True, "token": tg.token, "base-url": tg.base_url, "allowed-users": ["42"]},
+                "discord": {"enabled": True, "token": "discord-token", "api-base-url": dc.api_base,
+                            "gateway-url": dc.gateway_url, "allowed-users": ["42"]},
+                "console": {"enabled": False},
+            },
+        )
+        stop = asyncio.Event()
+        started: list[Runtime] = []
+        daemon = asyncio.create_task(run_daemon(config, stop=stop, console=False, ready=started.append))
+        try:
+            await dc.wait_ready(timeout=10)
+            url = f"http://127.0.0.1:{started[0].extras['api_port']}/healthz"
+            async with aiohttp.ClientSession() as http:
+                for _ in range(100):  # Discord reports ok a moment after its READY
+                    async with http.get(url) as response:
+                        health = await response.json()
+                    if health["data"]["channels"].get("discord") == "ok":
+                        break
+                    await asyncio.sleep(0.05)
+            assert response.status == 200
+            assert health["data"] == {"status": "degraded",
+                                      "channels": {"telegram": "stopped: invalid token", "discord": "ok"}}
+            await dc.send_dm("/status", author_id="42")
+            (posted,) = await dc.wait_sent(1, timeout=10)
+            assert "telegram: stopped: invalid token" in posted["content"]
+            assert "discord: ok" in posted["content"]
+        finally:
+            stop.set()
+            assert await asyncio.wait_for(daemon, 30) == 0
