@@ -15,6 +15,7 @@ import yaml
 
 from bot.config import Config, load_config, masked_dump
 from bot.errors import ConfigError, MateError
+from bot.log_setup import configure_daemon, configure_terminal
 from bot.redaction import Redactor, config_secrets, install
 
 log = logging.getLogger("bot")
@@ -35,7 +36,9 @@ def build_parser() -> argparse.ArgumentParser:
     common.add_argument("--config", default=argparse.SUPPRESS,
                         help="config file (default: $MATE_CONFIG or ./config.yaml)")
     common.add_argument("-v", "--verbose", action="store_true", default=argparse.SUPPRESS,
-                        help="debug logging")
+                        help="debug logging (the same as --log-level debug)")
+    common.add_argument("--log-level", choices=("debug", "info", "warning", "error"), default=argparse.SUPPRESS,
+                        help="log level (default: mate.log.level, else info)")
     parser = _Parser(prog="matebot", description="Self-hosted chat assistant with durable memory.",
                      parents=[common])
     commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
@@ -68,27 +71,28 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def configure_logging(verbose: bool) -> None:
-    logging.basicConfig(
-        level=logging.DEBUG if verbose else logging.INFO,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-        stream=sys.stderr,
-    )
-    # Library request logs can carry URLs with bot tokens in them (Telegram puts it in the path).
-    for noisy in ("httpx", "httpcore", "telegram", "discord", "apscheduler", "aiosqlite"):
-        logging.getLogger(noisy).setLevel(logging.WARNING)
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     # python-telegram-bot warns on every rate-limit answer unless its timedelta API is chosen.
     os.environ.setdefault("PTB_TIMEDELTA", "true")
     args = build_parser().parse_args(argv)
-    configure_logging(getattr(args, "verbose", False))
+    cli_level = "debug" if getattr(args, "verbose", False) else getattr(args, "log_level", None)
+    configure_terminal(cli_level or "warning")  # commands other than run/chat print their answer, not progress
     try:
         config = load_config(getattr(args, "config", None))
     except ConfigError as exc:
         print(f"matebot: config error: {exc}", file=sys.stderr)
         return EXIT_USAGE
+    if args.command in ("run", "chat"):
+        from bot.daemon import console_wanted
+
+        try:
+            configure_daemon(config.mate.log, cli_level=cli_level,
+                             console=args.command == "chat" or console_wanted(config))
+        except ConfigError as exc:
+            print(f"matebot: config error: {exc}", file=sys.stderr)
+            return EXIT_USAGE
+    elif config.mate.log.level and not cli_level:
+        configure_terminal(config.mate.log.level)
     redact = Redactor(config_secrets(config))
     install(redact)
     handler = _HANDLERS.get(args.command if args.command != "memory" else f"memory {args.action}")

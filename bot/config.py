@@ -182,6 +182,16 @@ class ChannelsConfig(_Model):
     console: ConsoleConfig = ConsoleConfig()
 
 
+LogLevel = Literal["debug", "info", "warning", "error"]
+
+
+class LogConfig(_Model):
+    # "" writes no log file; a relative path is taken from the working directory.
+    file: str = "data/matebot.log"
+    # None: info, and warning on the terminal while the console chat is open.
+    level: LogLevel | None = None
+
+
 class ApiConfig(_Model):
     enabled: bool = True
     host: str = "127.0.0.1"
@@ -227,6 +237,7 @@ class MateConfig(_Model):
     memory: MemoryConfig = MemoryConfig()
     channels: ChannelsConfig = ChannelsConfig()
     api: ApiConfig = ApiConfig()
+    log: LogConfig = LogConfig()
 
     @field_validator("timezone")
     @classmethod

@@ -19,7 +19,7 @@ from telegram.error import BadRequest, Conflict, InvalidToken, NetworkError, Ret
 from telegram.request import HTTPXRequest
 from telegram.warnings import PTBDeprecationWarning
 
-from bot.commands import COMMANDS
+from bot.command_names import COMMANDS
 from bot.config import TelegramConfig
 from bot.errors import MateError
 from bot.prompts import PromptLibrary

@@ -200,7 +200,7 @@ REQUIRED_KEYS = {
     "summary_prefix", "transcript_user", "transcript_assistant", "truncated_marker",
     "remember_words", "help", "new_conversation", "compact_done", "compact_nothing",
     "status", "status_summary_yes", "status_summary_no", "status_file_line",
-    "status_run_line", "status_no_runs", "not_admin", "direct_only", "unknown_command",
+    "status_run_line", "status_no_runs", "status_channel_line", "status_no_channels", "not_admin", "direct_only", "unknown_command",
     "memory_usage", "emerge_updated", "emerge_not_updated", "emerge_skipped",
     "emerge_failed", "summarize_done", "summarize_failed", "show_empty", "text_only",
     "too_long", "message_too_large", "llm_error", "prompt_too_long", "not_allowed",
@@ -221,7 +221,8 @@ def test_required_string_keys_exist(library: PromptLibrary) -> None:
     [
         ("compact_done", {"before", "after"}),
         ("status", {"agent_id", "agent_name", "model", "window_tokens", "window_budget",
-                    "summary", "files", "runs"}),
+                    "summary", "files", "runs", "channels"}),
+        ("status_channel_line", {"name", "state"}),
         ("status_file_line", {"filename", "size", "budget"}),
         ("status_run_line", {"kind", "status", "when", "reason"}),
         ("too_long", {"tokens", "budget"}),

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from bot.commands import COMMANDS
+from bot.command_names import COMMANDS
 from bot.config import Config, TelegramConfig, parse_config
 from bot.errors import ConfigError, MateError
 from bot.llm import AnthropicClient
