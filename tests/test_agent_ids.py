@@ -34,8 +34,8 @@ async def test_a_configured_id_held_by_a_group_agent_stops_start_up(tmp_path: Pa
         assert (await core.workspace.read_text(2, "MEMORY.md"))[0] == "the family's memory"
 
 
-def _cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "bot", *args], capture_output=True, text=True,
+def _cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "bot", *args], capture_output=True, text=True, cwd=cwd,
                           env={**os.environ, "PYTHONPATH": str(REPO)}, timeout=60)
 
 
@@ -46,7 +46,7 @@ async def test_check_config_and_run_name_mate_agents_for_a_taken_id(tmp_path: Pa
                     "  llm: {provider: offline}\n  api: {enabled: false}\n  channels: {console: {enabled: false}}\n"
                     "  agents: [{id: 1, name: Mate}, {id: 2, name: Work}]\n", encoding="utf-8")
     for command in (["check-config", "--config", str(path)], ["run", "--config", str(path)]):
-        done = _cli(*command)
+        done = _cli(*command, cwd=tmp_path)  # `run` opens data/matebot.log there
         assert done.returncode == 2, done.stderr
         assert done.stderr.strip().splitlines() == [
             "matebot: config error: mate.agents: id 2 already belongs to the agent created for the chat "

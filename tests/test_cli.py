@@ -180,6 +180,7 @@ def test_conversations_lists_ids_with_last_activity(tmp_path: Path, capsys: pyte
             for cid, agent in (("telegram:5", 1), ("web:team", 2), ("console:me", 1)):
                 await core.repos.conversations.create(cid, agent_id=agent, channel=cid.split(":")[0],
                                                       chat_key=cid, trigger_source="user")
+            await asyncio.sleep(0.01)  # stored times have millisecond precision
             await core.repos.messages.add_many("web:team", [("user", "hello", 1), ("assistant", "hi", 1)])
             await asyncio.sleep(0.01)
             await core.repos.messages.add_many("telegram:5", [("user", "later", 1)])
