@@ -163,3 +163,39 @@ async def test_discord_faults_no_retry_can_fix_stop_the_channel(
             assert channel.state == state
     lines = [r for r in caplog.records if r.name.startswith("channels.discord") and r.levelno >= logging.WARNING]
     assert len(lines) == 1 and lines[0].exc_info is None
+
+
+async def test_an_update_fetched_but_not_stored_at_stop_is_delivered_again(tmp_path: Path) -> None:
+    from channels.telegram_adapter import TelegramChannel
+
+    entered = asyncio.Event()
+
+    def closing(rt: object) -> object:
+        async def handle(message: object, *, stored: object = None) -> None:
+            entered.set()  # as the router does once intake stopped: not stored, `stored` not called
+        return handle
+
+    async with running(tmp_path, handler=closing) as env:  # type: ignore[arg-type]
+        env.tg.push_text("do not lose me", chat_id=ADMIN, user_id=ADMIN)
+        await asyncio.wait_for(entered.wait(), 5)
+        await env.channel.stop()
+        await asyncio.wait_for(env.task, 5)
+        handed = env.tg.handed_out[-1][0] if env.tg.handed_out[-1] else env.tg.handed_out[0][0]
+        assert env.tg.confirmed_below <= handed  # Telegram still holds it
+        env.llm.reply_text("got it")
+        again = TelegramChannel(env.config.mate.channels.telegram, env.rt.router.handle, env.rt.core.prompts,
+                                poll_timeout=0.2, backoff_base=0.05, backoff_max=0.2)
+        task = asyncio.create_task(again.run())
+        try:
+            [sent] = await env.tg.wait_for_sent(timeout=5)
+            assert sent["text"] == "got it"
+        finally:
+            await again.stop()
+            await asyncio.wait_for(task, 5)
+
+
+def test_backoff_doubles_to_the_cap_with_jitter_below_it() -> None:
+    from channels.telegram_adapter import backoff_delay
+
+    assert [backoff_delay(n, 1.0, 60.0, 0.2, rand=lambda: 0.0) for n in range(8)] == [1, 2, 4, 8, 16, 32, 60, 60]
+    assert backoff_delay(10, 1.0, 60.0, 0.2, rand=lambda: 1.0) == pytest.approx(48.0)
