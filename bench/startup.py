@@ -53,7 +53,8 @@ def write_config(tmp: Path) -> Path:
         f"  database:\n    path: {tmp / 'mate.db'}\n"
         "  llm:\n    provider: offline\n"
         "  channels:\n    console:\n      enabled: false\n"
-        "  api:\n    port: 0\n",
+        "  api:\n    port: 0\n"
+        f"  log:\n    file: {tmp / 'matebot.log'}\n",
         encoding="utf-8",
     )
     return path
