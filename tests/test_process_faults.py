@@ -34,6 +34,19 @@ def is_memory_request(recorded: RecordedRequest) -> bool:
     return "should_update" in json.dumps(recorded.body.get("system", ""))
 
 
+def echo_replies(memory_reply: TextReply, chat_delay: Callable[[], float]) -> Callable[[RecordedRequest], Script]:
+    """A responder: `memory_reply` to memory requests, "re: <the user's text>" after chat_delay() to chats."""
+
+    def respond(recorded: RecordedRequest) -> Script:
+        if is_memory_request(recorded):
+            return memory_reply
+        last = recorded.body["messages"][-1]["content"]
+        text = last if isinstance(last, str) else last[-1]["text"]
+        return TextReply(f"re: {text}", delay=chat_delay())
+
+    return respond
+
+
 def free_port() -> int:
     with closing(socket.socket(socket.AF_INET, socket.SOCK_STREAM)) as sock:
         sock.bind(("127.0.0.1", 0))
@@ -191,12 +204,8 @@ async def test_sigterm_finishes_replies_in_flight_and_leaves_memory_work_pending
     port = free_port()
     slow = asyncio.Event()
 
-    def respond(recorded: RecordedRequest) -> Script:
-        if is_memory_request(recorded):
-            return TextReply(MEMORY_REPLY, delay=30)  # never answered before the stop
-        last = recorded.body["messages"][-1]["content"]
-        text = last if isinstance(last, str) else last[-1]["text"]
-        return TextReply(f"re: {text}", delay=1.5 if slow.is_set() else 0.0)
+    # The memory model never answers before the stop.
+    respond = echo_replies(TextReply(MEMORY_REPLY, delay=30), lambda: 1.5 if slow.is_set() else 0.0)
 
     conversations = ("a", "b", "c")
     async with FakeAnthropic() as fake, aiohttp.ClientSession() as session:
@@ -246,12 +255,8 @@ async def test_kill_9_mid_reply_is_answered_once_after_the_restart(tmp_path: Pat
     stuck = asyncio.Event()
     stuck.set()
 
-    def respond(recorded: RecordedRequest) -> TextReply:
-        if is_memory_request(recorded):
-            return TextReply(json.dumps({"should_update": False, "reason": "small talk"}))
-        last = recorded.body["messages"][-1]["content"]
-        text = last if isinstance(last, str) else last[-1]["text"]
-        return TextReply(f"re: {text}", delay=60 if stuck.is_set() else 0.0)
+    respond = echo_replies(TextReply(json.dumps({"should_update": False, "reason": "small talk"})),
+                           lambda: 60 if stuck.is_set() else 0.0)
 
     conversations = ("a", "b", "c")
     async with FakeAnthropic() as fake, aiohttp.ClientSession() as session:
