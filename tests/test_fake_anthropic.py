@@ -278,3 +278,61 @@ async def test_reply_with_custom_handlers(fake: FakeAnthropic, make_client: Clie
     message = await client.messages.create(**KW)
     assert message.stop_reason == "max_tokens"
     assert message.content[0].type == "text" and message.content[0].text == "custom"
+
+
+def _cached_system(text: str) -> list[dict[str, Any]]:
+    return [{"type": "text", "text": text, "cache_control": {"type": "ephemeral"}}]
+
+
+async def test_prompt_cache_writes_then_reads_a_long_prefix(fake: FakeAnthropic, make_client: ClientFactory) -> None:
+    client = make_client()
+    system = _cached_system("rules " * 1000)  # ~1500 tokens: above the 1024 minimum
+    first = await client.messages.create(model="m", max_tokens=50, system=system, messages=MESSAGES)
+    second = await client.messages.create(model="m", max_tokens=50, system=system,
+                                          messages=[{"role": "user", "content": "something else"}])
+    assert first.usage.cache_creation_input_tokens and first.usage.cache_creation_input_tokens >= 1024
+    assert first.usage.cache_read_input_tokens == 0 and first.usage.input_tokens < 20
+    assert second.usage.cache_read_input_tokens == first.usage.cache_creation_input_tokens
+    assert second.usage.cache_creation_input_tokens == 0
+    other_model = await client.messages.create(model="other", max_tokens=50, system=system, messages=MESSAGES)
+    assert other_model.usage.cache_read_input_tokens == 0  # caches are per model
+
+
+async def test_prompt_cache_ignores_short_prefixes_and_expires(fake: FakeAnthropic, make_client: ClientFactory) -> None:
+    client = make_client()
+    short = await client.messages.create(model="m", max_tokens=50, system=_cached_system("short"), messages=MESSAGES)
+    assert (short.usage.cache_creation_input_tokens, short.usage.cache_read_input_tokens) == (0, 0)
+    clock = [1000.0]
+    fake.now = lambda: clock[0]
+    system = _cached_system("policy " * 1000)
+    await client.messages.create(model="m", max_tokens=50, system=system, messages=MESSAGES)
+    clock[0] += 299  # a read inside the lifetime refreshes it
+    hit = await client.messages.create(model="m", max_tokens=50, system=system, messages=MESSAGES)
+    assert hit.usage.cache_read_input_tokens
+    clock[0] += 299
+    assert (await client.messages.create(model="m", max_tokens=50, system=system,
+                                         messages=MESSAGES)).usage.cache_read_input_tokens
+    clock[0] += 301
+    expired = await client.messages.create(model="m", max_tokens=50, system=system, messages=MESSAGES)
+    assert expired.usage.cache_read_input_tokens == 0 and expired.usage.cache_creation_input_tokens
+
+
+async def test_prompt_cache_hits_the_previous_turn_without_its_breakpoint(
+    fake: FakeAnthropic, make_client: ClientFactory,
+) -> None:
+    client = make_client()
+    history: list[dict[str, Any]] = [{"role": "user", "content": "tell me " * 700}]
+
+    def marked_last(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        *rest, last = messages
+        return [*rest, {"role": last["role"], "content": [
+            {"type": "text", "text": last["content"], "cache_control": {"type": "ephemeral"}}]}]
+
+    first = await client.messages.create(model="m", max_tokens=50, messages=marked_last(history))
+    history += [{"role": "assistant", "content": "sure"}, {"role": "user", "content": "and more"}]
+    second = await client.messages.create(model="m", max_tokens=50, messages=marked_last(history))
+    assert second.usage.cache_read_input_tokens == first.usage.cache_creation_input_tokens
+    assert second.usage.cache_creation_input_tokens and second.usage.cache_creation_input_tokens < 20
+    total = second.usage.input_tokens + second.usage.cache_creation_input_tokens + second.usage.cache_read_input_tokens
+    counted = await client.messages.count_tokens(model="m", messages=marked_last(history))
+    assert total == counted.input_tokens  # caching changes the bill, not the count

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
+import time
 import socket
 from collections import deque
 from collections.abc import Awaitable, Callable
@@ -100,6 +102,13 @@ class _Answer:
     output_tokens: int
     raw_input: str | None  # the tool input JSON as streamed (cut when max_tokens ran out)
     splice: str | None  # raw tool input text sent verbatim in the JSON body
+    cache_creation_input_tokens: int = 0
+    cache_read_input_tokens: int = 0
+
+    def usage(self, output_tokens: int) -> dict[str, int]:
+        return {"input_tokens": self.input_tokens, "output_tokens": output_tokens,
+                "cache_creation_input_tokens": self.cache_creation_input_tokens,
+                "cache_read_input_tokens": self.cache_read_input_tokens}
 
 
 def _is_cjk(char: str) -> bool:
@@ -136,10 +145,92 @@ def _strings(value: Any) -> list[str]:
 
 def request_tokens(body: dict[str, Any]) -> int:
     """input_tokens for a request: its system prompt, messages and tool definitions, plus framing."""
+    return sum(tokens for _, tokens, _ in _prompt_blocks(body))
+
+
+CACHE_MIN_TOKENS = 1024  # shorter prefixes are not cached (the Sonnet / Opus minimum)
+CACHE_TTL_S = 300.0  # the default 5-minute lifetime, refreshed by every read
+CACHE_LOOKBACK = 20  # block boundaries before a breakpoint that are checked for an earlier entry
+
+
+def _prompt_blocks(body: dict[str, Any]) -> list[tuple[str, int, bool]]:
+    """The prompt in cache order (tools, system, messages) as (key, tokens, has a breakpoint) per block."""
+    units: list[tuple[Any, bool]] = []
+    tools = body.get("tools")
+    for tool in tools if isinstance(tools, list) else []:
+        units.append((tool, isinstance(tool, dict) and "cache_control" in tool))
+    system = body.get("system")
+    if isinstance(system, str):
+        units.append(({"system": system}, False))
+    elif isinstance(system, list):
+        units.extend((block, isinstance(block, dict) and "cache_control" in block) for block in system)
     messages = body.get("messages")
-    framing = 3 + 4 * (len(messages) if isinstance(messages, list) else 0)
-    counted = [body.get("system"), messages, body.get("tools")]
-    return framing + sum(estimate_tokens(text) for part in counted for text in _strings(part))
+    for message in messages if isinstance(messages, list) else []:
+        content = message.get("content") if isinstance(message, dict) else None
+        role = message.get("role") if isinstance(message, dict) else None
+        blocks = [{"type": "text", "text": content}] if isinstance(content, str) else content or []
+        for index, block in enumerate(blocks):
+            units.append(({"role": role, "first": index == 0, "block": block},
+                          isinstance(block, dict) and "cache_control" in block))
+    result: list[tuple[str, int, bool]] = []
+    for position, (unit, marked) in enumerate(units):
+        tokens = sum(estimate_tokens(text) for text in _strings(unit))
+        if isinstance(unit, dict) and unit.get("first"):
+            tokens += 4
+        if position == 0:
+            tokens += 3
+        key = json.dumps(_without_cache_control(unit), sort_keys=True, ensure_ascii=False)
+        result.append((key, tokens, marked))
+    return result
+
+
+def _without_cache_control(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _without_cache_control(v) for k, v in value.items() if k != "cache_control"}
+    if isinstance(value, list):
+        return [_without_cache_control(v) for v in value]
+    return value
+
+
+class PromptCache:
+    """Anthropic's prompt caching as billed: prefixes up to a `cache_control` breakpoint."""
+
+    def __init__(self, now: Callable[[], float]) -> None:
+        self._now = now
+        self._entries: dict[str, float] = {}  # prefix hash -> expiry
+        self.enabled = True
+
+    def usage(self, body: dict[str, Any]) -> tuple[int, int, int]:
+        """(input_tokens, cache_creation_input_tokens, cache_read_input_tokens) for a request."""
+        blocks = _prompt_blocks(body)
+        total = sum(tokens for _, tokens, _ in blocks)
+        marks = [index for index, (_, _, marked) in enumerate(blocks) if marked][:4]
+        if not self.enabled or not marks:
+            return total, 0, 0
+        model = str(body.get("model", ""))
+        digests, cumulative, running, hasher = [], [], 0, hashlib.sha256(model.encode())
+        for key, tokens, _ in blocks:
+            hasher.update(key.encode())
+            digests.append(hasher.copy().hexdigest())
+            running += tokens
+            cumulative.append(running)
+        now = self._now()
+        read_at = -1
+        for mark in marks:
+            for index in range(mark, max(-1, mark - CACHE_LOOKBACK - 1), -1):
+                expiry = self._entries.get(digests[index])
+                if expiry is not None and expiry > now and index > read_at:
+                    read_at = index
+                    break
+        read = cumulative[read_at] if read_at >= 0 else 0
+        if read_at >= 0:
+            self._entries[digests[read_at]] = now + CACHE_TTL_S
+        written_to = max((m for m in marks if cumulative[m] >= CACHE_MIN_TOKENS and m > read_at), default=-1)
+        created = cumulative[written_to] - read if written_to >= 0 else 0
+        for mark in marks:
+            if cumulative[mark] >= CACHE_MIN_TOKENS and mark > read_at:
+                self._entries[digests[mark]] = now + CACHE_TTL_S
+        return total - read - created, created, read
 
 
 Script = TextReply | ToolUseReply | ErrorReply | DisconnectReply | CustomReply
@@ -159,6 +250,8 @@ class FakeAnthropic:
         self._runner: web.AppRunner | None = None
         self._inflight: set[asyncio.Task[Any]] = set()
         self._counter = 0
+        self.now: Callable[[], float] = time.monotonic  # the cache's clock; tests may move it on
+        self.cache = PromptCache(lambda: self.now())
 
     # -- lifecycle -----------------------------------------------------------
 
@@ -372,7 +465,11 @@ class FakeAnthropic:
         output = script.output_tokens
         if output is None or cut:
             output = min(wanted, budget) if cut and budget is not None else wanted
-        input_tokens = script.input_tokens if script.input_tokens is not None else request_tokens(body)
+        created = read = 0
+        if script.input_tokens is not None:
+            input_tokens = script.input_tokens
+        else:
+            input_tokens, created, read = self.cache.usage(body)
         blocks: list[dict[str, Any]] = []
         if text is not None:
             blocks.append({"type": "text", "text": text})
@@ -391,7 +488,7 @@ class FakeAnthropic:
                 "input": tool_input,
             })
         splice = script.raw_input_json if isinstance(script, ToolUseReply) and tool_input == _RAW_SENTINEL else None
-        return _Answer(blocks, stop_reason, input_tokens, output, raw_input, splice)
+        return _Answer(blocks, stop_reason, input_tokens, output, raw_input, splice, created, read)
 
     def _json_message(self, model: str, answer: _Answer) -> web.Response:
         message = {
@@ -402,7 +499,7 @@ class FakeAnthropic:
             "content": answer.blocks,
             "stop_reason": answer.stop_reason,
             "stop_sequence": None,
-            "usage": {"input_tokens": answer.input_tokens, "output_tokens": answer.output_tokens},
+            "usage": answer.usage(answer.output_tokens),
         }
         text = json.dumps(message)
         if answer.splice is not None:
@@ -425,7 +522,7 @@ class FakeAnthropic:
             "content": [],
             "stop_reason": None,
             "stop_sequence": None,
-            "usage": {"input_tokens": answer.input_tokens, "output_tokens": 1},
+            "usage": answer.usage(1),
         }
         await send("message_start", {"message": message})
         await send("ping", {})
