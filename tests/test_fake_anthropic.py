@@ -336,3 +336,24 @@ async def test_prompt_cache_hits_the_previous_turn_without_its_breakpoint(
     total = second.usage.input_tokens + second.usage.cache_creation_input_tokens + second.usage.cache_read_input_tokens
     counted = await client.messages.count_tokens(model="m", messages=marked_last(history))
     assert total == counted.input_tokens  # caching changes the bill, not the count
+
+
+async def test_streaming_is_paced_by_time_to_first_token_and_rate(make_client: ClientFactory) -> None:
+    async with FakeAnthropic(ttft=0.3, tokens_per_s=200) as paced:
+        client = anthropic.AsyncAnthropic(api_key="k", base_url=paced.url, max_retries=0)
+        try:
+            paced.reply_text("word " * 80)  # 100 tokens: 0.5 s at 200 tokens/s
+            loop = asyncio.get_running_loop()
+            start = loop.time()
+            arrivals = []
+            async with client.messages.stream(model="m", max_tokens=500, messages=MESSAGES) as stream:
+                async for _ in stream.text_stream:
+                    arrivals.append(loop.time() - start)
+            assert 0.3 <= arrivals[0] < 0.8  # lower bounds are the point; upper ones leave room for a busy host
+            assert 0.75 <= arrivals[-1] < 3.0 and len(arrivals) >= 20
+            paced.reply_text("word " * 80)
+            start = loop.time()
+            await client.messages.create(model="m", max_tokens=500, messages=MESSAGES)
+            assert 0.75 <= loop.time() - start < 3.0  # the whole answer, then at once
+        finally:
+            await client.close()

@@ -240,9 +240,16 @@ Responder = Callable[[RecordedRequest], Script | None]
 class FakeAnthropic:
     """Serve a fake Messages API on 127.0.0.1; use as `async with FakeAnthropic() as fake:`."""
 
-    def __init__(self, *, default_text: str = "ok", latency: float = 0.0) -> None:
+    def __init__(
+        self, *, default_text: str = "ok", latency: float = 0.0, ttft: float = 0.0,
+        tokens_per_s: float | None = None,
+    ) -> None:
+        """`ttft` and `tokens_per_s` pace answers as a real model does: the first token after
+        `ttft` seconds, then `tokens_per_s` (a non-streaming answer arrives when all are done)."""
         self.default_text = default_text
         self.latency = latency
+        self.ttft = ttft
+        self.tokens_per_s = tokens_per_s
         self.responder: Responder | None = None
         self.requests: list[RecordedRequest] = []
         self.url = ""
@@ -440,6 +447,9 @@ class FakeAnthropic:
         answer = self._shape(recorded.body, script)
         if recorded.body.get("stream"):
             return await self._stream(request, model, answer)
+        generation = self.ttft + (answer.output_tokens / self.tokens_per_s if self.tokens_per_s else 0.0)
+        if generation > 0:
+            await asyncio.sleep(generation)
         return self._json_message(model, answer)
 
     def _next_id(self, prefix: str) -> str:
@@ -526,11 +536,17 @@ class FakeAnthropic:
         }
         await send("message_start", {"message": message})
         await send("ping", {})
+        if self.ttft > 0:
+            await asyncio.sleep(self.ttft)
         for index, block in enumerate(answer.blocks):
             if block["type"] == "text":
                 await send("content_block_start", {"index": index, "content_block": {"type": "text", "text": ""}})
-                for chunk in _chunks(block["text"]):
+                paced = self.tokens_per_s is not None and self.tokens_per_s > 0
+                for chunk in _paced_chunks(block["text"]) if paced else _chunks(block["text"]):
                     await send("content_block_delta", {"index": index, "delta": {"type": "text_delta", "text": chunk}})
+                    if paced:
+                        assert self.tokens_per_s is not None
+                        await asyncio.sleep(estimate_tokens(chunk) / self.tokens_per_s)
             else:
                 start = {**block, "input": {}}
                 await send("content_block_start", {"index": index, "content_block": start})
@@ -567,3 +583,13 @@ def _chunks(text: str, parts: int = 3) -> list[str]:
         return [""]
     size = max(1, -(-len(text) // parts))
     return [text[i : i + size] for i in range(0, len(text), size)]
+
+
+def _paced_chunks(text: str, tokens: int = 4) -> list[str]:
+    """Pieces of about `tokens` tokens each, as a streaming model sends them."""
+    pieces: list[str] = []
+    while text:
+        piece = cut_to_tokens(text, tokens) or text[0]
+        pieces.append(piece)
+        text = text[len(piece):]
+    return pieces or [""]
