@@ -19,6 +19,7 @@ from discord import app_commands
 
 from bot.config import DiscordConfig
 from bot.prompts import PromptLibrary
+from channels.backoff import backoff_delay
 from channels.base import (
     CHANNEL_OK,
     CHANNEL_RETRYING,
@@ -97,7 +98,7 @@ class _EndpointOverride:
 
 
 class Backoff:
-    """Delays between retries: `base` doubling up to `maximum`, each jittered by +-25% (never above it)."""
+    """backoff_delay with its retry count: how many delays were handed out since the last reset()."""
 
     def __init__(self, base: float = 1.0, maximum: float = 60.0, rng: random.Random | None = None) -> None:
         self._base = base
@@ -106,9 +107,9 @@ class Backoff:
         self.retries = 0  # delays handed out since the last reset()
 
     def next(self) -> float:
-        nominal = min(self._maximum, self._base * 2 ** min(self.retries, 32))
+        delay = backoff_delay(self.retries, self._base, self._maximum, rand=self._rng.random)
         self.retries += 1
-        return min(self._maximum, nominal * self._rng.uniform(0.75, 1.25))
+        return delay
 
     def reset(self) -> None:
         self.retries = 0

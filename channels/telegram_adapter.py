@@ -22,6 +22,7 @@ from bot.command_names import COMMANDS
 from bot.config import TelegramConfig
 from bot.errors import MateError
 from bot.prompts import PromptLibrary
+from channels.backoff import BACKOFF_BASE, BACKOFF_JITTER, BACKOFF_MAX, backoff_delay
 from channels.base import (
     CHANNEL_OK,
     CHANNEL_RETRYING,
@@ -38,7 +39,7 @@ from channels.formatting import (
     split_message,
     utf16_len,
 )
-from channels.telegram_polling import BACKOFF_BASE, BACKOFF_JITTER, BACKOFF_MAX, UpdateLedger, backoff_delay
+from channels.telegram_polling import UpdateLedger
 
 log = logging.getLogger(__name__)
 

@@ -1,14 +1,9 @@
-"""Telegram long polling bookkeeping: which updates may be confirmed, and how long to wait (SPEC S20)."""
+"""Telegram long polling bookkeeping: which fetched updates may be confirmed (SPEC S20)."""
 
 from __future__ import annotations
 
 import asyncio
-import random
-from collections.abc import Callable
 
-BACKOFF_BASE = 1.0  # SPEC S20: 1 s doubling to 60 s, with jitter
-BACKOFF_MAX = 60.0
-BACKOFF_JITTER = 0.2  # each wait is 80-100 % of the nominal delay
 
 
 class UpdateLedger:
@@ -49,10 +44,3 @@ class UpdateLedger:
     @property
     def unconfirmed(self) -> bool:
         return self.offset() != self._confirmed
-
-
-def backoff_delay(failures: int, base: float = BACKOFF_BASE, cap: float = BACKOFF_MAX,
-                  jitter: float = BACKOFF_JITTER, rand: Callable[[], float] = random.random) -> float:
-    """The wait before retry number failures+1: base doubling up to cap, minus up to `jitter` of it."""
-    nominal = min(base * 2 ** min(failures, 32), cap)
-    return nominal * (1 - jitter * rand())

@@ -150,18 +150,18 @@ class WorkspaceFileService:
         return deleted
 
     async def set_enabled(self, agent_id: int, filename: str, enabled: bool) -> None:
-        current = await self._files.get(agent_id, filename)
-        if current is None:
-            raise WorkspaceError(f"{filename}: no such file")
-        await self._files.set_enabled(current.id, enabled)
+        await self._files.set_enabled(await self._existing_id(agent_id, filename), enabled)
         self._changed(agent_id)
 
     async def set_sort_order(self, agent_id: int, filename: str, sort_order: int) -> None:
+        await self._files.set_sort_order(await self._existing_id(agent_id, filename), sort_order)
+        self._changed(agent_id)
+
+    async def _existing_id(self, agent_id: int, filename: str) -> int:
         current = await self._files.get(agent_id, filename)
         if current is None:
             raise WorkspaceError(f"{filename}: no such file")
-        await self._files.set_sort_order(current.id, sort_order)
-        self._changed(agent_id)
+        return current.id
 
     async def injection(self, agent_id: int) -> str:
         """The `--- NAME ---` blocks of the enabled, non-blank files, in sort order."""
