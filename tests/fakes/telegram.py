@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import html
 import itertools
 import json
+import re
 import socket
 import time
 from collections import defaultdict, deque
@@ -23,6 +25,24 @@ _TEXT_FIELDS = frozenset(
         "file_id", "sticker", "photo", "document", "audio", "video", "voice", "animation",
     }
 )  # fmt: skip
+
+
+# (time.monotonic() at receipt, method, chat_id, text) of a text a user could now see.
+Visible = tuple[float, str, Any, str]
+
+MAX_TEXT_LENGTH = 4096  # characters after entity parsing
+NOT_MODIFIED = (
+    "message is not modified: specified new message content and reply markup are exactly the "
+    "same as a current content and reply markup of the message"
+)
+
+
+class _BadRequest(Exception):
+    """Raised by a method handler; answered as Telegram's 400 body, which PTB maps to BadRequest."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.description = f"Bad Request: {reason}"
 
 
 def _utf16_len(text: str) -> int:
@@ -50,6 +70,11 @@ class FakeTelegram:
     ones until `restore_network()`. `reject_token()` answers every method 401 (or 404), and
     `polling_conflict` answers getUpdates 409 as Telegram does when another poller is active.
     `offsets` records the offset of every getUpdates call: what the client confirmed.
+
+    sendMessage, sendMessageDraft and editMessageText follow Telegram's rules (HTML parse mode
+    parsed into text and entities, length limits, drafts only in private chats, "message is not
+    modified"); what they accept lands in `sent`, `drafts` and `edits`, and every text a user
+    could see, with its receipt time, in `visible`.
     """
 
     token: str = "123456:TEST"
@@ -68,6 +93,9 @@ class FakeTelegram:
         self.base_file_url = ""
         self.calls: list[tuple[str, dict[str, Any]]] = []
         self.sent: list[dict[str, Any]] = []
+        self.drafts: list[dict[str, Any]] = []  # params of every accepted sendMessageDraft
+        self.edits: list[dict[str, Any]] = []  # params of every accepted editMessageText
+        self.visible: list[Visible] = []
         self.commands: list[dict[str, Any]] = []
         self._updates: list[dict[str, Any]] = []
         self._update_ids = itertools.count(1)
@@ -92,6 +120,7 @@ class FakeTelegram:
             "getMe": lambda p: self.bot_user,
             "deleteWebhook": lambda p: True,
             "sendMessage": self._send_message,
+            "sendMessageDraft": self._send_message_draft,
             "sendChatAction": lambda p: True,
             "setMyCommands": self._set_my_commands,
             "getMyCommands": lambda p: self.commands,
@@ -258,6 +287,20 @@ class FakeTelegram:
             raise AssertionError(f"no {method} call within {timeout}s; calls: {[name for name, _ in self.calls]}")
         return self.calls_of(method)[0]
 
+    async def wait_for_visible(
+        self, predicate: Callable[[Visible], bool] = lambda entry: True, timeout: float = 5.0
+    ) -> Visible:
+        """The first entry of `visible` that matches `predicate`, waiting for it to arrive."""
+
+        def first() -> Visible | None:
+            return next((entry for entry in self.visible if predicate(entry)), None)
+
+        if not await self._wait_until(lambda: first() is not None, timeout):
+            raise AssertionError(f"no matching visible text within {timeout}s; visible: {self.visible!r}")
+        entry = first()
+        assert entry is not None
+        return entry
+
     # -- HTTP --------------------------------------------------------------------------------
 
     async def _handle(self, request: web.Request) -> web.StreamResponse:
@@ -289,7 +332,10 @@ class FakeTelegram:
             self.handed_out.append([u["update_id"] for u in result])
         else:
             handler = self._handlers.get(method, self._fallback(method))
-            result = handler(params)
+            try:
+                result = handler(params)
+            except _BadRequest as exc:
+                return self._reply({"ok": False, "error_code": 400, "description": exc.description})
         return self._reply({"ok": True, "result": result})
 
     @staticmethod
@@ -338,16 +384,40 @@ class FakeTelegram:
         if isinstance(reply, dict) and "reply_to_message_id" not in params:
             # PTB 22 always sends reply_parameters; expose the flat id tests usually want.
             params["reply_to_message_id"] = reply.get("message_id")
-        fields: dict[str, Any] = {"text": params.get("text", "")}
-        if params.get("entities"):
-            fields["entities"] = params["entities"]
+        text, entities = _content(params)
+        if not text.strip():
+            raise _BadRequest("message text is empty")
+        if len(text) > MAX_TEXT_LENGTH:
+            raise _BadRequest("message is too long")
+        fields: dict[str, Any] = {"text": text}
+        if entities:
+            fields["entities"] = entities
+        if markup := _inline_markup(params):
+            fields["reply_markup"] = markup
         message = self._bot_message(params["chat_id"], fields, params.get("message_thread_id"))
         reply_id = params.get("reply_to_message_id")
         if reply_id is not None and (params["chat_id"], reply_id) in self._messages:
             message["reply_to_message"] = self._messages[(params["chat_id"], reply_id)]
         self.sent.append(params)
-        self._notify()
+        self._show("sendMessage", params["chat_id"], text)
         return message
+
+    def _send_message_draft(self, params: dict[str, Any]) -> bool:
+        chat_id = params.get("chat_id")
+        if self._chat(chat_id)["type"] != "private":
+            raise _BadRequest("method is available only for private chats")
+        draft_id = params.get("draft_id")
+        if not isinstance(draft_id, int) or isinstance(draft_id, bool) or draft_id == 0:
+            raise _BadRequest("draft_id must be a non-zero integer")
+        text, _ = _content(params)
+        if len(text) > MAX_TEXT_LENGTH:
+            raise _BadRequest("message is too long")
+        self.drafts.append(params)
+        if text:  # Bot API 10.0: an empty draft is a "Thinking..." placeholder, not text
+            self._show("sendMessageDraft", chat_id, text)
+        else:
+            self._notify()
+        return True
 
     def _set_my_commands(self, params: dict[str, Any]) -> bool:
         self.commands = list(params.get("commands") or [])
@@ -358,13 +428,37 @@ class FakeTelegram:
         return True
 
     def _edit_message_text(self, params: dict[str, Any]) -> dict[str, Any] | bool:
+        text, entities = _content(params)
+        if not text.strip():
+            raise _BadRequest("message text is empty")
+        if len(text) > MAX_TEXT_LENGTH:
+            raise _BadRequest("MESSAGE_TOO_LONG")
+        markup = _inline_markup(params)
         if "inline_message_id" in params:
+            self.edits.append(params)
+            self._show("editMessageText", None, text)
             return True  # Telegram answers inline edits with a bare True.
-        key = (params["chat_id"], int(params["message_id"]))
-        message = self._messages.get(key) or self._bot_message(params["chat_id"], {}, None)
-        message.update(text=params.get("text", ""), edit_date=int(time.time()))
-        if params.get("entities"):
-            message["entities"] = params["entities"]
+        message_id = params.get("message_id")
+        message = None
+        if isinstance(message_id, int):
+            message = self._messages.get((params.get("chat_id"), message_id))
+        if message is None:
+            raise _BadRequest("message to edit not found")
+        if message["from"]["id"] != self.bot_user["id"]:
+            raise _BadRequest("message can't be edited")
+        if "text" not in message:
+            raise _BadRequest("there is no text in the message to edit")
+        current = (message["text"], message.get("entities", []), message.get("reply_markup"))
+        if (text, entities, markup) == current:
+            raise _BadRequest(NOT_MODIFIED)
+        message.update(text=text, edit_date=int(time.time()))
+        for field, value in (("entities", entities), ("reply_markup", markup)):
+            if value:
+                message[field] = value
+            else:
+                message.pop(field, None)
+        self.edits.append(params)
+        self._show("editMessageText", params.get("chat_id"), text)
         return message
 
     def _fallback(self, method: str) -> Callable[[dict[str, Any]], Any]:
@@ -457,6 +551,11 @@ class FakeTelegram:
 
     # -- waiting -----------------------------------------------------------------------------
 
+    def _show(self, method: str, chat_id: Any, text: str) -> None:
+        # Handlers run with no await after the request body is read: now is its receipt time.
+        self.visible.append((time.monotonic(), method, chat_id, text))
+        self._notify()
+
     def _notify(self) -> None:
         self._changed.set()
         self._changed = asyncio.Event()
@@ -473,6 +572,132 @@ class FakeTelegram:
             except TimeoutError:
                 return predicate()
         return True
+
+
+def _inline_markup(params: dict[str, Any]) -> dict[str, Any] | None:
+    """The inline keyboard a message carries; other keyboards are not part of the message."""
+    markup = params.get("reply_markup")
+    return markup if isinstance(markup, dict) and "inline_keyboard" in markup else None
+
+
+def _content(params: dict[str, Any]) -> tuple[str, list[dict[str, Any]]]:
+    """The text and entities a user sees: explicit entities win, else HTML parse mode is parsed.
+
+    Markdown modes are not parsed: their text is kept as sent, without entities.
+    """
+    text = str(params.get("text") or "")
+    if params.get("entities"):
+        return text, list(params["entities"])
+    if str(params.get("parse_mode") or "").lower() == "html":
+        return _parse_html(text)
+    return text, []
+
+
+_HTML_KINDS = {
+    "b": "bold", "strong": "bold", "i": "italic", "em": "italic", "u": "underline",
+    "ins": "underline", "s": "strikethrough", "strike": "strikethrough", "del": "strikethrough",
+    "tg-spoiler": "spoiler", "span": "spoiler", "a": "text_link", "code": "code", "pre": "pre",
+    "blockquote": "blockquote", "tg-emoji": "custom_emoji",
+}  # fmt: skip
+_HTML_TAG = re.compile(
+    r"<(/?)([A-Za-z][\w-]*)((?:\s+[\w-]+(?:\s*=\s*(?:\"[^\"]*\"|'[^']*'|[^\s\"'>]+))?)*)\s*>"
+)
+_HTML_ATTR = re.compile(r"([\w-]+)(?:\s*=\s*(?:\"([^\"]*)\"|'([^']*)'|([^\s\"'>]+)))?")
+_HTML_CHARREF = re.compile(r"&(?:#(\d{1,7})|#[xX]([0-9A-Fa-f]{1,6})|(lt|gt|amp|quot));")
+_HTML_NAMED = {"lt": "<", "gt": ">", "amp": "&", "quot": '"'}
+
+
+def _parse_html(source: str) -> tuple[str, list[dict[str, Any]]]:
+    """Telegram's HTML parse mode: (text, entities), or _BadRequest worded as Telegram words it."""
+
+    def at(i: int) -> int:  # Telegram reports positions as UTF-8 byte offsets
+        return len(source[:i].encode("utf-8", "surrogatepass"))
+
+    parts: list[str] = []
+    length = 0  # UTF-16 units of text so far: entity offsets count those
+    stack: list[tuple[str, dict[str, Any] | None]] = []  # open tags and their entities
+    entities: list[dict[str, Any]] = []
+    i = 0
+    while i < len(source):
+        if source[i] == "<":
+            m = _HTML_TAG.match(source, i)
+            if m is None:
+                word = source[i + 1 :].split(">", 1)[0].split(None, 1)[:1]
+                raise _BadRequest(
+                    f"can't parse entities: Unsupported start tag \"{''.join(word)}\" "
+                    f"at byte offset {at(i)}"
+                )
+            name = m.group(2).lower()
+            if m.group(1):
+                if not stack:
+                    raise _BadRequest(f"can't parse entities: Unexpected end tag at byte offset {at(i)}")
+                top, entity = stack.pop()
+                if top != name:
+                    raise _BadRequest(
+                        f"can't parse entities: Unmatched end tag at byte offset {at(i)}, "
+                        f'expected "</{top}>", found "</{name}>"'
+                    )
+                if entity is not None and length > entity["offset"]:
+                    entities.append({**entity, "length": length - entity["offset"]})
+            else:
+                attrs = {
+                    a.group(1).lower(): html.unescape(a.group(2) or a.group(3) or a.group(4) or "")
+                    for a in _HTML_ATTR.finditer(m.group(3))
+                }
+                stack.append((name, _open_entity(name, attrs, stack, length, at(i))))
+            i = m.end()
+            continue
+        if source[i] == "&" and (ref := _HTML_CHARREF.match(source, i)):
+            dec, hexa, named = ref.groups()
+            code = int(dec) if dec else int(hexa, 16) if hexa else None
+            piece = _HTML_NAMED[named] if named else chr(code) if code and code <= 0x10FFFF else ref.group(0)
+            i = ref.end()
+        else:
+            stops = (source.find("<", i + 1), source.find("&", i + 1))
+            end = min((j for j in stops if j >= 0), default=len(source))
+            piece, i = source[i:end], end
+        parts.append(piece)
+        length += _utf16_len(piece)
+    if stack:
+        raise _BadRequest(
+            f"can't parse entities: Can't find end tag corresponding to start tag \"{stack[-1][0]}\""
+        )
+    entities.sort(key=lambda e: (e["offset"], -e["length"]))
+    return "".join(parts), entities
+
+
+def _open_entity(
+    name: str,
+    attrs: dict[str, str],
+    stack: list[tuple[str, dict[str, Any] | None]],
+    offset: int,
+    byte_offset: int,
+) -> dict[str, Any] | None:
+    """The entity a start tag opens (its length comes at the end tag); None for a plain wrapper."""
+    kind = _HTML_KINDS.get(name)
+    if name == "span" and attrs.get("class") != "tg-spoiler":
+        kind = None
+    if kind is None:
+        raise _BadRequest(
+            f"can't parse entities: Unsupported start tag \"{name}\" at byte offset {byte_offset}"
+        )
+    entity: dict[str, Any] = {"type": kind, "offset": offset}
+    if kind == "text_link":
+        if not attrs.get("href"):
+            return None
+        entity["url"] = attrs["href"]
+    elif kind == "custom_emoji":
+        entity["custom_emoji_id"] = attrs.get("emoji-id", "")
+    elif kind == "code" and stack and stack[-1][0] == "pre":
+        # <pre><code class="language-x"> is one pre entity with a language.
+        pre = stack[-1][1]
+        language = attrs.get("class", "")
+        if pre is not None and language.startswith("language-"):
+            pre["language"] = language.removeprefix("language-")
+        return None
+    elif kind == "blockquote" and "expandable" in attrs:
+        entity["type"] = "expandable_blockquote"
+    return entity
 
 
 def _reserve_port(port: int) -> socket.socket:
