@@ -109,7 +109,7 @@ class ScriptedLLM:
         self.in_flight = 0
         self.max_in_flight = 0
 
-    async def complete(self, request: LLMRequest) -> LLMResponse:
+    async def complete(self, request: LLMRequest, on_text: Any = None) -> LLMResponse:
         self.calls[request.purpose] = self.calls.get(request.purpose, 0) + 1
         latency = self.chat_latency if request.purpose == "chat" else self.memory_latency
         self.in_flight += 1

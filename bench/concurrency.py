@@ -137,7 +137,7 @@ async def run_concurrency(
                                 "whole_run_ratio": round(latency * messages / wall, 4),
                                 "burst_ratio": round(latency / burst_wall, 4),
                                 "burst_wall_s": round(burst_wall, 4)})
-            max_in_flight = getattr(rt.llm, "max_in_flight", None)
+            max_in_flight = getattr(getattr(rt.llm, "inner", rt.llm), "max_in_flight", None)
     return {
         "bench": "concurrency",
         "llm_latency_s": latency,

@@ -361,7 +361,7 @@ class SoakModel:
         self._rng = rng
         self.stats = ModelStats()
 
-    async def complete(self, request: LLMRequest) -> LLMResponse:
+    async def complete(self, request: LLMRequest, on_text: Any = None) -> LLMResponse:
         texts = [_text_of(m) for m in request.messages]
         if request.purpose == "memory":
             chars = len(request.system) + sum(len(t) for t in texts)

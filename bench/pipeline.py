@@ -9,16 +9,21 @@ database is a real SQLite file (WAL) in a temp dir, and the memory worker is bui
 loop is not running (no extraction competes with the measurement).
 
 How: conversations of 10, 1,000 and 10,000 stored messages (alternating user/assistant,
-~20-60 tokens each, inserted with `add_many`). The long ones carry a compaction summary
-whose cut-off leaves the last `--window` (40) messages, as a real long conversation
-would after S5 compaction; before each timed call the cut-off is moved (untimed) so the
-window stays at that size instead of growing with the bench's own turns. The length-10
-case uses a fresh pre-seeded 10-message chat for every call (no summary). After
-`--warmup` calls per length, `--samples` timed calls per length are made, interleaved
-across lengths.
+~20-60 tokens each, inserted with `add_many`). The window is what a user gets from the
+default config (`WindowConfig`: 128,000 input tokens, compaction at 0.75 of that): every
+message stays in the window until the request passes the 96,000-token trigger, so each
+long conversation is measured at the largest window that budget lets it reach without
+compacting, as the window manager counts tokens: all 1,000 messages; for 10,000, the
+newest ~2,300 beside the system prompt, tools, a compaction summary and the current
+message. Before each timed call the cut-off is moved (untimed) so the window stays at
+that size instead of growing with the bench's own turns (so a summary sits ahead of the
+1,000 too); `compactions_while_timing` counts any compaction that ran anyway (0
+expected). `--window N` caps the window at N messages instead. Lengths up to 100 use a
+fresh pre-seeded chat for every call (no summary). After `--warmup` calls per length,
+`--samples` timed calls per length are made, interleaved across lengths.
 
-Then the long chats again at a compaction-like cadence (cut-off moved every 10 calls),
-so most turns find their window in the in-memory cache: `warm_p50_ms` / `warm_p99_ms`.
+Then the long chats again with the cut-off moved only every 10 calls, so most turns find
+their window in the in-memory cache: `warm_p50_ms` / `warm_p99_ms`.
 
 Target (SPEC S18): p50 <= 2 ms, and p50(10000) <= 1.2 x p50(10).
 
@@ -45,13 +50,16 @@ if __package__ in (None, ""):  # `python bench/pipeline.py`
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench._common import (
-    HostLoad, ScriptedLLM, chat_rows, emit, keep_window, make_config, ms, percentile, quiet_logs,
+    SUMMARY, HostLoad, ScriptedLLM, chat_rows, emit, keep_window, make_config, ms, percentile, quiet_logs,
     seed_conversation,
 )
+from bot.context.tokens import PER_MESSAGE_OVERHEAD
 from bot.runtime import Runtime, tune_garbage_collector, open_runtime
 from channels.base import InboundMessage
 
 LENGTHS = (10, 1000, 10000)
+FRESH_UP_TO = 100  # lengths up to this get a fresh pre-seeded chat per call
+MARGIN_TOKENS = 200  # headroom below the trigger: the current message's time label, the clock
 
 
 def _message(chat_id: str, rng: random.Random) -> InboundMessage:
@@ -66,8 +74,58 @@ async def drained(rt: Runtime) -> None:
         raise RuntimeError("the memory event was not recorded within 5 s")
 
 
+async def _request_tokens(rt: Runtime, conversation_id: str) -> int:
+    """The window manager's own estimate of the next request, less its current message."""
+    conversation = await rt.core.repos.conversations.get(conversation_id)
+    assert conversation is not None
+    system = await rt.agent.system_prompt(conversation.agent_id, "Mate")
+    return await rt.window.usage(conversation, system, rt.agent.tool_definitions(), rt.agent.model)
+
+
+async def _hold_largest(rt: Runtime, conversation_id: str, room: int, most: int | None) -> int:
+    """Move the cut-off forward until the window is the largest (at most `most` messages)
+    whose request, as the window manager counts it, stays within `room`; its message count.
+
+    The cut-off never moves back, so a first guess from stored token counts (no more than
+    the manager counts) is shrunk by whatever the manager's count still exceeds.
+    """
+    repos = rt.core.repos
+    page = await repos.messages.latest(conversation_id, 1 << 30)  # oldest first
+    keep = min(len(page), most or len(page))
+    if keep == len(page) and await _request_tokens(rt, conversation_id) <= room:
+        return keep  # the whole conversation fits: no summary, as a user would have it
+    system = await rt.agent.system_prompt(1, "Mate")
+    used = (rt.tokens.count_text(system) + rt.tokens.count_tools(rt.agent.tool_definitions())
+            + rt.tokens.count_message(rt.window.summary_message(SUMMARY)))
+    for count, record in enumerate(reversed(page[len(page) - keep:])):
+        used += record.token_count + PER_MESSAGE_OVERHEAD
+        if used > room:
+            keep = count
+            break
+    while keep < len(page):
+        await repos.conversations.set_summary(conversation_id, SUMMARY, page[-keep - 1].id)
+        rt.window.forget(conversation_id)
+        over = await _request_tokens(rt, conversation_id) - room
+        if over <= 0 or keep == 0:
+            break
+        shed = 0
+        for record in page[len(page) - keep:]:
+            shed += record.token_count + PER_MESSAGE_OVERHEAD
+            keep -= 1
+            if shed >= over:
+                break
+    return keep
+
+
+async def _held(rt: Runtime, conversation_id: str) -> int:
+    """Messages after the cut-off, less the last call's user message and reply."""
+    conversation = await rt.core.repos.conversations.get(conversation_id)
+    assert conversation is not None
+    return await rt.core.repos.messages.count(conversation_id, after_id=conversation.summary_upto_message_id) - 2
+
+
 async def run_pipeline(
-    *, samples: int = 200, warmup: int = 20, lengths: Sequence[int] = LENGTHS, window: int = 40,
+    *, samples: int = 200, warmup: int = 20, lengths: Sequence[int] = LENGTHS, window: int | None = None,
     profile: int | None = None, seed: int = 7,
 ) -> dict[str, Any]:
     rng = random.Random(seed)
@@ -83,7 +141,7 @@ async def run_pipeline(
             fresh: dict[int, list[str]] = {}
             long_chats: dict[int, str] = {}
             for length in lengths:
-                if length <= window:  # a short conversation: a fresh pre-seeded chat per call
+                if length <= min(window or FRESH_UP_TO, FRESH_UP_TO):  # short: a fresh pre-seeded chat per call
                     fresh[length] = []
                     for i in range(rounds):
                         chat = f"len{length}-{i}"
@@ -93,7 +151,18 @@ async def run_pipeline(
                     chat = f"len{length}"
                     await seed_conversation(repos, f"web:{chat}", rows=chat_rows(length, rng, count))
                     long_chats[length] = chat
+            # The window each long chat is held at: the default budget's (just under the
+            # compaction trigger), or the --window cap.
+            budget, trigger = rt.window.budget, rt.window.trigger
+            current = max(rt.tokens.count_message(_message("x", rng).text) for _ in range(20))
+            room = trigger - current - MARGIN_TOKENS
+            targets: dict[int, int] = {}
+            first_tokens: dict[str, int] = {}
+            for length, chat in long_chats.items():
+                targets[length] = await _hold_largest(rt, f"web:{chat}", room, window)
+                first_tokens[str(length)] = await _request_tokens(rt, f"web:{chat}")
             setup_s = time.perf_counter() - setup
+            summaries_before = rt.window.summary_calls
 
             timings: dict[int, list[float]] = {length: [] for length in lengths}
             reply_timings: dict[int, list[float]] = {length: [] for length in lengths}
@@ -103,7 +172,7 @@ async def run_pipeline(
                 rng.shuffle(order)
                 for length in order:
                     if length in long_chats:
-                        await keep_window(repos, f"web:{long_chats[length]}", window, rt.window)
+                        await keep_window(repos, f"web:{long_chats[length]}", targets[length], rt.window)
                         chat = long_chats[length]
                     else:
                         chat = fresh[length][i]
@@ -124,25 +193,23 @@ async def run_pipeline(
                         reply_timings[length].append(replied)
             pending = len(await repos.memory_pending.all())
             # What the window held on the last call of each length (history after the cut-off).
-            window_sizes = {}
+            window_sizes: dict[str, int] = {}
             for length in lengths:
                 chat = long_chats.get(length) or fresh[length][-1]
-                conversation = await repos.conversations.get(f"web:{chat}")
-                assert conversation is not None
-                window_sizes[str(length)] = await repos.messages.count(
-                    conversation.id, after_id=conversation.summary_upto_message_id) - 2
-            # The same long chats at a real compaction cadence: the cut-off moves once the
-            # window has grown by 20 messages, so most turns find their window in memory.
+                window_sizes[str(length)] = await _held(rt, f"web:{chat}")
+            # The same long chats with the cut-off moved only every 10 calls (the window
+            # grows by up to 20 messages in between), so most turns find it in memory.
             warm: dict[int, list[float]] = {length: [] for length in long_chats}
             for i in range(samples):
                 for length, chat in long_chats.items():
                     if i % 10 == 0:
-                        await keep_window(repos, f"web:{chat}", window, rt.window)
+                        await keep_window(repos, f"web:{chat}", targets[length], rt.window)
                     start = time.perf_counter()
                     reply = await rt.router.handle(_message(chat, rng))
                     await drained(rt)
                     warm[length].append(time.perf_counter() - start)
                     assert reply is not None and reply.text, "the router gave no reply"
+            compactions = rt.window.summary_calls - summaries_before
     if profiler is not None:
         out = io.StringIO()
         pstats.Stats(profiler, stream=out).sort_stats("cumulative").print_stats(45)
@@ -164,6 +231,11 @@ async def run_pipeline(
         "warmup": warmup,
         "p50_ratio_longest_to_shortest": round(p50[last] / p50[first], 3) if p50[first] else None,
         "window_messages_before_call": window_sizes,
+        "window_request_tokens_first_call": first_tokens,
+        "window_budget": {"max_input_tokens": budget, "compact_trigger_tokens": trigger,
+                          "cap_messages": window,
+                          "source": "default config (WindowConfig)" if window is None else "--window cap"},
+        "compactions_while_timing": compactions,
         "llm": "in-process ScriptedLLM, 0 ms latency",
         "memory_sink": "MemoryWorker built; publish writes mate_memory_pending; consumer loop not running",
         "pending_rows_recorded": pending,
@@ -178,7 +250,8 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--samples", type=int, default=200)
     parser.add_argument("--warmup", type=int, default=20)
     parser.add_argument("--lengths", type=int, nargs="+", default=list(LENGTHS))
-    parser.add_argument("--window", type=int, default=40)
+    parser.add_argument("--window", type=int, default=None, metavar="MESSAGES",
+                        help="cap the window at this many messages (default: the default config's token budget)")
     parser.add_argument("--profile", type=int, default=None, metavar="LENGTH",
                         help="cProfile the timed calls of this length; the report goes to stderr")
     args = parser.parse_args(argv)

@@ -14,12 +14,14 @@ from bot.config import MateConfig
 from bot.context.messages import Content, HistoryItem, encode_content
 from bot.context.tokens import PER_MESSAGE_OVERHEAD, TokenEstimator
 from bot.context.window import ConversationWindowManager, MessageTooLong, Window
-from bot.errors import LLMError, PromptTooLong
+from bot.clock import Clock, iso, utc_now
+from bot.errors import LLMError, PromptTooLong, StreamBroken
 from bot.llm import LLMClient, LLMRequest, LLMResponse, ToolCall
 from bot.prompts import PromptLibrary
 from bot.storage import Repositories
 from bot.storage.records import ConversationRecord
 from bot.tools import ToolResult, ToolSet
+from channels.base import ReplyStream
 from memory.workspace import WorkspaceFileService
 
 log = logging.getLogger(__name__)
@@ -64,14 +66,17 @@ async def _known(ids: tuple[int, int]) -> tuple[int, int]:
     return ids
 
 
-def local_now_text(timezone_name: str) -> str:
+def local_today_text(timezone_name: str) -> str:
+    """"2026-12-03, Thursday (Europe/Berlin)": the system prompt changes once a day, not
+    once a minute, so the provider's prompt cache can hold it (the time goes with each
+    user message instead)."""
     from bot.clock import zone
 
-    return datetime.now(zone(timezone_name)).strftime("%Y-%m-%d %H:%M %Z").strip()
+    return f"{datetime.now(zone(timezone_name)).strftime('%Y-%m-%d, %A')} ({timezone_name})"
 
 
-class _MinuteText:
-    """local_now_text, computed once a minute: every request shows it."""
+class _DayText:
+    """local_today_text, computed once a minute at most: every request shows it."""
 
     def __init__(self, timezone_name: str) -> None:
         self._timezone = timezone_name
@@ -79,9 +84,9 @@ class _MinuteText:
         self._text = ""
 
     def __call__(self) -> str:
-        minute = int(time.time() // 60)  # zone offsets are whole minutes: local minutes turn with UTC ones
+        minute = int(time.time() // 60)  # zone offsets are whole minutes: local days turn with UTC minutes
         if minute != self._minute:
-            self._text = local_now_text(self._timezone)
+            self._text = local_today_text(self._timezone)
             self._minute = minute
         return self._text
 
@@ -93,7 +98,7 @@ class Agent:
         self, config: MateConfig, repos: Repositories, workspace: WorkspaceFileService,
         window: ConversationWindowManager, llm: LLMClient, tokens: TokenEstimator,
         prompts: PromptLibrary, tools: Sequence[ToolSet] = (),
-        now_text: Callable[[], str] | None = None,
+        today_text: Callable[[], str] | None = None, clock: Clock = utc_now,
     ) -> None:
         self._config = config
         self._repos = repos
@@ -105,7 +110,8 @@ class Agent:
         self._tools = list(tools)
         self._definitions = [d for t in self._tools for d in t.definitions()]
         self._base_prompts: dict[tuple[str, str], str] = {}
-        self._now_text = now_text or _MinuteText(config.timezone)
+        self._today_text = today_text or _DayText(config.timezone)
+        self._clock = clock
 
     @property
     def model(self) -> str:
@@ -115,27 +121,36 @@ class Agent:
         return self._definitions
 
     async def system_prompt(self, agent_id: int, agent_name: str) -> str:
-        now = self._now_text()
-        key = (agent_name, now)
+        return (await self._system(agent_id, agent_name))[0]
+
+    async def _system(self, agent_id: int, agent_name: str) -> tuple[str, int]:
+        """The system prompt and where its base part ends (a cache breakpoint goes there)."""
+        today = self._today_text()
+        key = (agent_name, today)
         base = self._base_prompts.get(key)
-        if base is None:  # the text changes once a minute (it shows the time)
+        if base is None:  # the text changes once a day (it shows the date)
             if len(self._base_prompts) > 256:
                 self._base_prompts.clear()
             base = self._base_prompts[key] = self._prompts.render(
-                "agent/system", agent_name=agent_name, now=now, channel_hint="")
-        return await self._workspace.build_system_prompt(agent_id, base)
+                "agent/system", agent_name=agent_name, today=today, channel_hint="")
+        system = await self._workspace.build_system_prompt(agent_id, base)
+        split = len(base.rstrip())
+        return system, split if system.startswith(base.rstrip()) else 0
 
     async def respond(
         self, conversation: ConversationRecord, text: str, *, agent_name: str = "Mate",
         sender_id: str | None = None, sender_name: str | None = None, external_id: str | None = None,
         existing: tuple[int, int] | None = None, on_stored: Callable[[], None] | None = None,
+        stream: ReplyStream | None = None, sent_at: str | None = None,
     ) -> AgentReply:
-        """Answer `text`; `existing` = (id, previous id) when it is already stored (recovery).
+        """Answer `text`; `existing` = (id, previous id) when it is already stored (recovery),
+        `sent_at` its stored time.
 
-        `on_stored` is called once the user message is committed, before the model answers.
+        `on_stored` is called once the user message is committed, before the model answers;
+        `stream` is shown the answer as it is written (when `mate.llm.stream` is on).
         """
         tools = self.tool_definitions()
-        system = await self.system_prompt(conversation.agent_id, agent_name)
+        system, split = await self._system(conversation.agent_id, agent_name)
         user_tokens = self._tokens.count_text(text)
         too_long = self._window.check_fits(system, tools, user_tokens, self.model)
         if too_long is not None:  # answered without storing it or calling the LLM
@@ -143,14 +158,16 @@ class Agent:
             return self._too_long(too_long, None)
         # The insert is queued now and commits while the model thinks (group commit keeps
         # its order before the turn's insert); see _StoredUser.
+        now = sent_at or iso(self._clock())
         pending: Awaitable[tuple[int, int]] = (
             _known(existing) if existing is not None else
-            self._repos.messages.queue_user(conversation.id, text, user_tokens, sender_id, sender_name, external_id))
+            self._repos.messages.queue_user(conversation.id, text, user_tokens, sender_id, sender_name, external_id,
+                                            create_time=now))
         insert = asyncio.ensure_future(pending)
         if on_stored is not None:
             insert.add_done_callback(lambda done: on_stored() if not done.cancelled() and not done.exception()
                                      else None)
-        stored = _StoredUser(insert, HistoryItem(0, "user", text, user_tokens))
+        stored = _StoredUser(insert, HistoryItem(0, "user", text, user_tokens, now))
         try:
             expected = self._window.cached_last_id(conversation.id)
             if expected is None:  # cold: the stored id bounds the history read, so wait for it
@@ -166,7 +183,8 @@ class Agent:
             if isinstance(window, MessageTooLong):  # check_fits said it fits; only calibration can move
                 await self._settle_user(conversation, stored)
                 return self._too_long(window, stored.item.id)
-            return await self._run_turn(conversation, window, stored)
+            live = stream if stream is not None and self._config.llm.stream else None
+            return await self._run_turn(conversation, window, stored, split, live)
         finally:
             if not stored.settled:  # the turn ended early: the insert was promised, let it land
                 try:
@@ -196,18 +214,29 @@ class Agent:
         self._window.record(conversation.id, stored.previous_id, [stored.item])
         return stored.guess is None or stored.guess == stored.previous_id
 
-    async def _run_turn(self, conversation: ConversationRecord, window: Window, stored: _StoredUser) -> AgentReply:
+    async def _run_turn(
+        self, conversation: ConversationRecord, window: Window, stored: _StoredUser, split: int,
+        stream: ReplyStream | None,
+    ) -> AgentReply:
         turn: list[tuple[str, Content]] = []
         rounds = 0
         retried = False
+        on_text = stream.text if stream is not None else None
         while True:
             extra = [("assistant" if role == "assistant" else "user", content) for role, content in turn]
+            messages = self._window.assemble(window, extra)
             request = LLMRequest(
-                model=self.model, system=window.system, messages=self._window.assemble(window, extra),
+                model=self.model, system=window.system, messages=messages,
                 max_tokens=self._config.llm.max_output_tokens, tools=window.tools,
+                agent_id=conversation.agent_id, conversation_id=conversation.id,
+                system_split=split, cache_messages=self._breakpoints(messages, len(extra)),
             )
             try:
-                response = await self._llm.complete(request)
+                response = await self._llm.complete(request, on_text)
+            except StreamBroken as exc:
+                log.warning("the model's answer broke off: %s", exc, extra={"conversation_id": conversation.id})
+                await self._settle_user(conversation, stored)
+                return await self._broken(conversation, stored, turn, exc.partial)
             except PromptTooLong:
                 if retried:
                     log.warning("prompt too long even after the emergency compaction",
@@ -232,11 +261,15 @@ class Agent:
                 if isinstance(rebuilt, MessageTooLong):
                     return self._too_long(rebuilt, stored.item.id)
                 window = rebuilt
+                if stream is not None:
+                    stream.status("")  # the answer shown so far is replaced by the new one
                 continue
             user_id = stored.item.id
             self._observe(window, turn, response)
             if response.tool_calls and rounds < self._config.agent.max_tool_rounds:
                 rounds += 1
+                if stream is not None:
+                    stream.status(self._prompts.text("tool_status"))
                 turn.append(("assistant", response.content))
                 turn.append(("tool", await self._run_tools(conversation.agent_id, response.tool_calls)))
                 continue
@@ -245,19 +278,48 @@ class Agent:
                 final = self._prompts.text("tool_rounds_exceeded")
             if not final:
                 final = self._prompts.text("empty_reply")
-            rows: list[tuple[str, str, int, str]] = []
-            for role, content in turn:
-                stored_text, content_format = encode_content(content)
-                rows.append((role, stored_text, self._tokens.count_content(content), content_format))
-            rows.append(("assistant", final, self._tokens.count_text(final), "text"))
-            ids, count = await self._repos.messages.add_turn(conversation.id, rows)
-            contents = [content for _, content in turn] + [final]
-            self._window.record(conversation.id, user_id, [
-                HistoryItem(message_id, role, content, tokens)
-                for message_id, (role, _, tokens, _), content in zip(ids, rows, contents)
-            ])
+            ids, count = await self._store_turn(conversation, user_id, turn, final)
             return AgentReply(final, ok=True, user_message_id=user_id, last_message_id=ids[-1],
                               message_count=count)
+
+    @staticmethod
+    def _breakpoints(messages: list[dict[str, Any]], this_turn: int) -> tuple[int, ...]:
+        """Where the cached prefix ends: the last message of the previous turn; in a tool
+        round also the newest message, so the next round reads this one from the cache.
+
+        The user's message carries the time only in its own turn, so the previous turn's
+        end is the longest prefix the next turn repeats word for word.
+        """
+        before = len(messages) - 2 - this_turn  # the user's message and this turn's tool rounds follow it
+        marks = (before,) if before >= 0 else ()
+        return (*marks, -1) if this_turn else marks
+
+    async def _store_turn(
+        self, conversation: ConversationRecord, user_id: int, turn: list[tuple[str, Content]], final: str,
+    ) -> tuple[list[int], int]:
+        rows: list[tuple[str, str, int, str]] = []
+        for role, content in turn:
+            stored_text, content_format = encode_content(content)
+            rows.append((role, stored_text, self._tokens.count_content(content), content_format))
+        rows.append(("assistant", final, self._tokens.count_text(final), "text"))
+        ids, count = await self._repos.messages.add_turn(conversation.id, rows)
+        contents = [content for _, content in turn] + [final]
+        self._window.record(conversation.id, user_id, [
+            HistoryItem(message_id, role, content, tokens)
+            for message_id, (role, _, tokens, _), content in zip(ids, rows, contents)
+        ])
+        return ids, count
+
+    async def _broken(
+        self, conversation: ConversationRecord, stored: _StoredUser, turn: list[tuple[str, Content]], partial: str,
+    ) -> AgentReply:
+        """A streamed answer broke off: what the user saw stays in the history, then the apology."""
+        shown = partial.strip()
+        if not shown:
+            return AgentReply(self._prompts.text("llm_error"), ok=False, user_message_id=stored.item.id, failure="llm")
+        ids, count = await self._store_turn(conversation, stored.item.id, turn, shown)
+        return AgentReply(f"{shown}\n\n{self._prompts.text('stream_broken')}", ok=False, user_message_id=stored.item.id,
+                          last_message_id=ids[-1], message_count=count, failure="llm")
 
     def _observe(self, window: Window, turn: list[tuple[str, Content]], response: LLMResponse) -> None:
         raw = window.raw_tokens + sum(self._tokens.count_content(c) + PER_MESSAGE_OVERHEAD for _, c in turn)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import hmac
 import ipaddress
 import json
@@ -227,8 +229,7 @@ async def read_file(request: web.Request) -> web.Response:
     return _ok(json.loads(result.content))
 
 
-async def chat(request: web.Request) -> web.Response:
-    rt = request.app[_RUNTIME]
+async def _chat_message(request: web.Request) -> tuple[int, InboundMessage]:
     agent_id = await _agent_id(request)
     body = await _json_body(request)
     message = body.get("message")
@@ -238,8 +239,13 @@ async def chat(request: web.Request) -> web.Response:
     if conversation_id is not None and not isinstance(conversation_id, str):
         raise _BadRequest("conversationId must be a string")
     client = _web_client(conversation_id)
-    inbound = InboundMessage(channel="web", chat_id=client, sender_id="web", sender_name="web",
-                             text=message, is_direct=True, trigger_source="web")
+    return agent_id, InboundMessage(channel="web", chat_id=client, sender_id="web", sender_name="web",
+                                    text=message, is_direct=True, trigger_source="web")
+
+
+async def chat(request: web.Request) -> web.Response:
+    rt = request.app[_RUNTIME]
+    agent_id, inbound = await _chat_message(request)
     reply = await rt.router.handle(inbound, agent_id=agent_id)
     if reply is None:
         return _fail(503, rt.core.prompts.text("api_not_accepting"))
@@ -248,6 +254,59 @@ async def chat(request: web.Request) -> web.Response:
     data = {"reply": reply.text, "conversationId": reply.conversation_id}
     # The spec names both the envelope and the bare {reply, conversationId}: answer with both.
     return _ok(data, **data)
+
+
+class _EventStream:
+    """A ReplyStream as server-sent events: `delta` per piece of text, `status` per tool round."""
+
+    def __init__(self, response: web.StreamResponse) -> None:
+        self._response = response
+        self._events: asyncio.Queue[tuple[str, dict[str, Any]] | None] = asyncio.Queue()
+        self._writer = asyncio.create_task(self._write(), name="web-chat-stream")
+
+    def text(self, delta: str) -> None:
+        self._events.put_nowait(("delta", {"text": delta}))
+
+    def status(self, line: str) -> None:
+        self._events.put_nowait(("status", {"text": line}))
+
+    async def finish(self, event: str, data: dict[str, Any]) -> None:
+        self._events.put_nowait((event, data))
+        self._events.put_nowait(None)
+        await self._writer
+
+    async def _write(self) -> None:
+        while (item := await self._events.get()) is not None:
+            event, data = item
+            try:
+                await self._response.write(f"event: {event}\ndata: {_dumps(data)}\n\n".encode())
+            except (ConnectionResetError, RuntimeError):  # the page went away; the reply is stored anyway
+                return
+
+
+async def chat_stream(request: web.Request) -> web.StreamResponse:
+    rt = request.app[_RUNTIME]
+    agent_id, inbound = await _chat_message(request)  # bad input is answered as JSON, before the stream
+    response = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
+    await response.prepare(request)
+    events = _EventStream(response)
+    try:
+        reply = await rt.router.handle(inbound, agent_id=agent_id, stream=events)
+    except BaseException:
+        await events.finish("done", {"reply": rt.core.prompts.text("llm_error"), "conversationId": None,
+                                     "failure": "llm"})
+        raise
+    if reply is None:
+        await events.finish("done", {"reply": rt.core.prompts.text("api_not_accepting"), "conversationId": None,
+                                     "failure": "unavailable"})
+    else:
+        data: dict[str, Any] = {"reply": reply.text, "conversationId": reply.conversation_id}
+        if reply.failure:
+            data["failure"] = reply.failure
+        await events.finish("done", data)
+    with contextlib.suppress(ConnectionResetError, RuntimeError):
+        await response.write_eof()
+    return response
 
 
 async def healthz(request: web.Request) -> web.Response:
@@ -273,6 +332,7 @@ def build_app(rt: Runtime, config: ApiConfig, token: str | None = None) -> web.A
     app.router.add_get("/api/v1/memory/{agent_id}/files", list_files)
     app.router.add_get("/api/v1/memory/{agent_id}/files/{filename:.+}", read_file)
     app.router.add_post("/api/v1/chat/{agent_id}", chat)
+    app.router.add_post("/api/v1/chat/{agent_id}/stream", chat_stream)
     app.router.add_get("/healthz", healthz)
     app.router.add_get("/", index)
     return app

@@ -38,3 +38,28 @@ def local_date(name: str, now: datetime | None = None) -> str:
     moment = now or utc_now()
     local = moment.astimezone() if name == "local" else moment.astimezone(ZoneInfo(name))
     return local.date().isoformat()
+
+
+class MinuteLabels:
+    """"2026-12-03 10:46" in the configured zone for a stored UTC time.
+
+    Each request labels every user message of its window with the time it was sent, so
+    the labels are cached; they are derived from the stored time alone, so a message reads
+    the same in every later request (the provider's prompt cache depends on it).
+    """
+
+    def __init__(self, zone_name: str) -> None:
+        self._zone = zone(zone_name)
+        self._labels: dict[str, str] = {}
+
+    def __call__(self, stored: str) -> str:
+        label = self._labels.get(stored)
+        if label is None:
+            if len(self._labels) > 50_000:
+                self._labels.clear()
+            try:
+                label = parse_iso(stored).astimezone(self._zone).strftime("%Y-%m-%d %H:%M")
+            except ValueError:
+                label = ""
+            self._labels[stored] = label
+        return label

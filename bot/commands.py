@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import logging
+from datetime import datetime
 from typing import Any, Protocol
 
 from bot.agent import Agent
-from bot.clock import local_date
+from bot.clock import iso, local_date, zone
 from bot.command_names import COMMANDS, command_name
 from bot.config import MateConfig
 from bot.context.window import ConversationWindowManager
@@ -115,7 +116,21 @@ class CommandHandler:
                  window_tokens=used, window_budget=self._window.budget,
                  summary=t("status_summary_yes") if fresh.summary else t("status_summary_no"),
                  files="\n".join(lines), runs="\n".join(runs) or t("status_no_runs"),
-                 channels="\n".join(channels) or t("status_no_channels"))
+                 channels="\n".join(channels) or t("status_no_channels"), tokens=await self._tokens_today())
+
+    async def _tokens_today(self) -> str:
+        t = self._prompts.text
+        midnight = datetime.now(zone(self._config.timezone)).replace(hour=0, minute=0, second=0, microsecond=0)
+        totals = await self._repos.llm_usage.totals_since(iso(midnight))
+        if not totals:
+            return t("status_no_tokens")
+        lines = [t("status_tokens_line", purpose=row.purpose, prompt=row.prompt_tokens, output=row.output_tokens,
+                   calls=row.calls, cached=_percent(row.cache_read_input_tokens, row.prompt_tokens))
+                 for row in totals]
+        prompt = sum(row.prompt_tokens for row in totals)
+        read = sum(row.cache_read_input_tokens for row in totals)
+        lines.append(t("status_tokens_total", share=_percent(read, prompt), prompt=prompt))
+        return "\n".join(lines)
 
     async def _memory(
         self, router: ChatControl, message: InboundMessage, conversation: ConversationRecord,
@@ -172,3 +187,7 @@ def emergence_text(prompts: PromptLibrary, outcome: Any) -> str:
         return prompts.text("emerge_failed", error=reason)
     key = "emerge_updated" if getattr(outcome, "updated", False) else "emerge_not_updated"
     return prompts.text(key, reason=reason)
+
+
+def _percent(part: int, whole: int) -> int:
+    return round(100 * part / whole) if whole else 0

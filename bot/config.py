@@ -48,6 +48,7 @@ class LlmConfig(_Model):
     timeout_seconds: float = Field(120, gt=0)
     max_retries: int = Field(3, ge=0, le=10)
     max_concurrency: int = Field(32, ge=1, le=1000)
+    stream: bool = True
 
     @model_validator(mode="after")
     def _key_for_anthropic(self) -> LlmConfig:

@@ -16,7 +16,7 @@ from bot.clock import iso, utc_now
 from bot.config import Config
 from bot.instance_lock import DatabaseLock
 from bot.runtime import Runtime, open_runtime, tune_garbage_collector
-from channels.base import CHANNEL_OK, InboundMessage, OutboundMessage, parse_conversation_key
+from channels.base import CHANNEL_OK, InboundMessage, OutboundMessage, ReplyStream, parse_conversation_key
 from channels.console import ConsoleChannel
 
 log = logging.getLogger(__name__)
@@ -192,8 +192,8 @@ async def _start_services(config: Config, rt: Runtime, stack: AsyncExitStack) ->
 
 
 async def _run_console(rt: Runtime, stop: asyncio.Event, exit_on_close: bool) -> None:
-    async def handle(message: InboundMessage) -> str | None:
-        reply = await rt.router.handle(message)
+    async def handle(message: InboundMessage, stream: ReplyStream | None = None) -> str | None:
+        reply = await rt.router.handle(message, stream=stream)
         return reply.text if reply else None
 
     console = ConsoleChannel(handle)

@@ -39,3 +39,11 @@ class PromptTooLong(LLMError):
 
 class UnknownAgent(MateError):
     """No agent with that id exists."""
+
+
+class StreamBroken(LLMError):
+    """The answer broke off after part of it was streamed to the user; `partial` is that part."""
+
+    def __init__(self, message: str, partial: str) -> None:
+        super().__init__(message)
+        self.partial = partial

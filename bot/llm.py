@@ -7,12 +7,13 @@ import json
 import logging
 import random
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Protocol
 
 from bot.config import LlmConfig
-from bot.errors import LLMError, PromptTooLong
+from bot.errors import LLMError, PromptTooLong, StreamBroken
 from bot.redaction import Redactor
 from bot.text import storable
 
@@ -38,7 +39,15 @@ class LLMRequest:
     messages: list[dict[str, Any]]
     max_tokens: int
     tools: list[dict[str, Any]] = field(default_factory=list)
-    purpose: str = "chat"  # chat | summary | memory | emergence: for logs and the offline client
+    purpose: str = "chat"  # chat | summary | memory | emergence: for logs, usage rows and the offline client
+    agent_id: int | None = None
+    conversation_id: str | None = None
+    # Prompt caching: the end of the system prompt (tools before it) is always a breakpoint;
+    # system_split > 0 adds one after system[:system_split] (the base prompt, which outlives
+    # workspace edits); cache_messages are indices of messages whose last block ends a prefix.
+    cache: bool = True
+    system_split: int = 0
+    cache_messages: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,14 +56,29 @@ class LLMResponse:
     content: list[dict[str, Any]]
     tool_calls: tuple[ToolCall, ...] = ()
     stop_reason: str | None = None
-    input_tokens: int = 0
+    input_tokens: int = 0  # uncached input only, as the API reports it
     output_tokens: int = 0
     model: str = ""
+    cache_creation_input_tokens: int = 0
+    cache_read_input_tokens: int = 0
+
+    @property
+    def prompt_tokens(self) -> int:
+        """The whole prompt, however it was billed."""
+        return self.input_tokens + self.cache_creation_input_tokens + self.cache_read_input_tokens
+
+
+# Called with each piece of the answer's text as it streams in; must not block.
+TextListener = Callable[[str], None]
 
 
 class LLMClient(Protocol):
-    async def complete(self, request: LLMRequest) -> LLMResponse:
-        """One Messages API call; raises PromptTooLong or LLMError."""
+    async def complete(self, request: LLMRequest, on_text: TextListener | None = None) -> LLMResponse:
+        """One Messages API call; raises PromptTooLong or LLMError (StreamBroken once text was streamed).
+
+        With `on_text`, the answer is streamed where the client can, and the listener hears
+        its text as it arrives; the response is the same either way.
+        """
         ...
 
 
@@ -76,6 +100,7 @@ class AnthropicClient:
         import anthropic
 
         self._errors = anthropic
+        self._transport_errors = _transport_errors()
         # The SDK would wait out any retry-after, even an hour: it does not retry, we do.
         options: dict[str, Any] = {"max_retries": 0, "timeout": config.timeout_seconds}
         if config.api_key:
@@ -97,27 +122,32 @@ class AnthropicClient:
     ) -> None:
         await self._sdk.close()
 
-    async def complete(self, request: LLMRequest) -> LLMResponse:
-        params: dict[str, Any] = {
-            "model": request.model,
-            "max_tokens": request.max_tokens,
-            "messages": request.messages,
-        }
-        if request.system:
-            params["system"] = request.system
-        if request.tools:
-            params["tools"] = request.tools
+    async def complete(self, request: LLMRequest, on_text: TextListener | None = None) -> LLMResponse:
+        params = _params(request)
+        shown: list[str] = []
+
+        def listen(text: str) -> None:
+            shown.append(text)
+            assert on_text is not None
+            on_text(text)
+
         attempt = 0
         while True:
             try:
-                return await self._once(params)
+                return await self._once(params, listen if on_text is not None else None)
             except _Retryable as retry:
+                if shown:  # the user saw part of an answer: a second one would not follow on
+                    raise StreamBroken(retry.message, "".join(shown)) from None
                 delay = self._retry_delay(retry, attempt)
                 if delay is None:
                     raise LLMError(retry.message) from None
                 log.info("model API: %s; retrying in %.1f s", retry.message, delay)
                 attempt += 1
                 await asyncio.sleep(delay)
+            except LLMError as exc:
+                if shown and not isinstance(exc, StreamBroken):
+                    raise StreamBroken(str(exc), "".join(shown)) from None
+                raise
 
     def _retry_delay(self, retry: _Retryable, attempt: int) -> float | None:
         """Seconds to wait before the next try; None to give up now.
@@ -134,11 +164,14 @@ class AnthropicClient:
             return max(0.0, retry.retry_after)
         return min(_BACKOFF_BASE * 2 ** attempt, _BACKOFF_MAX) * (1 - 0.25 * random.random())
 
-    async def _once(self, params: dict[str, Any]) -> LLMResponse:
+    async def _once(self, params: dict[str, Any], on_text: TextListener | None) -> LLMResponse:
         anthropic = self._errors
         try:
             async with self._limit:
-                message = await self._sdk.messages.create(**params)
+                if on_text is None:
+                    message = await self._sdk.messages.create(**params)
+                else:
+                    message = await self._streamed(params, on_text)
         except anthropic.BadRequestError as exc:
             text = self._redact(_error_message(exc))
             if is_prompt_too_long(text):
@@ -153,6 +186,8 @@ class AnthropicClient:
             raise _Retryable("the model did not answer in time") from None
         except anthropic.APIConnectionError:
             raise _Retryable("cannot reach the model API") from None
+        except self._transport_errors:  # the SDK passes a stream's read errors through as they are
+            raise _Retryable("the connection to the model API broke off") from None
         except ValueError as exc:  # json.JSONDecodeError included: a malformed response body
             raise LLMError(f"malformed response from the model API: {self._redact(str(exc))[:200]}") from None
         try:
@@ -160,6 +195,77 @@ class AnthropicClient:
         except (AttributeError, TypeError, KeyError, ValueError) as exc:
             # A 200 that is not a Messages API answer: a proxy's HTML page, {"foo": 1}...
             raise LLMError(f"malformed response from the model API: {type(exc).__name__}") from None
+
+
+    async def _streamed(self, params: dict[str, Any], on_text: TextListener) -> Any:
+        async with self._sdk.messages.stream(**params) as stream:
+            async for event in stream:
+                if event.type == "text" and event.text:
+                    on_text(_safe(event.text))
+            message = await stream.get_final_message()
+        if getattr(message, "stop_reason", None) is None:  # the stream ended before message_delta
+            raise _Retryable("the model's answer stopped half-way")
+        return message
+
+
+def _transport_errors() -> tuple[type[BaseException], ...]:
+    """The HTTP library's own errors, whichever the installed SDK is built on."""
+    import importlib
+
+    found: list[type[BaseException]] = []
+    for name in ("httpx2", "httpx"):
+        try:
+            found.append(importlib.import_module(name).HTTPError)
+        except (ImportError, AttributeError):
+            continue
+    return tuple(found)
+
+
+_EPHEMERAL = {"type": "ephemeral"}
+_MAX_BREAKPOINTS = 4  # the Messages API's limit per request
+
+
+def _params(request: LLMRequest) -> dict[str, Any]:
+    """The Messages API body, with cache_control breakpoints where the request asks for them."""
+    params: dict[str, Any] = {"model": request.model, "max_tokens": request.max_tokens,
+                              "messages": request.messages}
+    if request.tools:
+        params["tools"] = request.tools
+    if request.system:
+        params["system"] = _system_blocks(request.system, request.system_split) if request.cache else request.system
+    if request.cache and request.cache_messages:
+        used = len(params["system"]) if request.system else 0
+        params["messages"] = _marked(request.messages, request.cache_messages, _MAX_BREAKPOINTS - used)
+    return params
+
+
+def _system_blocks(system: str, split: int) -> list[dict[str, Any]]:
+    parts = [system[:split], system[split:]] if 0 < split < len(system) else [system]
+    if any(not part.strip() for part in parts):  # the API refuses blank text blocks
+        parts = [system]
+    return [{"type": "text", "text": part, "cache_control": _EPHEMERAL} for part in parts]
+
+
+def _marked(messages: list[dict[str, Any]], indices: tuple[int, ...], allowed: int) -> list[dict[str, Any]]:
+    """A copy of `messages` with a breakpoint on the last block of each indexed message."""
+    marked = list(messages)
+    positions = sorted({i % len(messages) for i in indices if -len(messages) <= i < len(messages)})
+    for position in positions[-allowed:] if allowed > 0 else []:
+        message = marked[position]
+        content = message.get("content")
+        if isinstance(content, str):
+            if not content:
+                continue
+            blocks: list[dict[str, Any]] = [{"type": "text", "text": content}]
+        elif isinstance(content, list) and content:
+            blocks = list(content)
+        else:
+            continue
+        if blocks[-1].get("type") in ("thinking", "redacted_thinking"):
+            continue  # a breakpoint cannot sit on a thinking block
+        blocks[-1] = {**blocks[-1], "cache_control": _EPHEMERAL}
+        marked[position] = {**message, "content": blocks}
+    return marked
 
 
 class _Retryable(Exception):
@@ -199,6 +305,8 @@ def _response(message: Any) -> LLMResponse:
         text=text, content=content, tool_calls=calls, stop_reason=stop if isinstance(stop, str) else None,
         input_tokens=_count(getattr(usage, "input_tokens", 0)),
         output_tokens=_count(getattr(usage, "output_tokens", 0)),
+        cache_creation_input_tokens=_count(getattr(usage, "cache_creation_input_tokens", 0)),
+        cache_read_input_tokens=_count(getattr(usage, "cache_read_input_tokens", 0)),
         model=str(getattr(message, "model", "") or ""),
     )
 
@@ -260,18 +368,28 @@ class OfflineClient:
     async def __aexit__(self, *exc: object) -> None:
         return None
 
-    async def complete(self, request: LLMRequest) -> LLMResponse:
+    async def complete(self, request: LLMRequest, on_text: TextListener | None = None) -> LLMResponse:
         if request.purpose in ("memory", "emergence"):
             text = json.dumps({"should_update": False, "reason": "offline mode: no model configured"})
         elif request.purpose == "summary":
             text = "(offline summary of earlier messages)"
         else:
             text = self._template.format(text=_last_user_text(request.messages))
+            if on_text is not None:
+                on_text(text)
         return LLMResponse(text=text, content=[{"type": "text", "text": text}], stop_reason="end_turn",
                            model="offline")
 
 
+_TIME_LABEL = re.compile(r"^\[\d{4}-\d{2}-\d{2} \d{2}:\d{2}\] ?")
+
+
 def _last_user_text(messages: list[dict[str, Any]]) -> str:
+    """What the user wrote last, without the time label the agent puts before it."""
+    return _TIME_LABEL.sub("", _last_user_content(messages), count=1)
+
+
+def _last_user_content(messages: list[dict[str, Any]]) -> str:
     for message in reversed(messages):
         if message.get("role") != "user":
             continue
@@ -279,6 +397,7 @@ def _last_user_text(messages: list[dict[str, Any]]) -> str:
         if isinstance(content, str):
             return content
         texts = [b.get("text", "") for b in content if isinstance(b, dict) and b.get("type") == "text"]
+        texts = [t for t in texts if not _TIME_LABEL.fullmatch(t)]
         if texts:
             return texts[-1]
     return ""

@@ -21,7 +21,7 @@ from bot.ports import CommandPort
 from bot.prompts import PromptLibrary
 from bot.storage import Repositories
 from bot.storage.records import ConversationRecord
-from channels.base import InboundMessage, Stored, chat_key, conversation_key
+from channels.base import InboundMessage, ReplyStream, Stored, chat_key, conversation_key
 from memory.events import ConversationCompletedEvent, MemoryEventSink
 
 
@@ -240,8 +240,11 @@ class ChannelMessageRouter:
 
     async def handle(
         self, message: InboundMessage, *, agent_id: int | None = None, stored: Stored | None = None,
+        stream: ReplyStream | None = None,
     ) -> RoutedReply | None:
         """The reply to send back, or None when the message is ignored.
+
+        `stream` is shown the model's answer as it is written; the reply is complete anyway.
 
         `stored` is called exactly once: when the user message is committed, or as soon as
         it is clear that nothing will be stored (ignored, refused, a command, an error).
@@ -264,7 +267,7 @@ class ChannelMessageRouter:
             self._in_flight += 1
             self._idle.clear()
             try:
-                return await self._handle(message, agent_id, once)
+                return await self._handle(message, agent_id, once, stream)
             except (sqlite3.Error, StorageError) as exc:  # a read-only file, a full disk
                 log.error("storing the conversation failed: %s", exc,
                           extra={"channel": message.channel, "chat_id": message.chat_id})
@@ -276,7 +279,9 @@ class ChannelMessageRouter:
         finally:
             once()
 
-    async def _handle(self, message: InboundMessage, forced_agent: int | None, once: _Once) -> RoutedReply | None:
+    async def _handle(
+        self, message: InboundMessage, forced_agent: int | None, once: _Once, stream: ReplyStream | None,
+    ) -> RoutedReply | None:
         key = conversation_key(message)
         async with self._locks.hold(key):
             agent_id = forced_agent if forced_agent is not None else await self.agent_for(message)
@@ -290,6 +295,7 @@ class ChannelMessageRouter:
                 return RoutedReply(self._prompts.text("message_too_large", size=len(text.encode("utf-8")),
                                                       limit=MAX_MESSAGE_CHARS), conversation.id, agent_id)
             existing: tuple[int, int] | None = None
+            sent_at: str | None = None
             if message.external_id is not None:
                 found = await self._repos.messages.find_external(conversation.id, message.external_id)
                 if found is not None:
@@ -297,20 +303,20 @@ class ChannelMessageRouter:
                     if answered:  # delivered again after a crash, and already answered
                         log.info("message delivered twice; already answered", extra={"conversation_id": key})
                         return None
-                    existing = (record.id, previous_id)
+                    existing, sent_at = (record.id, previous_id), record.create_time
             stored = text if message.is_direct else f"[{message.sender_name or message.sender_id}] {text}"
             return await self._answer(conversation, stored, text, message.sender_id, message.sender_name,
-                                      message.external_id, existing, once)
+                                      message.external_id, existing, once, stream, sent_at)
 
     async def _answer(
         self, conversation: ConversationRecord, stored: str, user_text: str, sender_id: str | None,
         sender_name: str | None, external_id: str | None, existing: tuple[int, int] | None,
-        on_stored: Stored | None,
+        on_stored: Stored | None, stream: ReplyStream | None = None, sent_at: str | None = None,
     ) -> RoutedReply:
         agent = await self._agents.get(conversation.agent_id)
         reply = await self._agent.respond(conversation, stored, agent_name=agent.name, sender_id=sender_id,
                                           sender_name=sender_name, external_id=external_id, existing=existing,
-                                          on_stored=on_stored)
+                                          on_stored=on_stored, stream=stream, sent_at=sent_at)
         if reply.ok and reply.last_message_id is not None:
             # Off the reply path: the turn is stored, so the reply can go now; drain()
             # waits for this too, and the upsert keeps the furthest upto whatever the order.
@@ -338,7 +344,8 @@ class ChannelMessageRouter:
                     if await self._repos.messages.last_id(conversation_id) != record.id:
                         continue  # answered meanwhile (the platform delivered it again)
                     reply = await self._answer(conversation, record.content, user_text, record.sender_id,
-                                               record.sender_name, None, (record.id, previous_id), None)
+                                               record.sender_name, None, (record.id, previous_id), None,
+                                               sent_at=record.create_time)
             except Exception:  # boundary: one conversation's failure must not stop the others
                 log.exception("could not answer a message left unanswered", extra={"conversation_id": conversation_id})
                 continue

@@ -15,7 +15,9 @@ from bot.commands import CommandHandler
 from bot.config import Config
 from bot.context.tokens import TokenEstimator
 from bot.context.window import ConversationWindowManager
+from bot.clock import MinuteLabels
 from bot.llm import AnthropicClient, LLMClient, OfflineClient
+from bot.llm_usage import UsageRecordingClient
 from bot.router import ChannelMessageRouter
 from channels.base import ChannelStateBoard
 from memory.emergence import MemoryEmergenceService
@@ -82,6 +84,7 @@ async def open_runtime(
             offline = isinstance(client, OfflineClient)
             llm = await stack.enter_async_context(client)
         assert llm is not None
+        llm = UsageRecordingClient(llm, core.repos.llm_usage)
         tokens = TokenEstimator()
         memory: MemoryEventSink = NullMemorySink()
         extras: dict[str, Any] = {}
@@ -90,7 +93,7 @@ async def open_runtime(
             memory, summarizer, emergence = await _memory_services(stack, core, llm, extras)
         window = ConversationWindowManager(
             mate.agent.conversation.window, core.repos, tokens, llm, core.prompts, memory,
-            summary_model=mate.llm.effective_memory_model,
+            summary_model=mate.llm.effective_memory_model, time_label=MinuteLabels(mate.timezone),
         )
         tool = WorkspaceMemoryTool(core.workspace, core.prompts, budgets={
             PROFILE_FILE: mate.memory.profile_max_chars, MEMORY_FILE: mate.memory.memory_max_chars})

@@ -48,6 +48,22 @@ class ChannelCapabilities:
 Stored = Callable[[], None]
 
 
+class ReplyStream(Protocol):
+    """What a chat shows while a reply is being written; the final reply is sent as usual.
+
+    Every channel consumes the same calls: Telegram and Discord turn them into a draft or
+    an edited message, the web chat into server-sent events, the console into output.
+    Both methods return at once; a slow platform must not hold up the model's stream.
+    """
+
+    def text(self, delta: str) -> None:
+        """The next piece of the answer's text."""
+
+    def status(self, line: str) -> None:
+        """The text so far is set aside (a tool round follows, or the answer starts over):
+        show `line` instead until new text arrives; "" shows nothing new."""
+
+
 class MessageHandler(Protocol):
     """The router's entry point as adapters see it.
 
@@ -56,7 +72,9 @@ class MessageHandler(Protocol):
     adapter confirm the platform update, so a crash loses nothing.
     """
 
-    def __call__(self, message: InboundMessage, *, stored: Stored | None = None) -> Awaitable[RoutedReply | None]: ...
+    def __call__(
+        self, message: InboundMessage, *, stored: Stored | None = None, stream: ReplyStream | None = None,
+    ) -> Awaitable[RoutedReply | None]: ...
 
 
 # A channel's health for /healthz and /status: "ok", "retrying", or "stopped: <reason>".

@@ -10,11 +10,11 @@ import sys
 from collections.abc import Awaitable, Callable
 from typing import TextIO
 
-from channels.base import ChannelCapabilities, InboundMessage, OutboundMessage
+from channels.base import ChannelCapabilities, InboundMessage, OutboundMessage, ReplyStream
 
 log = logging.getLogger(__name__)
 
-Handler = Callable[[InboundMessage], Awaitable[str | None]]
+Handler = Callable[[InboundMessage, ReplyStream], Awaitable[str | None]]
 
 
 class ConsoleChannel:
@@ -53,13 +53,14 @@ class ConsoleChannel:
             message = InboundMessage(channel="console", chat_id=self._user, sender_id=self._user,
                                      sender_name=self._user, text=text, is_direct=True,
                                      trigger_source="console")
+            printed = _Printed(self._write)
             try:
-                reply = await self._handler(message)
+                reply = await self._handler(message, printed)
             except Exception:  # the console must survive one bad turn
                 log.exception("console turn failed")
                 continue
             if reply:
-                self._write(reply)
+                printed.finish(reply)
         self._write("")
         self.closed.set()
 
@@ -78,6 +79,40 @@ class ConsoleChannel:
     def _write(self, text: str, *, newline: bool = True) -> None:
         self._output.write(text + ("\n" if newline else ""))
         self._output.flush()
+
+
+class _Printed:
+    """A ReplyStream that prints the answer as it arrives, then only what the reply adds."""
+
+    def __init__(self, write: Callable[..., None]) -> None:
+        self._write = write
+        self._text = ""
+        self._status = False
+
+    def text(self, delta: str) -> None:
+        if self._status:
+            self._write("")
+            self._status = False
+        self._text += delta
+        self._write(delta, newline=False)
+
+    def status(self, line: str) -> None:
+        if self._text:
+            self._write("")
+        self._text = ""
+        if line:
+            self._write(line, newline=False)
+            self._status = True
+
+    def finish(self, reply: str) -> None:
+        if self._status:
+            self._write("")
+        if self._text and reply.startswith(self._text):
+            self._write(reply[len(self._text):])  # the rest (an apology), or just the line end
+        else:
+            if self._text:
+                self._write("")
+            self._write(reply)
 
 
 def _user_name() -> str:

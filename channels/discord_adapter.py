@@ -30,6 +30,7 @@ from channels.base import (
     channel_stopped,
 )
 from channels.formatting import DISCORD_LIMIT, split_message
+from channels.streaming import ThrottledPreview
 
 log = logging.getLogger(__name__)
 
@@ -371,18 +372,23 @@ class DiscordChannel:
             if (message.attachments or message.stickers) and self._addressed(inbound) and self._allowed(inbound):
                 await message.channel.send(self._prompts.text("text_only"), allowed_mentions=_NO_PINGS)
             return
-        if self._addressed(inbound):
-            async with _keep_typing(message.channel):
-                reply = await self._handler(inbound, stored=_no_confirmation)
-        else:
-            # The router decides; it ignores such messages.
-            reply = await self._handler(inbound, stored=_no_confirmation)
+        preview = _Preview(message)
+        try:
+            if self._addressed(inbound):
+                async with _keep_typing(message.channel):
+                    reply = await self._handler(inbound, stored=_no_confirmation, stream=preview.stream)
+            else:
+                # The router decides; it ignores such messages.
+                reply = await self._handler(inbound, stored=_no_confirmation, stream=preview.stream)
+        finally:
+            await preview.stream.close()
         if reply is None or not reply.text.strip():
             return
         first, *rest = split_message(reply.text, DISCORD_LIMIT)
-        # Only the first part quotes the question; a deleted question must not lose the answer.
-        await message.channel.send(first, reference=message.to_reference(fail_if_not_exists=False),
-                                   allowed_mentions=_NO_PINGS)
+        if not await preview.replace(first):
+            # Only the first part quotes the question; a deleted question must not lose the answer.
+            await message.channel.send(first, reference=message.to_reference(fail_if_not_exists=False),
+                                       allowed_mentions=_NO_PINGS)
         for chunk in rest:
             await message.channel.send(chunk, allowed_mentions=_NO_PINGS)
 
@@ -513,3 +519,32 @@ async def _keep_typing(channel: discord.abc.Messageable) -> AsyncIterator[None]:
         task.cancel()
         # gather keeps our own cancellation visible while swallowing the typing task's.
         await asyncio.gather(task, return_exceptions=True)
+
+
+class _Preview:
+    """The reply as it is written: one message, edited in place; the reply's first part ends it."""
+
+    def __init__(self, question: discord.Message) -> None:
+        self._question = question
+        self._sent: discord.Message | None = None
+        self.stream = ThrottledPreview(self._show, limit=DISCORD_LIMIT - 1)
+
+    async def _show(self, text: str) -> None:
+        if self._sent is None:
+            self._sent = await self._question.channel.send(
+                text, reference=self._question.to_reference(fail_if_not_exists=False), allowed_mentions=_NO_PINGS)
+        else:
+            await self._sent.edit(content=text, allowed_mentions=_NO_PINGS)
+
+    async def replace(self, text: str) -> bool:
+        """Edit the preview into `text`; False when there is none or it cannot be edited."""
+        if self._sent is None:
+            return False
+        if text == self.stream.shown:
+            return True
+        try:
+            await self._sent.edit(content=text, allowed_mentions=_NO_PINGS)
+        except discord.HTTPException as exc:
+            log.info("could not edit the preview (%s); sending the reply anew", exc)
+            return False
+        return True

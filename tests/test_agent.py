@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from bot.context.tokens import PER_MESSAGE_OVERHEAD
+from bot.context.tokens import PER_MESSAGE_OVERHEAD, TIME_LABEL_TOKENS
 from tests.fakes.anthropic import FakeAnthropic
-from tests.test_window import CID, blank_workspace, blocks, chat, estimate_without_current, running
+from tests.test_window import CID, blank_workspace, blocks, chat, estimate_without_current, running, texts
 
 
 @pytest.fixture
@@ -62,7 +62,7 @@ async def test_llm_failure_gives_an_apology_and_keeps_going(
     assert second == "back again"
     assert stored == [("user", "hello"), ("user", "still there?"), ("assistant", "back again")]
     # the unanswered message is still history for the next request
-    assert [b["text"] for m in fake.messages_requests()[-1]["messages"] for b in blocks(m)] == [
+    assert [t for m in fake.messages_requests()[-1]["messages"] for t in texts(m)] == [
         "hello", "still there?"]
 
 
@@ -78,12 +78,15 @@ async def test_usage_calibrates_the_token_factor(tmp_path: Path, fake: FakeAnthr
         low = rt.tokens.factor(model)
         assert low < 1.0
 
-        estimate = await estimate_without_current(rt) + rt.tokens.count_text("first") + PER_MESSAGE_OVERHEAD
+        # the current message goes with its time label
+        estimate = (await estimate_without_current(rt) + rt.tokens.count_text("first") + PER_MESSAGE_OVERHEAD
+                    + TIME_LABEL_TOKENS)
         fake.reply_text("one", input_tokens=3 * estimate)
         await chat(rt, "first")
         once = rt.tokens.factor(model)
 
-        estimate = await estimate_without_current(rt) + rt.tokens.count_text("second") + PER_MESSAGE_OVERHEAD
+        estimate = (await estimate_without_current(rt) + rt.tokens.count_text("second") + PER_MESSAGE_OVERHEAD
+                    + TIME_LABEL_TOKENS)
         fake.reply_text("two", input_tokens=3 * estimate)
         await chat(rt, "second")
         twice = rt.tokens.factor(model)

@@ -147,7 +147,7 @@ async def test_an_upstream_error_that_repeats_the_key_is_masked(tmp_path: Path,
                                                                 caplog: pytest.LogCaptureFixture) -> None:
     key = "sk-ant-api03-abcdefghijklmnop"
     async for api in _open(tmp_path):
-        api.rt.llm._redact = Redactor([key])  # type: ignore[attr-defined]  # the fixture's key is "test-key"
+        api.rt.llm.inner._redact = Redactor([key])  # type: ignore[attr-defined]  # the fixture's key is "test-key"
         api.fake.reply_error(401, "authentication_error", f"invalid x-api-key: {key}")
         with caplog.at_level(logging.INFO):
             status, body = await api.call("POST", "/api/v1/chat/1", json={"message": "hi"})

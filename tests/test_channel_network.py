@@ -171,7 +171,7 @@ async def test_an_update_fetched_but_not_stored_at_stop_is_delivered_again(tmp_p
     entered = asyncio.Event()
 
     def closing(rt: object) -> object:
-        async def handle(message: object, *, stored: object = None) -> None:
+        async def handle(message: object, *, stored: object = None, stream: object = None) -> None:
             entered.set()  # as the router does once intake stopped: not stored, `stored` not called
         return handle
 

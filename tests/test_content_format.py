@@ -6,7 +6,7 @@ from pathlib import Path
 
 from memory.transcript import build_transcript
 from tests.fakes.anthropic import FakeAnthropic
-from tests.test_window import CID, blocks, chat, running
+from tests.test_window import CID, blocks, chat, plain, running
 
 JSON_LOOKING_REPLY = '[{"type": "fruit", "name": "apple"}]'
 
@@ -25,7 +25,7 @@ async def test_a_json_looking_reply_is_replayed_as_text_after_a_restart(tmp_path
 
     assert [m.content_format for m in stored] == ["text"] * 4
     assistant = [m for m in replayed if m["role"] == "assistant"]
-    assert [b for m in assistant for b in blocks(m)] == [{"type": "text", "text": JSON_LOOKING_REPLY}]
+    assert [b for m in assistant for b in blocks(plain(m))] == [{"type": "text", "text": JSON_LOOKING_REPLY}]
     assert f"Assistant: {JSON_LOOKING_REPLY}" in transcript.splitlines()
 
 

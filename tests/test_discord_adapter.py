@@ -20,7 +20,7 @@ from channels.base import InboundMessage, OutboundMessage, Stored
 from channels.discord_adapter import DiscordChannel
 from memory.workspace import MEMORY_FILE
 from tests.conftest import make_config
-from tests.fakes.anthropic import FakeAnthropic
+from tests.fakes.anthropic import FakeAnthropic, untimed
 from tests.fakes.discord import FakeDiscord
 
 ADMIN = "7"
@@ -47,10 +47,12 @@ class RecordingHandler:
         self.inbound: list[InboundMessage] = []
         self.stored_callbacks: list[Stored | None] = []
 
-    async def __call__(self, message: InboundMessage, *, stored: Stored | None = None) -> RoutedReply | None:
+    async def __call__(
+        self, message: InboundMessage, *, stored: Stored | None = None, stream: Any = None,
+    ) -> RoutedReply | None:
         self.inbound.append(message)
         self.stored_callbacks.append(stored)
-        return await self._rt.router.handle(message, stored=stored)
+        return await self._rt.router.handle(message, stored=stored, stream=stream)
 
 
 @dataclass
@@ -67,10 +69,17 @@ class Env:
 
 @pytest.fixture
 async def env(tmp_path: Path) -> AsyncIterator[Env]:
+    async for opened in open_env(tmp_path, stream=False):
+        yield opened
+
+
+async def open_env(tmp_path: Path, *, stream: bool) -> AsyncIterator[Env]:
     async with FakeAnthropic() as fa, FakeDiscord() as dc:
         config = make_config(
             tmp_path,
-            llm={"provider": "anthropic", "api-key": "test-key", "base-url": fa.url, "max-retries": 0},
+            # Whole replies: these tests read the message sent; streaming has its own tests.
+            llm={"provider": "anthropic", "api-key": "test-key", "base-url": fa.url, "max-retries": 0,
+                 "stream": stream},
             channels={"discord": {
                 "enabled": True, "token": "TOKEN", "admins": [ADMIN], "allowed-users": [ALLOWED],
                 "allowed-guilds": ["100"], "api-base-url": dc.api_base, "gateway-url": dc.gateway_url,
@@ -102,7 +111,7 @@ async def test_guild_mention_is_answered_in_channel(env: Env) -> None:
     assert sent[0]["allowed_mentions"]["parse"] == []
     # The mention is stripped and the speaker named, as for any group message (S4).
     request = env.fa.messages_requests()[0]
-    assert request["messages"][-1]["content"] == "[alice] what's up?"
+    assert untimed(request["messages"][-1]["content"]) == "[alice] what's up?"
     assert "200" in env.dc.typing_calls
     conversation = await env.rt.core.repos.conversations.active_for_chat("dc:200")
     assert conversation is not None and conversation.agent_id != 1  # a group gets its own agent
@@ -114,7 +123,7 @@ async def test_guild_message_without_mention_is_ignored(env: Env) -> None:
     await env.dc.send_guild_message("now you", mention_bot=True)  # events are handled in order
     await env.dc.wait_sent(1)
     await asyncio.sleep(0.1)
-    assert [r["messages"][-1]["content"] for r in env.fa.messages_requests()] == ["[alice] now you"]
+    assert [untimed(r["messages"][-1]["content"]) for r in env.fa.messages_requests()] == ["[alice] now you"]
     assert [m["content"] for m in env.dc.sent_messages] == ["yes?"]
     assert env.dc.typing_calls == ["200"]  # no typing for a message the bot ignores
 
@@ -124,7 +133,7 @@ async def test_dm_from_allowed_user_is_answered(env: Env) -> None:
     await env.dc.send_dm("hello there", author_id=ALLOWED)
     sent = await env.dc.wait_sent(1)
     assert sent[0]["channel_id"] == "300" and sent[0]["content"] == "hi in private"
-    assert env.fa.messages_requests()[0]["messages"][-1]["content"] == "hello there"
+    assert untimed(env.fa.messages_requests()[0]["messages"][-1]["content"]) == "hello there"
     conversation = await env.rt.core.repos.conversations.active_for_chat("dc:300")
     assert conversation is not None and conversation.agent_id == 1
 

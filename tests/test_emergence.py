@@ -17,7 +17,7 @@ from bot.llm import AnthropicClient
 from memory.emergence import MemoryEmergenceService
 from memory.workspace import MEMORY_FILE
 from tests.conftest import make_config
-from tests.fakes.anthropic import FakeAnthropic
+from tests.fakes.anthropic import FakeAnthropic, system_text
 
 AGENT = 1
 NOW = datetime(2026, 4, 10, 12, 0, tzinfo=timezone.utc)
@@ -84,7 +84,7 @@ async def test_request_layout_and_memory_replacement(env: Env) -> None:
     [body] = env.fake.messages_requests()
     assert body["model"] == "claude-memory-test"
     assert body["max_tokens"] >= 200
-    assert "within 200 characters" in body["system"]
+    assert "within 200 characters" in system_text(body)
     user = env.user_prompt()
     assert "Today's date: 2026-04-10" in user
     assert "# Memory\n- old fact" in user

@@ -10,7 +10,7 @@ from bot.llm import AnthropicClient
 from bot.runtime import open_runtime
 from channels.base import InboundMessage
 from tests.conftest import make_config
-from tests.fakes.anthropic import FakeAnthropic, RecordedRequest, TextReply
+from tests.fakes.anthropic import FakeAnthropic, RecordedRequest, TextReply, untimed
 
 MEMORY_REPLY = json.dumps({
     "should_update": True, "reason": "the user shared stable facts",
@@ -79,7 +79,7 @@ async def test_cron_conversation_is_not_summarised(tmp_path: Path) -> None:
                 await asyncio.gather(loop_task, return_exceptions=True)
             assert [r for r in fake.requests if _is_memory_request(r)] == []
             chat = fake.messages_requests()
-            assert len(chat) == 1 and chat[0]["messages"][0]["content"] == job.trigger_message
+            assert len(chat) == 1 and untimed(chat[0]["messages"][0]["content"]) == job.trigger_message
             conversations = await rt.core.db.fetchall("SELECT trigger_source FROM mate_conversation")
             assert [r[0] for r in conversations] == ["cron"]
 

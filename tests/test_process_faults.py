@@ -18,7 +18,7 @@ import aiohttp
 import pytest
 import yaml
 
-from tests.fakes.anthropic import FakeAnthropic, RecordedRequest, Script, TextReply
+from tests.fakes.anthropic import FakeAnthropic, RecordedRequest, Script, TextReply, untimed
 
 READY_LINE = "matebot ready"
 POLL = 0.05
@@ -42,7 +42,7 @@ def echo_replies(memory_reply: TextReply, chat_delay: Callable[[], float]) -> Ca
             return memory_reply
         last = recorded.body["messages"][-1]["content"]
         text = last if isinstance(last, str) else last[-1]["text"]
-        return TextReply(f"re: {text}", delay=chat_delay())
+        return TextReply(f"re: {untimed(text)}", delay=chat_delay())
 
     return respond
 

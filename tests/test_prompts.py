@@ -21,7 +21,7 @@ TOOL_NAMES = (
 TEMPLATES: dict[str, dict[str, object]] = {
     "agent/system": {
         "agent_name": "Mate-X1",
-        "now": "2026-04-03 14:05 UTC",
+        "today": "2026-04-03, Friday (UTC)",
         "channel_hint": "HINT-telegram-group",
     },
     "memory/summarize-system": {"profile_max_chars": 4001, "memory_max_chars": 12001,
@@ -112,7 +112,7 @@ def test_summarize_user_omits_earlier_context_when_empty(library: PromptLibrary)
 
 
 def test_agent_system_without_channel_hint_has_no_blank_gap(library: PromptLibrary) -> None:
-    rendered = library.render("agent/system", agent_name="Mate", now="2026-04-03 14:05 UTC", channel_hint="")
+    rendered = library.render("agent/system", agent_name="Mate", today="2026-04-03, Friday (UTC)", channel_hint="")
 
     assert "\n\n\n" not in rendered
     for tool in TOOL_NAMES:
@@ -221,7 +221,7 @@ def test_required_string_keys_exist(library: PromptLibrary) -> None:
     [
         ("compact_done", {"before", "after"}),
         ("status", {"agent_id", "agent_name", "model", "window_tokens", "window_budget",
-                    "summary", "files", "runs", "channels"}),
+                    "summary", "files", "runs", "channels", "tokens"}),
         ("status_channel_line", {"name", "state"}),
         ("status_file_line", {"filename", "size", "budget"}),
         ("status_run_line", {"kind", "status", "when", "reason"}),

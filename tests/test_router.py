@@ -11,7 +11,7 @@ import pytest
 
 from bot.router import RoutedReply
 from channels.base import InboundMessage
-from tests.fakes.anthropic import FakeAnthropic, RecordedRequest, Script, TextReply
+from tests.fakes.anthropic import FakeAnthropic, RecordedRequest, Script, TextReply, system_text, untimed
 from tests.test_window import blocks, chat, running
 
 TELEGRAM = {"telegram": {"group-policy": "open", "require-mention": True}}
@@ -33,7 +33,7 @@ def numbered(fake: FakeAnthropic) -> None:
 
 
 def texts(body: dict[str, Any]) -> list[str]:
-    return [b["text"] for m in body["messages"] for b in blocks(m) if b["type"] == "text"]
+    return [untimed(b["text"]) for m in body["messages"] for b in blocks(m) if b["type"] == "text"]
 
 
 def group(text: str, *, sender: str = "Alice", chat_id: str = "-100", mention: bool = True) -> InboundMessage:
@@ -145,7 +145,7 @@ async def test_group_chat_gets_its_own_agent_without_the_owner_profile(tmp_path:
     assert again.agent_id == first.agent_id
     assert other.agent_id not in (1, first.agent_id)
     owner, *groups = fake.messages_requests()
-    assert "loves durian" in owner["system"]
+    assert "loves durian" in system_text(owner)
     for body in groups:
-        assert "durian" not in body["system"]
-        assert "--- AGENTS.md ---" in body["system"]  # the new agent has its own seeded workspace
+        assert "durian" not in system_text(body)
+        assert "--- AGENTS.md ---" in system_text(body)  # the new agent has its own seeded workspace

@@ -294,7 +294,7 @@ async def test_bots_edits_and_handler_crashes_do_not_stop_polling(tmp_path: Path
     calls: list[str] = []
 
     def flaky(rt: Runtime) -> Handler:
-        async def handle(message: InboundMessage, *, stored: Stored | None = None) -> RoutedReply | None:
+        async def handle(message: InboundMessage, *, stored: Stored | None = None, stream: Any = None) -> RoutedReply | None:
             calls.append(message.text)
             if message.text == "boom":
                 raise RuntimeError("handler exploded")

@@ -11,13 +11,15 @@ from typing import Any
 
 import pytest
 
-from bot.agent import local_now_text
-from bot.context.tokens import PER_MESSAGE_OVERHEAD, TokenEstimator
+from bot.agent import local_today_text
+from bot.context.tokens import PER_MESSAGE_OVERHEAD, TIME_LABEL_TOKENS, TokenEstimator
 from bot.llm import AnthropicClient
 from bot.runtime import Runtime, open_runtime
 from channels.base import InboundMessage
 from tests.conftest import make_config
-from tests.fakes.anthropic import ErrorReply, FakeAnthropic, RecordedRequest, Script, TextReply, ToolUseReply
+from tests.fakes.anthropic import (
+    ErrorReply, FakeAnthropic, RecordedRequest, Script, TextReply, ToolUseReply, system_text, untimed,
+)
 
 CID = "console:me"
 BUDGET = 2000
@@ -46,7 +48,7 @@ class ScriptedModel:
     def __call__(self, recorded: RecordedRequest) -> Script | None:
         if recorded.path != "/v1/messages":
             return None
-        if recorded.body.get("system") == self.summary_system:
+        if system_text(recorded.body) == self.summary_system:
             self.summary_requests.append(recorded.body)
             return self.summaries.popleft() if self.summaries else TextReply("a summary", input_tokens=0)
         self.chat_requests.append(recorded.body)
@@ -94,7 +96,25 @@ def blocks(message: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def texts(message: dict[str, Any]) -> list[str]:
-    return [b["text"] for b in blocks(message) if b["type"] == "text"]
+    return [untimed(b["text"]) for b in blocks(message) if b["type"] == "text"]
+
+
+def plain(message: dict[str, Any]) -> dict[str, Any]:
+    """A message as it read before prompt caching and time labels: no cache_control keys, a
+    text block that was only made a list to carry a breakpoint is a string again, and a
+    user message loses its leading "[YYYY-MM-DD HH:MM]" label (as text or as its own block)."""
+    content = message["content"]
+    if isinstance(content, list):
+        marked = bool(content) and "cache_control" in content[-1]
+        content = [{k: v for k, v in b.items() if k != "cache_control"} for b in content]
+        if message["role"] == "user" and len(content) > 1 and content[0].get("type") == "text" \
+                and content[0]["text"] and not untimed(content[0]["text"]):
+            content = content[1:]
+        if marked and len(content) == 1 and set(content[0]) == {"type", "text"} and content[0]["type"] == "text":
+            content = content[0]["text"]
+    if message["role"] == "user" and isinstance(content, str):
+        content = untimed(content)
+    return {**message, "content": content}
 
 
 def flat(messages: list[dict[str, Any]]) -> list[tuple[str, str]]:
@@ -132,7 +152,7 @@ async def compacted_once(rt: Runtime, model: ScriptedModel) -> None:
     await three_exchanges(rt)
     assert not model.summary_requests
     model.summaries.append(TextReply(SUMMARY_1, input_tokens=0))
-    room = TRIGGER - await estimate_without_current(rt) - PER_MESSAGE_OVERHEAD
+    room = TRIGGER - await estimate_without_current(rt) - PER_MESSAGE_OVERHEAD - TIME_LABEL_TOKENS
     await chat(rt, sized(rt.tokens, room + 1, "lemur-fourth"))
     assert len(model.summary_requests) == 1
 
@@ -156,12 +176,12 @@ async def test_system_is_base_prompt_plus_workspace_blocks(tmp_path: Path, fake:
         await chat(rt, "hello")
         await chat(rt, "how are you?")
 
-    base = rt.core.prompts.render("agent/system", agent_name="Mate", now=local_now_text("UTC"), channel_hint="")
+    base = rt.core.prompts.render("agent/system", agent_name="Mate", today=local_today_text("UTC"), channel_hint="")
     expected = base.rstrip() + "\n\n--- AGENTS.md ---\nRule: answer briefly.\n\n--- PROFILE.md ---\nName: Ada"
     first, second = model.chat_requests
-    time_line = re.compile(r"Current time: [^\n]*")  # the minute may turn between the calls
-    assert time_line.sub("", first["system"]) == time_line.sub("", expected)
-    assert second["messages"] == [
+    day_line = re.compile(r"Today is [^\n]*")  # the day may turn between the calls
+    assert day_line.sub("", system_text(first)) == day_line.sub("", expected)
+    assert [plain(m) for m in second["messages"]] == [
         {"role": "user", "content": "hello"},
         {"role": "assistant", "content": "ans-01"},
         {"role": "user", "content": "how are you?"},
@@ -180,9 +200,9 @@ async def test_summary_is_first_user_block_never_system(tmp_path: Path, fake: Fa
     for request in model.chat_requests[-2:]:
         messages = request["messages"]
         assert_alternating(messages)
-        assert blocks(messages[0])[0] == {"type": "text", "text": f"{prefix}\n{SUMMARY_1}"}
-        assert SUMMARY_1 not in request["system"]
-        assert prefix not in request["system"]
+        assert blocks(plain(messages[0]))[0] == {"type": "text", "text": f"{prefix}\n{SUMMARY_1}"}
+        assert SUMMARY_1 not in system_text(request)
+        assert prefix not in system_text(request)
         assert sum(SUMMARY_1 in t for _, t in flat(messages)) == 1
     last = flat(model.chat_requests[-1]["messages"])
     assert last[-1] == ("user", "tapir-fifth")
@@ -204,7 +224,7 @@ async def test_compaction_triggers_only_above_threshold(
         await blank_workspace(rt)
         await three_exchanges(rt)
         assert rt.tokens.factor(rt.agent.model) == 1.0
-        room = TRIGGER - await estimate_without_current(rt) - PER_MESSAGE_OVERHEAD
+        room = TRIGGER - await estimate_without_current(rt) - PER_MESSAGE_OVERHEAD - TIME_LABEL_TOKENS
         await chat(rt, sized(rt.tokens, room + over, "lemur-fourth"))
         conversation = await rt.core.repos.conversations.get(CID)
 
@@ -246,7 +266,7 @@ async def test_second_compaction_folds_previous_summary_and_only_newer_messages(
         await compacted_once(rt, model)
         first = await rt.core.repos.conversations.get(CID)
         model.summaries.append(TextReply(SUMMARY_2, input_tokens=0))
-        room = TRIGGER - await estimate_without_current(rt) - PER_MESSAGE_OVERHEAD
+        room = TRIGGER - await estimate_without_current(rt) - PER_MESSAGE_OVERHEAD - TIME_LABEL_TOKENS
         await chat(rt, sized(rt.tokens, room + 1, "tapir-fifth"))
         second = await rt.core.repos.conversations.get(CID)
         stored = await rt.core.repos.messages.after(CID, 0)
@@ -292,7 +312,7 @@ async def test_failed_summary_call_still_answers(tmp_path: Path, fake: FakeAnthr
         await blank_workspace(rt)
         await three_exchanges(rt)
         model.summaries.append(TextReply("   ", input_tokens=0))  # an empty summary is refused
-        room = TRIGGER - await estimate_without_current(rt) - PER_MESSAGE_OVERHEAD
+        room = TRIGGER - await estimate_without_current(rt) - PER_MESSAGE_OVERHEAD - TIME_LABEL_TOKENS
         reply = await chat(rt, sized(rt.tokens, room + 1, "lemur-fourth"))
         conversation = await rt.core.repos.conversations.get(CID)
 
@@ -340,7 +360,7 @@ async def test_prompt_too_long_retry_without_summary(tmp_path: Path, fake: FakeA
         model.chats.extend([prompt_too_long(), TextReply("ok", input_tokens=0)])
         assert await chat(rt, "four") == "ok"
 
-    assert model.chat_requests[-1]["messages"] == [
+    assert [plain(m) for m in model.chat_requests[-1]["messages"]] == [
         {"role": "user", "content": "three"},
         {"role": "assistant", "content": "ans-03"},
         {"role": "user", "content": "four"},

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import json
 from pathlib import Path
 
@@ -69,7 +71,7 @@ class _BrokenOnce:
     def __init__(self) -> None:
         self.requests: list[LLMRequest] = []
 
-    async def complete(self, request: LLMRequest) -> LLMResponse:
+    async def complete(self, request: LLMRequest, on_text: Any = None) -> LLMResponse:
         self.requests.append(request)
         if len(self.requests) == 2:
             raise RuntimeError("bug in the client")

@@ -20,6 +20,7 @@ class HistoryItem:
     role: str  # user | assistant | tool
     content: Content
     tokens: int
+    time: str = ""  # when it was stored (UTC, stored form); user messages show it to the model
 
     @property
     def api_role(self) -> str:
@@ -62,7 +63,16 @@ def decode_content(content: str, content_format: str) -> Content:
 
 def history_item(record: MessageRecord) -> HistoryItem:
     return HistoryItem(record.id, record.role, decode_content(record.content, record.content_format),
-                       record.token_count)
+                       record.token_count, record.create_time)
+
+
+def with_time(content: Content, label: str) -> Content:
+    """A user message as the model sees it: the local time it was sent, then what was said."""
+    if not label:
+        return content
+    if isinstance(content, str):
+        return f"[{label}] {content}"
+    return [{"type": "text", "text": f"[{label}]"}, *content]
 
 
 def plain_text(content: Content) -> str:

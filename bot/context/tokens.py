@@ -13,6 +13,8 @@ from typing import Any
 log = logging.getLogger(__name__)
 
 PER_MESSAGE_OVERHEAD = 4
+# "[2026-12-03 10:46] " before each user message: digits and punctuation, about 1 token each pair.
+TIME_LABEL_TOKENS = 10
 _EMA_ALPHA = 0.3
 _FACTOR_RANGE = (0.5, 4.0)
 _CACHE_FROM_CHARS = 128

@@ -19,8 +19,9 @@ from bot.context.messages import (
     split_exchanges,
     to_api_messages,
     trim_units,
+    with_time,
 )
-from bot.context.tokens import PER_MESSAGE_OVERHEAD, TokenEstimator
+from bot.context.tokens import PER_MESSAGE_OVERHEAD, TIME_LABEL_TOKENS, TokenEstimator
 from bot.errors import LLMError
 from bot.llm import LLMClient, LLMRequest
 from bot.prompts import PromptLibrary
@@ -67,6 +68,10 @@ class _CachedHistory:
     chars: int
 
 
+def _item_tokens(item: HistoryItem) -> int:
+    return item.tokens + PER_MESSAGE_OVERHEAD
+
+
 def _chars(items: list[HistoryItem]) -> int:
     return sum(len(i.content) if isinstance(i.content, str) else 200 * len(i.content) for i in items)
 
@@ -84,7 +89,7 @@ class ConversationWindowManager:
     def __init__(
         self, config: WindowConfig, repos: Repositories, tokens: TokenEstimator, llm: LLMClient,
         prompts: PromptLibrary, memory: MemoryEventSink, *, summary_model: str,
-        clock: Callable[[], float] = time.monotonic,
+        clock: Callable[[], float] = time.monotonic, time_label: Callable[[str], str] | None = None,
     ) -> None:
         self._config = config
         self._repos = repos
@@ -94,6 +99,7 @@ class ConversationWindowManager:
         self._memory = memory
         self._summary_model = summary_model
         self._clock = clock
+        self._time_label = time_label
         self._summaries: dict[str, tuple[str | None, int, float]] = {}
         # Each active conversation's window, kept current by the agent's own writes so a
         # turn need not read it back; a stored turn whose predecessor is not the cached last
@@ -207,8 +213,8 @@ class ConversationWindowManager:
         raw = self._tokens.count_text(window.system) + self._tokens.count_tools(window.tools)
         if window.summary:
             raw += self._tokens.count_message(self.summary_message(window.summary))
-        raw += sum(i.tokens + PER_MESSAGE_OVERHEAD for i in window.history)
-        raw += sum(i.tokens + PER_MESSAGE_OVERHEAD for i in window.current)
+        raw += sum(_item_tokens(i) for i in window.history)
+        raw += sum(_item_tokens(i) + (TIME_LABEL_TOKENS if i.time else 0) for i in window.current)
         return raw
 
     def _calibrated(self, window: Window) -> int:
@@ -234,7 +240,7 @@ class ConversationWindowManager:
                                                                     _chars(history)))
         window = Window(system, tools, summary, history, current, 0, self.budget, model)
         window.raw_tokens = self._estimate(window)
-        fixed = window.raw_tokens - sum(i.tokens + PER_MESSAGE_OVERHEAD for i in history)
+        fixed = window.raw_tokens - sum(_item_tokens(i) for i in history)
         fixed -= self._tokens.count_message(self.summary_message(summary)) if summary else 0
         if self._tokens.calibrated(model, fixed) > self.budget:
             own = sum(i.tokens for i in current)
@@ -260,9 +266,16 @@ class ConversationWindowManager:
                 units.pop(0)
             history = [i for u in units for i in u]
         parts += [(i.api_role, i.content) for i in history]
-        parts += [(i.api_role, i.content) for i in window.current]
+        parts += [(i.api_role, self._timed(i)) for i in window.current]
         parts += list(extra)
         return to_api_messages(parts)
+
+    def _timed(self, item: HistoryItem) -> Content:
+        """The current message with the local time it was sent (older ones go without: the
+        history before this turn must read as it did in the last request, for the cache)."""
+        if item.role != "user" or not item.time or self._time_label is None:
+            return item.content
+        return with_time(item.content, self._time_label(item.time))
 
     @staticmethod
     def _may_lead(window: Window, item: HistoryItem) -> bool:

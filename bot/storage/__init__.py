@@ -16,6 +16,7 @@ from bot.storage.memory_state import (
     SqliteMemoryPendingRepository,
     SqliteMemoryRunRepository,
 )
+from bot.storage.usage import SqliteLlmUsageRepository
 from bot.storage.workspace_files import SqliteWorkspaceFileRepository
 
 
@@ -31,6 +32,7 @@ class Repositories:
     memory_pending: SqliteMemoryPendingRepository
     memory_runs: SqliteMemoryRunRepository
     memory_commits: SqliteMemoryCommitRepository
+    llm_usage: SqliteLlmUsageRepository
 
     @classmethod
     def over(cls, db: Database) -> Repositories:
@@ -43,6 +45,7 @@ class Repositories:
             memory_pending=SqliteMemoryPendingRepository(db),
             memory_runs=SqliteMemoryRunRepository(db),
             memory_commits=SqliteMemoryCommitRepository(db),
+            llm_usage=SqliteLlmUsageRepository(db),
         )
 
 

@@ -158,6 +158,7 @@ class SqliteMessageRepository:
     def queue_user(
         self, conversation_id: str, content: str, token_count: int,
         sender_id: str | None = None, sender_name: str | None = None, external_id: str | None = None,
+        create_time: str | None = None,
     ) -> Awaitable[tuple[int, int]]:
         """Store a user message; (its id, the id of the conversation's message before it).
 
@@ -168,7 +169,7 @@ class SqliteMessageRepository:
             "sender_name, create_time, external_id) VALUES (?, 'user', ?, ?, ?, ?, ?, ?) RETURNING id, "
             "(SELECT COALESCE(MAX(m.id), 0) FROM mate_message m "
             " WHERE m.conversation_id = ? AND m.id < mate_message.id)",
-            (conversation_id, content, token_count, sender_id, sender_name, utc_now(), external_id,
+            (conversation_id, content, token_count, sender_id, sender_name, create_time or utc_now(), external_id,
              conversation_id),
         )
         return _first_two_ids(rows)

@@ -147,4 +147,23 @@ MIGRATIONS: tuple[tuple[int, str, tuple[str, ...]], ...] = (
             "CREATE INDEX IF NOT EXISTS ix_conversation_update ON mate_conversation(update_time)",
         ),
     ),
+    (
+        5,
+        "mate_llm_usage: the tokens each model call was billed, for /status and cost checks",
+        (
+            """CREATE TABLE IF NOT EXISTS mate_llm_usage (
+                id INTEGER PRIMARY KEY AUTOINCREMENT,
+                agent_id INTEGER,
+                conversation_id TEXT,
+                purpose TEXT NOT NULL,
+                model TEXT NOT NULL DEFAULT '',
+                input_tokens INTEGER NOT NULL DEFAULT 0,
+                cache_creation_input_tokens INTEGER NOT NULL DEFAULT 0,
+                cache_read_input_tokens INTEGER NOT NULL DEFAULT 0,
+                output_tokens INTEGER NOT NULL DEFAULT 0,
+                create_time TEXT NOT NULL
+            )""",
+            "CREATE INDEX IF NOT EXISTS ix_llm_usage_time ON mate_llm_usage(create_time)",
+        ),
+    ),
 )

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import asyncio
 import hashlib
 import json
@@ -46,6 +48,9 @@ class TextReply:
     output_tokens: int | None = None  # None: computed from the (possibly cut) answer
     stop_reason: str = "end_turn"
     delay: float = 0.0
+    # The connection drops once this many characters were streamed (no answer at all
+    # when not streaming): a network cut half-way through an answer.
+    break_after_chars: int | None = None
 
 
 @dataclass(frozen=True)
@@ -445,8 +450,11 @@ class FakeAnthropic:
             return await result
         model = str(recorded.body.get("model", "claude-fake"))
         answer = self._shape(recorded.body, script)
+        cut = script.break_after_chars if isinstance(script, TextReply) else None
+        if cut is not None and not recorded.body.get("stream"):
+            return await self._answer(request, recorded, DisconnectReply())
         if recorded.body.get("stream"):
-            return await self._stream(request, model, answer)
+            return await self._stream(request, model, answer, cut)
         generation = self.ttft + (answer.output_tokens / self.tokens_per_s if self.tokens_per_s else 0.0)
         if generation > 0:
             await asyncio.sleep(generation)
@@ -517,7 +525,9 @@ class FakeAnthropic:
             text = text.replace(json.dumps(_RAW_SENTINEL), answer.splice, 1)
         return web.Response(text=text, content_type="application/json", headers=self._headers())
 
-    async def _stream(self, request: web.Request, model: str, answer: _Answer) -> web.StreamResponse:
+    async def _stream(
+        self, request: web.Request, model: str, answer: _Answer, break_after: int | None = None,
+    ) -> web.StreamResponse:
         response = web.StreamResponse(headers={**self._headers(), "Content-Type": "text/event-stream"})
         await response.prepare(request)
 
@@ -542,8 +552,15 @@ class FakeAnthropic:
             if block["type"] == "text":
                 await send("content_block_start", {"index": index, "content_block": {"type": "text", "text": ""}})
                 paced = self.tokens_per_s is not None and self.tokens_per_s > 0
+                sent = 0
                 for chunk in _paced_chunks(block["text"]) if paced else _chunks(block["text"]):
                     await send("content_block_delta", {"index": index, "delta": {"type": "text_delta", "text": chunk}})
+                    sent += len(chunk)
+                    if break_after is not None and sent >= break_after:
+                        await asyncio.sleep(0.05)  # let what was written reach the client first
+                        assert request.transport is not None
+                        request.transport.abort()
+                        raise asyncio.CancelledError
                     if paced:
                         assert self.tokens_per_s is not None
                         await asyncio.sleep(estimate_tokens(chunk) / self.tokens_per_s)
@@ -593,3 +610,19 @@ def _paced_chunks(text: str, tokens: int = 4) -> list[str]:
         pieces.append(piece)
         text = text[len(piece):]
     return pieces or [""]
+
+
+_TIME_LABEL = re.compile(r"^\[\d{4}-\d{2}-\d{2} \d{2}:\d{2}\] ?")
+
+
+def untimed(text: str) -> str:
+    """A user message's text without the "[2026-12-03 10:46] " label matebot puts before it."""
+    return _TIME_LABEL.sub("", text, count=1)
+
+
+def system_text(body: dict[str, Any]) -> str:
+    """A request's system prompt as one string, whether sent as text or as cached blocks."""
+    system = body.get("system", "")
+    if isinstance(system, list):
+        return "".join(block.get("text", "") for block in system if isinstance(block, dict))
+    return str(system or "")
