@@ -323,7 +323,7 @@ class Agent:
 
     def _observe(self, window: Window, turn: list[tuple[str, Content]], response: LLMResponse) -> None:
         raw = window.raw_tokens + sum(self._tokens.count_content(c) + PER_MESSAGE_OVERHEAD for _, c in turn)
-        self._tokens.observe(self.model, raw, response.input_tokens)
+        self._tokens.observe(self.model, raw, response.prompt_tokens)
 
     async def _run_tools(self, agent_id: int, calls: Sequence[ToolCall]) -> list[dict[str, Any]]:
         results = []

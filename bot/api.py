@@ -275,6 +275,9 @@ class _EventStream:
         self._events.put_nowait(None)
         await self._writer
 
+    def abandon(self) -> None:
+        self._writer.cancel()
+
     async def _write(self) -> None:
         while (item := await self._events.get()) is not None:
             event, data = item
@@ -292,18 +295,22 @@ async def chat_stream(request: web.Request) -> web.StreamResponse:
     events = _EventStream(response)
     try:
         reply = await rt.router.handle(inbound, agent_id=agent_id, stream=events)
-    except BaseException:
-        await events.finish("done", {"reply": rt.core.prompts.text("llm_error"), "conversationId": None,
-                                     "failure": "llm"})
+    except asyncio.CancelledError:  # the page went away or the daemon stops
+        events.abandon()
         raise
-    if reply is None:
-        await events.finish("done", {"reply": rt.core.prompts.text("api_not_accepting"), "conversationId": None,
-                                     "failure": "unavailable"})
+    except Exception:
+        # The stream has started, so no JSON error can follow: the page still gets its `done`.
+        log.exception("web chat stream failed")
+        done: dict[str, Any] = {"reply": rt.core.prompts.text("llm_error"), "conversationId": None, "failure": "llm"}
     else:
-        data: dict[str, Any] = {"reply": reply.text, "conversationId": reply.conversation_id}
-        if reply.failure:
-            data["failure"] = reply.failure
-        await events.finish("done", data)
+        if reply is None:
+            done = {"reply": rt.core.prompts.text("api_not_accepting"), "conversationId": None,
+                    "failure": "unavailable"}
+        else:
+            done = {"reply": reply.text, "conversationId": reply.conversation_id}
+            if reply.failure:
+                done["failure"] = reply.failure
+    await events.finish("done", done)
     with contextlib.suppress(ConnectionResetError, RuntimeError):
         await response.write_eof()
     return response

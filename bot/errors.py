@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 
 class MateError(Exception):
     """Base of every error matebot raises deliberately."""
@@ -30,7 +32,15 @@ class WorkspaceError(MateError):
 
 
 class LLMError(MateError):
-    """The language model could not answer after the client's retries."""
+    """The language model could not answer after the client's retries.
+
+    `billed` is the usage the provider reported before the call failed (a stream that
+    broke off after it started), so the cost is still recorded; an LLMResponse or None.
+    """
+
+    def __init__(self, message: str, *, billed: Any = None) -> None:
+        super().__init__(message)
+        self.billed = billed
 
 
 class PromptTooLong(LLMError):
@@ -44,6 +54,6 @@ class UnknownAgent(MateError):
 class StreamBroken(LLMError):
     """The answer broke off after part of it was streamed to the user; `partial` is that part."""
 
-    def __init__(self, message: str, partial: str) -> None:
-        super().__init__(message)
+    def __init__(self, message: str, partial: str, *, billed: Any = None) -> None:
+        super().__init__(message, billed=billed)
         self.partial = partial

@@ -13,6 +13,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, Protocol
 
 from bot.config import LlmConfig
+from bot.context.messages import TIME_LABEL, without_time
 from bot.errors import LLMError, PromptTooLong, StreamBroken
 from bot.redaction import Redactor
 from bot.text import storable
@@ -88,6 +89,8 @@ def is_prompt_too_long(message: str) -> bool:
 
 # Retried: timeouts, lock timeouts, rate limits, server errors and 529 overloaded.
 _RETRY_STATUSES = frozenset({408, 409, 429})
+# The longest a streamed answer may take in all: the SDK's own limit for one request.
+STREAM_DEADLINE_S = 600.0
 _BACKOFF_BASE = 0.5
 _BACKOFF_MAX = 8.0
 
@@ -113,6 +116,7 @@ class AnthropicClient:
         self._limit = asyncio.Semaphore(config.max_concurrency)
         # Upstream error texts end up in logs, replies and run records; a proxy may echo the key.
         self._redact = Redactor([config.api_key])
+        self._streaming = True  # turned off for good when the server ignores `stream: true`
 
     async def __aenter__(self) -> AnthropicClient:
         return self
@@ -133,20 +137,25 @@ class AnthropicClient:
 
         attempt = 0
         while True:
+            streamed = on_text is not None and self._streaming
             try:
-                return await self._once(params, listen if on_text is not None else None)
+                return await self._once(params, listen if streamed else None)
+            except _NotStreamed:
+                # A proxy or local server that answers `stream: true` with a plain body.
+                log.warning("the model API does not stream answers; asking without streaming from now on")
+                self._streaming = False
             except _Retryable as retry:
                 if shown:  # the user saw part of an answer: a second one would not follow on
-                    raise StreamBroken(retry.message, "".join(shown)) from None
+                    raise StreamBroken(retry.message, "".join(shown), billed=retry.billed) from None
                 delay = self._retry_delay(retry, attempt)
                 if delay is None:
-                    raise LLMError(retry.message) from None
+                    raise LLMError(retry.message, billed=retry.billed) from None
                 log.info("model API: %s; retrying in %.1f s", retry.message, delay)
                 attempt += 1
                 await asyncio.sleep(delay)
             except LLMError as exc:
                 if shown and not isinstance(exc, StreamBroken):
-                    raise StreamBroken(str(exc), "".join(shown)) from None
+                    raise StreamBroken(str(exc), "".join(shown), billed=exc.billed) from None
                 raise
 
     def _retry_delay(self, retry: _Retryable, attempt: int) -> float | None:
@@ -165,13 +174,22 @@ class AnthropicClient:
         return min(_BACKOFF_BASE * 2 ** attempt, _BACKOFF_MAX) * (1 - 0.25 * random.random())
 
     async def _once(self, params: dict[str, Any], on_text: TextListener | None) -> LLMResponse:
+        started: list[Any] = []  # the streamed message_start: what a broken answer was billed
+        try:
+            return await self._mapped(params, on_text, started)
+        except (_Retryable, LLMError) as exc:
+            if started and exc.billed is None:
+                exc.billed = _usage_only(started[0])
+            raise
+
+    async def _mapped(self, params: dict[str, Any], on_text: TextListener | None, started: list[Any]) -> LLMResponse:
         anthropic = self._errors
         try:
             async with self._limit:
                 if on_text is None:
                     message = await self._sdk.messages.create(**params)
                 else:
-                    message = await self._streamed(params, on_text)
+                    message = await self._streamed(params, on_text, started)
         except anthropic.BadRequestError as exc:
             text = self._redact(_error_message(exc))
             if is_prompt_too_long(text):
@@ -179,7 +197,7 @@ class AnthropicClient:
             raise LLMError(f"request rejected: {text}") from None
         except anthropic.APIStatusError as exc:
             text = f"HTTP {exc.status_code}: {self._redact(_error_message(exc))}"
-            if exc.status_code in _RETRY_STATUSES or exc.status_code >= 500:
+            if exc.status_code in _RETRY_STATUSES or exc.status_code >= 500 or _is_overload_event(exc):
                 raise _Retryable(text, _retry_after(exc.response.headers)) from None
             raise LLMError(text) from None
         except anthropic.APITimeoutError:
@@ -196,13 +214,22 @@ class AnthropicClient:
             # A 200 that is not a Messages API answer: a proxy's HTML page, {"foo": 1}...
             raise LLMError(f"malformed response from the model API: {type(exc).__name__}") from None
 
-
-    async def _streamed(self, params: dict[str, Any], on_text: TextListener) -> Any:
-        async with self._sdk.messages.stream(**params) as stream:
-            async for event in stream:
-                if event.type == "text" and event.text:
-                    on_text(_safe(event.text))
-            message = await stream.get_final_message()
+    async def _streamed(self, params: dict[str, Any], on_text: TextListener, started: list[Any]) -> Any:
+        # The read timeout restarts with every event, so a server that trickles pings
+        # would hold the reply forever without a deadline for the whole answer.
+        try:
+            async with asyncio.timeout(max(STREAM_DEADLINE_S, self._timeout)):
+                async with self._sdk.messages.stream(**params) as stream:
+                    async for event in stream:
+                        if event.type == "message_start":
+                            started.append(event.message)
+                        elif event.type == "text" and event.text:
+                            on_text(_safe(event.text))
+                    if not started:  # not one event: the body was not an event stream
+                        raise _NotStreamed()
+                    message = await stream.get_final_message()
+        except TimeoutError:
+            raise _Retryable("the model's answer took too long") from None
         if getattr(message, "stop_reason", None) is None:  # the stream ended before message_delta
             raise _Retryable("the model's answer stopped half-way")
         return message
@@ -215,7 +242,9 @@ def _transport_errors() -> tuple[type[BaseException], ...]:
     found: list[type[BaseException]] = []
     for name in ("httpx2", "httpx"):
         try:
-            found.append(importlib.import_module(name).HTTPError)
+            module = importlib.import_module(name)
+            # StreamError is not an HTTPError: a body closed under the reader raises it.
+            found.extend(getattr(module, attr) for attr in ("HTTPError", "StreamError") if hasattr(module, attr))
         except (ImportError, AttributeError):
             continue
     return tuple(found)
@@ -231,10 +260,10 @@ def _params(request: LLMRequest) -> dict[str, Any]:
                               "messages": request.messages}
     if request.tools:
         params["tools"] = request.tools
-    if request.system:
+    if request.system.strip():  # the API refuses a blank system text block
         params["system"] = _system_blocks(request.system, request.system_split) if request.cache else request.system
     if request.cache and request.cache_messages:
-        used = len(params["system"]) if request.system else 0
+        used = len(params["system"]) if "system" in params else 0
         params["messages"] = _marked(request.messages, request.cache_messages, _MAX_BREAKPOINTS - used)
     return params
 
@@ -273,6 +302,33 @@ class _Retryable(Exception):
         super().__init__(message)
         self.message = message
         self.retry_after = retry_after
+        self.billed: LLMResponse | None = None
+
+
+class _NotStreamed(Exception):
+    """The server answered a streaming request with something that is not an event stream."""
+
+
+# Error types the API sends as an `error` event inside a 200 stream that are worth a retry.
+_RETRYABLE_EVENT_ERRORS = frozenset({"overloaded_error", "api_error", "rate_limit_error"})
+
+
+def _is_overload_event(exc: anthropic.APIStatusError) -> bool:
+    body = exc.body if isinstance(exc.body, dict) else {}
+    error = body.get("error")
+    return isinstance(error, dict) and error.get("type") in _RETRYABLE_EVENT_ERRORS
+
+
+def _usage_only(message: Any) -> LLMResponse | None:
+    """The usage a message_start reported, as a response with no content."""
+    try:
+        response = _response(message)
+    except (AttributeError, TypeError, KeyError, ValueError):
+        return None
+    return LLMResponse(text="", content=[], input_tokens=response.input_tokens,
+                       output_tokens=response.output_tokens, model=response.model,
+                       cache_creation_input_tokens=response.cache_creation_input_tokens,
+                       cache_read_input_tokens=response.cache_read_input_tokens)
 
 
 def _retry_after(headers: Any) -> float | None:
@@ -381,12 +437,9 @@ class OfflineClient:
                            model="offline")
 
 
-_TIME_LABEL = re.compile(r"^\[\d{4}-\d{2}-\d{2} \d{2}:\d{2}\] ?")
-
-
 def _last_user_text(messages: list[dict[str, Any]]) -> str:
     """What the user wrote last, without the time label the agent puts before it."""
-    return _TIME_LABEL.sub("", _last_user_content(messages), count=1)
+    return without_time(_last_user_content(messages))
 
 
 def _last_user_content(messages: list[dict[str, Any]]) -> str:
@@ -397,7 +450,7 @@ def _last_user_content(messages: list[dict[str, Any]]) -> str:
         if isinstance(content, str):
             return content
         texts = [b.get("text", "") for b in content if isinstance(b, dict) and b.get("type") == "text"]
-        texts = [t for t in texts if not _TIME_LABEL.fullmatch(t)]
+        texts = [t for t in texts if not TIME_LABEL.fullmatch(t)]
         if texts:
             return texts[-1]
     return ""

@@ -6,6 +6,7 @@ import asyncio
 import logging
 from typing import Any
 
+from bot.errors import LLMError
 from bot.llm import LLMClient, LLMRequest, LLMResponse, TextListener
 from bot.storage.usage import LlmUsageRecord, SqliteLlmUsageRepository
 
@@ -26,7 +27,17 @@ class UsageRecordingClient:
         return self._inner
 
     async def complete(self, request: LLMRequest, on_text: TextListener | None = None) -> LLMResponse:
-        response = await self._inner.complete(request, on_text)
+        try:
+            response = await self._inner.complete(request, on_text)
+        except LLMError as exc:
+            # A stream that broke off half-way was billed for what it sent.
+            if isinstance(exc.billed, LLMResponse):
+                self._record(request, exc.billed)
+            raise
+        self._record(request, response)
+        return response
+
+    def _record(self, request: LLMRequest, response: LLMResponse) -> None:
         try:
             pending = self._usage.queue(LlmUsageRecord(
                 purpose=request.purpose, model=response.model or request.model,
@@ -40,11 +51,15 @@ class UsageRecordingClient:
             self._report(exc)
         else:
             pending.add_done_callback(self._written)
-        return response
 
     def _written(self, done: asyncio.Future[list[Any]]) -> None:
-        if not done.cancelled() and done.exception() is not None:
+        if done.cancelled():
+            return
+        if done.exception() is not None:
             self._report(done.exception())
+        elif self._failed_once:
+            log.info("token usage is being recorded again")
+            self._failed_once = False
 
     def _report(self, exc: BaseException | None) -> None:
         # One line per run of failures, not one per call: a full disk would flood the log.

@@ -107,8 +107,9 @@ class _Printed:
     def finish(self, reply: str) -> None:
         if self._status:
             self._write("")
-        if self._text and reply.startswith(self._text):
-            self._write(reply[len(self._text):])  # the rest (an apology), or just the line end
+        printed = self._text.strip()  # the stored reply is stripped; what was printed may not be
+        if printed and reply.startswith(printed):
+            self._write(reply[len(printed):])  # the rest (an apology), or just the line end
         else:
             if self._text:
                 self._write("")

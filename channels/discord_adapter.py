@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import random
 import re
@@ -537,7 +538,7 @@ class _Preview:
             await self._sent.edit(content=text, allowed_mentions=_NO_PINGS)
 
     async def replace(self, text: str) -> bool:
-        """Edit the preview into `text`; False when there is none or it cannot be edited."""
+        """Edit the preview into `text`; False when there is none or it cannot be edited (then it is deleted)."""
         if self._sent is None:
             return False
         if text == self.stream.shown:
@@ -546,5 +547,7 @@ class _Preview:
             await self._sent.edit(content=text, allowed_mentions=_NO_PINGS)
         except discord.HTTPException as exc:
             log.info("could not edit the preview (%s); sending the reply anew", exc)
+            with contextlib.suppress(discord.HTTPException):  # half an answer above the whole one confuses
+                await self._sent.delete()
             return False
         return True

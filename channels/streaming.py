@@ -12,6 +12,8 @@ log = logging.getLogger(__name__)
 
 # Telegram and Discord both throttle edits per chat; one a second stays inside both.
 PREVIEW_INTERVAL = 1.0
+# How long the final reply waits for a preview update still on its way.
+CLOSE_WAIT = 5.0
 
 
 class ThrottledPreview:
@@ -19,16 +21,20 @@ class ThrottledPreview:
 
     `show` is the channel's own primitive (a Telegram draft, an edit of one message); this
     class only decides when and what. A failed `show` ends the preview for this reply: the
-    final answer is still sent as usual.
+    final answer is still sent as usual. `refresh` re-shows an unchanged preview that the
+    chat would otherwise let expire (Telegram drops a draft after about 30 s).
     """
 
     def __init__(
         self, show: Callable[[str], Awaitable[None]], *, limit: int, interval: float = PREVIEW_INTERVAL,
+        length: Callable[[str], int] = len, refresh: float | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._show = show
         self._limit = limit
+        self._length = length
         self._interval = interval
+        self._refresh = refresh
         self._clock = clock
         self._text = ""
         self._status = ""
@@ -36,7 +42,7 @@ class ThrottledPreview:
         self._last = float("-inf")
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
-        self._broken = False
+        self._stopped = False
         self._showing = False
 
     @property
@@ -55,7 +61,7 @@ class ThrottledPreview:
         self._changed()
 
     def _changed(self) -> None:
-        if self._broken:
+        if self._stopped:
             return
         self._wake.set()
         if self._task is None:
@@ -63,13 +69,19 @@ class ThrottledPreview:
 
     def _display(self) -> str:
         text = (self._text or self._status).strip()
-        if len(text) > self._limit:  # the preview stops growing; the final reply is split properly
-            text = text[: self._limit - 1].rstrip() + "…"
+        if self._length(text) > self._limit:  # the preview stops growing; the final reply is split properly
+            text = text[: self._limit - 1]
+            while self._length(text) > self._limit - 1:  # characters outside the BMP count twice
+                text = text[:-1]
+            text = text.rstrip() + "…"
         return text
 
     async def _pump(self) -> None:
-        while not self._broken:
-            await self._wake.wait()
+        while not self._stopped:
+            try:
+                await asyncio.wait_for(self._wake.wait(), timeout=self._refresh)
+            except TimeoutError:
+                self._shown = ""  # shown long ago: the chat may have let it expire
             self._wake.clear()
             wait = self._last + self._interval - self._clock()
             if wait > 0:
@@ -83,22 +95,24 @@ class ThrottledPreview:
                 await self._show(display)
             except Exception as exc:  # the preview is a courtesy; the reply itself still goes out
                 log.info("reply preview stopped: %s: %s", type(exc).__name__, exc)
-                self._broken = True
+                self._stopped = True
                 return
             finally:
                 self._showing = False
             self._shown = display
 
-    async def close(self) -> None:
-        """Stop updating; an update in progress is let finish so the final send follows it."""
+    async def close(self, wait: float = CLOSE_WAIT) -> None:
+        """Stop updating. An update in progress may finish (up to `wait` seconds) so the
+        final send follows it rather than races it."""
         task, self._task = self._task, None
-        self._broken = True
+        self._stopped = True
         if task is None:
             return
-        if self._showing:  # cancelling a send half-way would leave us not knowing what the chat shows
+        if self._showing:
             self._wake.set()
-            await asyncio.gather(task, return_exceptions=True)
-            return
+            done, _ = await asyncio.wait({task}, timeout=wait)
+            if done:
+                return
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await task

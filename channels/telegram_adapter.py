@@ -39,8 +39,8 @@ from channels.formatting import (
     split_message,
     utf16_len,
 )
-from channels.streaming import ThrottledPreview
 from channels.telegram_polling import UpdateLedger
+from channels.telegram_stream import TelegramReplyPreview, chat_ref, thread_ref
 
 log = logging.getLogger(__name__)
 
@@ -355,7 +355,8 @@ class TelegramChannel:
             chat_title=chat.title or "", is_admin=str(user.id) in self._config.admins,
             external_id=str(message.message_id),
         )
-        preview = _Preview(self, chat_id, thread_id, reply_to, draft_id=message.message_id if is_direct else None)
+        preview = TelegramReplyPreview(self._connected, self._with_retries, self._describe, chat_id, thread_id,
+                                       reply_to, draft_id=message.message_id if is_direct else None)
         # Typing only where an answer is expected: group chatter the router ignores shows nothing.
         async with self._typing_while(chat_id, thread_id, active=is_direct or mentioned):
             try:
@@ -363,8 +364,7 @@ class TelegramChannel:
             finally:
                 await preview.stream.close()
         if reply is not None and reply.text.strip():
-            await self._deliver(OutboundMessage(self.name, chat_id, reply.text, thread_id), reply_to,
-                                replace=preview.message_id)
+            await self._deliver(OutboundMessage(self.name, chat_id, reply.text, thread_id), reply_to, preview=preview)
         return True
 
     def _mentions_bot(self, message: Message) -> bool:
@@ -412,27 +412,28 @@ class TelegramChannel:
 
     async def typing(self, chat_id: str, thread_id: str | None = None) -> None:
         try:
-            await self._connected().send_chat_action(_chat(chat_id), ChatAction.TYPING,
-                                                     message_thread_id=_thread(thread_id))
+            await self._connected().send_chat_action(chat_ref(chat_id), ChatAction.TYPING,
+                                                     message_thread_id=thread_ref(thread_id))
         except TelegramError as exc:
             log.debug("telegram typing failed: %s", self._describe(exc))
 
     async def _deliver(
-        self, message: OutboundMessage, reply_to: int | None, *, html: bool = True, replace: int | None = None,
+        self, message: OutboundMessage, reply_to: int | None, *, html: bool = True,
+        preview: TelegramReplyPreview | None = None,
     ) -> None:
-        """Send `message` in chunks; `replace`: the id of a preview message the first chunk edits."""
+        """Send `message` in chunks; the first one replaces the `preview`, when there is one."""
         if html:
             chunks = render_chunks(message.text)
         else:
             chunks = [(chunk, None) for chunk in split_message(message.text, TELEGRAM_LIMIT, length=utf16_len)]
         for markdown, rendered in chunks:
-            if replace is not None:
-                edited, replace = await self._replace(message, replace, markdown, rendered), None
+            if preview is not None:
+                edited, preview = await preview.finish(markdown, rendered), None
                 if edited:
                     reply_to = None
                     continue
-            kwargs: dict[str, Any] = {"chat_id": _chat(message.chat_id),
-                                      "message_thread_id": _thread(message.thread_id)}
+            kwargs: dict[str, Any] = {"chat_id": chat_ref(message.chat_id),
+                                      "message_thread_id": thread_ref(message.thread_id)}
             if reply_to is not None:
                 kwargs["reply_parameters"] = ReplyParameters(reply_to, allow_sending_without_reply=True)
                 reply_to = None  # only the first chunk quotes the question
@@ -453,26 +454,6 @@ class TelegramChannel:
                 await self._with_retries(lambda: self._connected().send_message(text=markdown, **kwargs))
             except TelegramError as exc:
                 self._log_dropped(message, exc)
-
-    async def _replace(self, message: OutboundMessage, message_id: int, markdown: str, rendered: str | None) -> bool:
-        """The preview message becomes the reply's first chunk; False when it cannot be edited."""
-        for text, mode in ((rendered, ParseMode.HTML), (markdown, None)):
-            if text is None:
-                continue
-            try:
-                await self._with_retries(lambda: self._connected().edit_message_text(
-                    text=text, chat_id=_chat(message.chat_id), message_id=message_id, parse_mode=mode))
-                return True
-            except BadRequest as exc:
-                if "not modified" in str(exc).lower():
-                    return True  # the preview already shows exactly this
-                if mode is None or "entit" not in str(exc).lower():
-                    log.info("could not edit the preview (%s); sending the reply anew", self._describe(exc))
-                    return False
-            except TelegramError as exc:
-                log.info("could not edit the preview (%s); sending the reply anew", self._describe(exc))
-                return False
-        return False
 
     def _connected(self) -> Bot:
         """The bot replies go through; between connections a NetworkError, retried like one."""
@@ -597,35 +578,3 @@ def retry_seconds(exc: RetryAfter) -> float:
     return value.total_seconds() if isinstance(value, dtm.timedelta) else float(value)
 
 
-def _chat(chat_id: str) -> int | str:
-    return int(chat_id) if chat_id.lstrip("-").isdigit() else chat_id
-
-
-def _thread(thread_id: str | None) -> int | None:
-    return int(thread_id) if thread_id else None
-
-
-class _Preview:
-    """The reply as it is written: a draft in a direct chat, one message edited in a group."""
-
-    def __init__(self, adapter: TelegramChannel, chat_id: str, thread_id: str | None, reply_to: int | None,
-                 *, draft_id: int | None) -> None:
-        self._adapter = adapter
-        self._chat_id = chat_id
-        self._thread_id = thread_id
-        self._reply_to = reply_to
-        self._draft_id = draft_id
-        self.message_id: int | None = None
-        self.stream = ThrottledPreview(self._show, limit=TELEGRAM_LIMIT - 1)
-
-    async def _show(self, text: str) -> None:
-        bot = self._adapter._connected()
-        chat, thread = _chat(self._chat_id), _thread(self._thread_id)
-        if self._draft_id is not None:
-            await bot.send_message_draft(int(self._chat_id), self._draft_id, text, message_thread_id=thread)
-        elif self.message_id is None:
-            reply = ReplyParameters(self._reply_to, allow_sending_without_reply=True) if self._reply_to else None
-            sent = await bot.send_message(chat, text, message_thread_id=thread, reply_parameters=reply)
-            self.message_id = sent.message_id
-        else:
-            await bot.edit_message_text(text, chat_id=chat, message_id=self.message_id)

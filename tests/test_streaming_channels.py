@@ -42,6 +42,20 @@ async def test_a_group_sees_one_message_edited_in_place(tmp_path: Path) -> None:
     assert all(b - a >= 0.95 for a, b in zip(times[:-1], times[1:-1]))  # previews: one a second
 
 
+async def test_a_preview_that_cannot_become_the_reply_is_deleted(tmp_path: Path) -> None:
+    async with running(tmp_path) as env:
+        env.llm.reply_text("A short answer.")
+        env.tg.fail_next("editMessageText", error_code=400, description="Bad Request: message can't be edited")
+        env.tg.push_text("@mate_bot hello", chat_id=GROUP, user_id=FRIEND, chat_type="group")
+        await env.tg.wait_for_sent(2, timeout=10)
+
+    preview, reply = env.tg.sent
+    assert [d["chat_id"] for d in env.tg.deleted] == [GROUP]  # the half-shown preview went away
+    assert "A short answer.".startswith(preview["text"]) and reply["text"] == "A short answer."
+    methods = [method for _, method, _, _ in env.tg.visible]
+    assert methods == ["sendMessage", "deleteMessage", "sendMessage"]
+
+
 async def test_a_tool_round_shows_a_status_line(tmp_path: Path) -> None:
     async with running(tmp_path) as env:
         env.llm.ttft = 0.3
@@ -105,6 +119,24 @@ async def test_web_stream_that_breaks_ends_with_the_apology(tmp_path: Path) -> N
     assert shown and done["reply"].startswith(shown.strip()) and "broke off" in done["reply"]
 
 
+async def test_web_stream_ends_properly_when_the_router_fails(tmp_path: Path) -> None:
+    from tests.test_api import _open
+
+    async for api in _open(tmp_path):
+        async def broken(message, *, agent_id=None, stream=None):  # type: ignore[no-untyped-def]
+            stream.text("half")
+            raise RuntimeError("unexpected")
+
+        api.rt.router.handle = broken  # type: ignore[method-assign]
+        async with api.http.post(api.url + "/api/v1/chat/1/stream", json={"message": "hi"},
+                                 headers=api.auth()) as response:
+            events = _events(await response.text())  # returns: the stream was closed
+
+    assert events[0] == ("delta", {"text": "half"})
+    kind, done = events[-1]
+    assert kind == "done" and done["failure"] == "llm" and done["reply"]
+
+
 # -- console --------------------------------------------------------------------------------
 
 
@@ -127,13 +159,14 @@ async def test_console_prints_the_answer_as_it_arrives(tmp_path: Path) -> None:
     async with FakeAnthropic() as fake, pipeline(tmp_path, fake) as rt:
         fake.reply_text("First streamed answer, in pieces.")
         fake.push(TextReply("Half of it and then", break_after_chars=5))
+        fake.reply_text("  Spaced answer.\n\n")  # models often end with blank lines
 
         async def handle(message, stream):  # type: ignore[no-untyped-def]
             reply = await rt.router.handle(message, stream=stream)
             return reply.text if reply else None
 
         reader = asyncio.StreamReader()
-        reader.feed_data(b"hello\nmore\n")
+        reader.feed_data(b"hello\nmore\nthird\n")
         reader.feed_eof()
         await ConsoleChannel(handle, reader=reader, output=output, user="me").run()
 
@@ -142,6 +175,7 @@ async def test_console_prints_the_answer_as_it_arrives(tmp_path: Path) -> None:
     assert text.count("First streamed answer") == 1
     assert sum(1 for w in writes if w and w in "First streamed answer, in pieces.") >= 2  # in pieces
     assert "broke off" in text and text.count("Half") == 1
+    assert text.count("Spaced answer.") == 1
 
 
 # -- Discord ------------------------------------------------------------------------------

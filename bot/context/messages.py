@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -73,6 +74,14 @@ def with_time(content: Content, label: str) -> Content:
     if isinstance(content, str):
         return f"[{label}] {content}"
     return [{"type": "text", "text": f"[{label}]"}, *content]
+
+
+# What with_time puts before a message, with MinuteLabels' "YYYY-MM-DD HH:MM".
+TIME_LABEL = re.compile(r"^\[\d{4}-\d{2}-\d{2} \d{2}:\d{2}\] ?")
+
+
+def without_time(text: str) -> str:
+    return TIME_LABEL.sub("", text, count=1)
 
 
 def plain_text(content: Content) -> str:

@@ -76,6 +76,9 @@ class ErrorReply:
     message: str
     retry_after: float | None = None
     delay: float = 0.0
+    # Streaming requests get a 200 event stream that starts, then carries this error as an
+    # `error` event, as the real API does when it is overloaded mid-answer.
+    in_stream: bool = False
 
 
 @dataclass(frozen=True)
@@ -437,6 +440,8 @@ class FakeAnthropic:
 
     async def _answer(self, request: web.Request, recorded: RecordedRequest, script: Script) -> web.StreamResponse:
         if isinstance(script, ErrorReply):
+            if script.in_stream and recorded.body.get("stream"):
+                return await self._stream_error(request, recorded, script)
             return self._error(script)
         if isinstance(script, DisconnectReply):
             assert request.transport is not None
@@ -580,6 +585,21 @@ class FakeAnthropic:
             },
         )
         await send("message_stop", {})
+        await response.write_eof()
+        return response
+
+    async def _stream_error(self, request: web.Request, recorded: RecordedRequest, script: ErrorReply) -> web.StreamResponse:
+        response = web.StreamResponse(headers={**self._headers(), "Content-Type": "text/event-stream"})
+        await response.prepare(request)
+        input_tokens, created, read = self.cache.usage(recorded.body)
+        message = {"id": self._next_id("msg"), "type": "message", "role": "assistant",
+                   "model": str(recorded.body.get("model", "claude-fake")), "content": [],
+                   "stop_reason": None, "stop_sequence": None,
+                   "usage": {"input_tokens": input_tokens, "output_tokens": 1,
+                             "cache_creation_input_tokens": created, "cache_read_input_tokens": read}}
+        error = {"type": "error", "error": {"type": script.error_type, "message": script.message}}
+        for event, data in (("message_start", {"type": "message_start", "message": message}), ("error", error)):
+            await response.write(f"event: {event}\ndata: {json.dumps(data)}\n\n".encode())
         await response.write_eof()
         return response
 

@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import asyncio
-import html
 import itertools
 import json
-import re
 import socket
 import time
 from collections import defaultdict, deque
@@ -14,6 +12,8 @@ from types import TracebackType
 from typing import Any, Callable
 
 from aiohttp import web
+
+from tests.fakes.telegram_html import BadRequestReason, parse_html, utf16_len
 
 # Telegram types these parameters as free text; everything else PTB sends as a JSON string.
 _TEXT_FIELDS = frozenset(
@@ -35,19 +35,6 @@ NOT_MODIFIED = (
     "message is not modified: specified new message content and reply markup are exactly the "
     "same as a current content and reply markup of the message"
 )
-
-
-class _BadRequest(Exception):
-    """Raised by a method handler; answered as Telegram's 400 body, which PTB maps to BadRequest."""
-
-    def __init__(self, reason: str) -> None:
-        super().__init__(reason)
-        self.description = f"Bad Request: {reason}"
-
-
-def _utf16_len(text: str) -> int:
-    """Entity offsets are measured in UTF-16 code units, as PTB's parse_entity expects."""
-    return len(text.encode("utf-16-le")) // 2
 
 
 def _decode(key: str, value: Any) -> Any:
@@ -95,6 +82,7 @@ class FakeTelegram:
         self.sent: list[dict[str, Any]] = []
         self.drafts: list[dict[str, Any]] = []  # params of every accepted sendMessageDraft
         self.edits: list[dict[str, Any]] = []  # params of every accepted editMessageText
+        self.deleted: list[dict[str, Any]] = []  # params of every accepted deleteMessage
         self.visible: list[Visible] = []
         self.commands: list[dict[str, Any]] = []
         self._updates: list[dict[str, Any]] = []
@@ -126,6 +114,7 @@ class FakeTelegram:
             "getMyCommands": lambda p: self.commands,
             "deleteMyCommands": self._delete_my_commands,
             "editMessageText": self._edit_message_text,
+            "deleteMessage": self._delete_message,
             "close": lambda p: True,
             "logOut": lambda p: True,
         }
@@ -334,7 +323,7 @@ class FakeTelegram:
             handler = self._handlers.get(method, self._fallback(method))
             try:
                 result = handler(params)
-            except _BadRequest as exc:
+            except BadRequestReason as exc:
                 return self._reply({"ok": False, "error_code": 400, "description": exc.description})
         return self._reply({"ok": True, "result": result})
 
@@ -386,9 +375,9 @@ class FakeTelegram:
             params["reply_to_message_id"] = reply.get("message_id")
         text, entities = _content(params)
         if not text.strip():
-            raise _BadRequest("message text is empty")
+            raise BadRequestReason("message text is empty")
         if len(text) > MAX_TEXT_LENGTH:
-            raise _BadRequest("message is too long")
+            raise BadRequestReason("message is too long")
         fields: dict[str, Any] = {"text": text}
         if entities:
             fields["entities"] = entities
@@ -405,13 +394,13 @@ class FakeTelegram:
     def _send_message_draft(self, params: dict[str, Any]) -> bool:
         chat_id = params.get("chat_id")
         if self._chat(chat_id)["type"] != "private":
-            raise _BadRequest("method is available only for private chats")
+            raise BadRequestReason("method is available only for private chats")
         draft_id = params.get("draft_id")
         if not isinstance(draft_id, int) or isinstance(draft_id, bool) or draft_id == 0:
-            raise _BadRequest("draft_id must be a non-zero integer")
+            raise BadRequestReason("draft_id must be a non-zero integer")
         text, _ = _content(params)
         if len(text) > MAX_TEXT_LENGTH:
-            raise _BadRequest("message is too long")
+            raise BadRequestReason("message is too long")
         self.drafts.append(params)
         if text:  # Bot API 10.0: an empty draft is a "Thinking..." placeholder, not text
             self._show("sendMessageDraft", chat_id, text)
@@ -430,9 +419,9 @@ class FakeTelegram:
     def _edit_message_text(self, params: dict[str, Any]) -> dict[str, Any] | bool:
         text, entities = _content(params)
         if not text.strip():
-            raise _BadRequest("message text is empty")
+            raise BadRequestReason("message text is empty")
         if len(text) > MAX_TEXT_LENGTH:
-            raise _BadRequest("MESSAGE_TOO_LONG")
+            raise BadRequestReason("MESSAGE_TOO_LONG")
         markup = _inline_markup(params)
         if "inline_message_id" in params:
             self.edits.append(params)
@@ -443,14 +432,14 @@ class FakeTelegram:
         if isinstance(message_id, int):
             message = self._messages.get((params.get("chat_id"), message_id))
         if message is None:
-            raise _BadRequest("message to edit not found")
+            raise BadRequestReason("message to edit not found")
         if message["from"]["id"] != self.bot_user["id"]:
-            raise _BadRequest("message can't be edited")
+            raise BadRequestReason("message can't be edited")
         if "text" not in message:
-            raise _BadRequest("there is no text in the message to edit")
+            raise BadRequestReason("there is no text in the message to edit")
         current = (message["text"], message.get("entities", []), message.get("reply_markup"))
         if (text, entities, markup) == current:
-            raise _BadRequest(NOT_MODIFIED)
+            raise BadRequestReason(NOT_MODIFIED)
         message.update(text=text, edit_date=int(time.time()))
         for field, value in (("entities", entities), ("reply_markup", markup)):
             if value:
@@ -460,6 +449,15 @@ class FakeTelegram:
         self.edits.append(params)
         self._show("editMessageText", params.get("chat_id"), text)
         return message
+
+    def _delete_message(self, params: dict[str, Any]) -> bool:
+        key = (params.get("chat_id"), params.get("message_id"))
+        if key not in self._messages:
+            raise BadRequestReason("message to delete not found")
+        del self._messages[key]
+        self.deleted.append(params)
+        self._show("deleteMessage", params.get("chat_id"), "")
+        return True
 
     def _fallback(self, method: str) -> Callable[[dict[str, Any]], Any]:
         if not method.startswith("send"):
@@ -536,15 +534,15 @@ class FakeTelegram:
         if text.startswith("/"):
             command = text.split(maxsplit=1)[0]
             command_end = len(command)
-            entities.append({"type": "bot_command", "offset": 0, "length": _utf16_len(command)})
+            entities.append({"type": "bot_command", "offset": 0, "length": utf16_len(command)})
         mention = f"@{self.bot_user['username']}"
         start = text.find(mention, command_end)
         if start >= 0:
             entities.append(
                 {
                     "type": "mention",
-                    "offset": _utf16_len(text[:start]),
-                    "length": _utf16_len(mention),
+                    "offset": utf16_len(text[:start]),
+                    "length": utf16_len(mention),
                 }
             )
         return entities
@@ -589,115 +587,8 @@ def _content(params: dict[str, Any]) -> tuple[str, list[dict[str, Any]]]:
     if params.get("entities"):
         return text, list(params["entities"])
     if str(params.get("parse_mode") or "").lower() == "html":
-        return _parse_html(text)
+        return parse_html(text)
     return text, []
-
-
-_HTML_KINDS = {
-    "b": "bold", "strong": "bold", "i": "italic", "em": "italic", "u": "underline",
-    "ins": "underline", "s": "strikethrough", "strike": "strikethrough", "del": "strikethrough",
-    "tg-spoiler": "spoiler", "span": "spoiler", "a": "text_link", "code": "code", "pre": "pre",
-    "blockquote": "blockquote", "tg-emoji": "custom_emoji",
-}  # fmt: skip
-_HTML_TAG = re.compile(
-    r"<(/?)([A-Za-z][\w-]*)((?:\s+[\w-]+(?:\s*=\s*(?:\"[^\"]*\"|'[^']*'|[^\s\"'>]+))?)*)\s*>"
-)
-_HTML_ATTR = re.compile(r"([\w-]+)(?:\s*=\s*(?:\"([^\"]*)\"|'([^']*)'|([^\s\"'>]+)))?")
-_HTML_CHARREF = re.compile(r"&(?:#(\d{1,7})|#[xX]([0-9A-Fa-f]{1,6})|(lt|gt|amp|quot));")
-_HTML_NAMED = {"lt": "<", "gt": ">", "amp": "&", "quot": '"'}
-
-
-def _parse_html(source: str) -> tuple[str, list[dict[str, Any]]]:
-    """Telegram's HTML parse mode: (text, entities), or _BadRequest worded as Telegram words it."""
-
-    def at(i: int) -> int:  # Telegram reports positions as UTF-8 byte offsets
-        return len(source[:i].encode("utf-8", "surrogatepass"))
-
-    parts: list[str] = []
-    length = 0  # UTF-16 units of text so far: entity offsets count those
-    stack: list[tuple[str, dict[str, Any] | None]] = []  # open tags and their entities
-    entities: list[dict[str, Any]] = []
-    i = 0
-    while i < len(source):
-        if source[i] == "<":
-            m = _HTML_TAG.match(source, i)
-            if m is None:
-                word = source[i + 1 :].split(">", 1)[0].split(None, 1)[:1]
-                raise _BadRequest(
-                    f"can't parse entities: Unsupported start tag \"{''.join(word)}\" "
-                    f"at byte offset {at(i)}"
-                )
-            name = m.group(2).lower()
-            if m.group(1):
-                if not stack:
-                    raise _BadRequest(f"can't parse entities: Unexpected end tag at byte offset {at(i)}")
-                top, entity = stack.pop()
-                if top != name:
-                    raise _BadRequest(
-                        f"can't parse entities: Unmatched end tag at byte offset {at(i)}, "
-                        f'expected "</{top}>", found "</{name}>"'
-                    )
-                if entity is not None and length > entity["offset"]:
-                    entities.append({**entity, "length": length - entity["offset"]})
-            else:
-                attrs = {
-                    a.group(1).lower(): html.unescape(a.group(2) or a.group(3) or a.group(4) or "")
-                    for a in _HTML_ATTR.finditer(m.group(3))
-                }
-                stack.append((name, _open_entity(name, attrs, stack, length, at(i))))
-            i = m.end()
-            continue
-        if source[i] == "&" and (ref := _HTML_CHARREF.match(source, i)):
-            dec, hexa, named = ref.groups()
-            code = int(dec) if dec else int(hexa, 16) if hexa else None
-            piece = _HTML_NAMED[named] if named else chr(code) if code and code <= 0x10FFFF else ref.group(0)
-            i = ref.end()
-        else:
-            stops = (source.find("<", i + 1), source.find("&", i + 1))
-            end = min((j for j in stops if j >= 0), default=len(source))
-            piece, i = source[i:end], end
-        parts.append(piece)
-        length += _utf16_len(piece)
-    if stack:
-        raise _BadRequest(
-            f"can't parse entities: Can't find end tag corresponding to start tag \"{stack[-1][0]}\""
-        )
-    entities.sort(key=lambda e: (e["offset"], -e["length"]))
-    return "".join(parts), entities
-
-
-def _open_entity(
-    name: str,
-    attrs: dict[str, str],
-    stack: list[tuple[str, dict[str, Any] | None]],
-    offset: int,
-    byte_offset: int,
-) -> dict[str, Any] | None:
-    """The entity a start tag opens (its length comes at the end tag); None for a plain wrapper."""
-    kind = _HTML_KINDS.get(name)
-    if name == "span" and attrs.get("class") != "tg-spoiler":
-        kind = None
-    if kind is None:
-        raise _BadRequest(
-            f"can't parse entities: Unsupported start tag \"{name}\" at byte offset {byte_offset}"
-        )
-    entity: dict[str, Any] = {"type": kind, "offset": offset}
-    if kind == "text_link":
-        if not attrs.get("href"):
-            return None
-        entity["url"] = attrs["href"]
-    elif kind == "custom_emoji":
-        entity["custom_emoji_id"] = attrs.get("emoji-id", "")
-    elif kind == "code" and stack and stack[-1][0] == "pre":
-        # <pre><code class="language-x"> is one pre entity with a language.
-        pre = stack[-1][1]
-        language = attrs.get("class", "")
-        if pre is not None and language.startswith("language-"):
-            pre["language"] = language.removeprefix("language-")
-        return None
-    elif kind == "blockquote" and "expandable" in attrs:
-        entity["type"] = "expandable_blockquote"
-    return entity
 
 
 def _reserve_port(port: int) -> socket.socket:
