@@ -49,6 +49,9 @@ class LlmConfig(_Model):
     max_retries: int = Field(3, ge=0, le=10)
     max_concurrency: int = Field(32, ge=1, le=1000)
     stream: bool = True
+    # A reply that is only a JSON tool call written as text runs as that call (small local
+    # models do not emit native tool calls); auto = on when base_url points elsewhere.
+    text_tool_calls: Literal["auto", "on", "off"] = "auto"
 
     @model_validator(mode="after")
     def _key_for_anthropic(self) -> LlmConfig:
@@ -62,9 +65,15 @@ class LlmConfig(_Model):
 
     @property
     def uses_anthropic(self) -> bool:
-        if self.provider == "auto":
-            return bool(self.api_key)
+        if self.provider == "auto":  # a local server (base-url) needs no key
+            return bool(self.api_key or self.base_url.strip())
         return self.provider == "anthropic"
+
+    @property
+    def parses_text_tool_calls(self) -> bool:
+        if self.text_tool_calls == "auto":
+            return bool(self.base_url.strip())
+        return self.text_tool_calls == "on"
 
 
 class AgentEntry(_Model):

@@ -108,6 +108,8 @@ class AnthropicClient:
         options: dict[str, Any] = {"max_retries": 0, "timeout": config.timeout_seconds}
         if config.api_key:
             options["api_key"] = config.api_key
+        elif config.base_url:  # local servers ignore the key, but the SDK insists on one
+            options["api_key"] = "local"
         if config.base_url:
             options["base_url"] = config.base_url
         self._sdk = sdk or anthropic.AsyncAnthropic(**options)
