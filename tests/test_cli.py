@@ -255,7 +255,7 @@ def test_check_config_masks_url_credentials_and_names_the_provider(tmp_path: Pat
     assert main(["check-config", "--config", str(config)]) == 0
     out = capsys.readouterr().out
     assert "hunter2pass" not in out and "https://***@proxy.example/v1" in out
-    assert "# provider auto resolves to: offline (canned replies, no model) (no API key)" in out
+    assert "# provider auto resolves to: anthropic, model " in out  # a base-url alone is enough
     keyed = _write_config(tmp_path, "  llm:\n    api-key: sk-ant-abcdef123456\n")
     assert main(["check-config", "--config", str(keyed)]) == 0
     out = capsys.readouterr().out
