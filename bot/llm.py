@@ -8,7 +8,7 @@ import logging
 import random
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -118,7 +118,9 @@ class AnthropicClient:
         self._limit = asyncio.Semaphore(config.max_concurrency)
         # Upstream error texts end up in logs, replies and run records; a proxy may echo the key.
         self._redact = Redactor([config.api_key])
-        self._streaming = True  # turned off for good when the server ignores `stream: true`
+        # Turned off for good when the server shows it cannot do them (local servers, proxies).
+        self._streaming = True
+        self._caching = True
 
     async def __aenter__(self) -> AnthropicClient:
         return self
@@ -129,7 +131,7 @@ class AnthropicClient:
         await self._sdk.close()
 
     async def complete(self, request: LLMRequest, on_text: TextListener | None = None) -> LLMResponse:
-        params = _params(request)
+        params = _params(request if self._caching else replace(request, cache=False))
         shown: list[str] = []
 
         def listen(text: str) -> None:
@@ -143,9 +145,15 @@ class AnthropicClient:
             try:
                 return await self._once(params, listen if streamed else None)
             except _NotStreamed:
-                # A proxy or local server that answers `stream: true` with a plain body.
+                # A proxy or local server that answers `stream: true` with a plain body or refuses it.
                 log.warning("the model API does not stream answers; asking without streaming from now on")
                 self._streaming = False
+            except _CacheRejected as rejected:
+                if not self._caching:  # already off: the error is about something else
+                    raise LLMError(f"request rejected: {rejected}") from None
+                log.warning("the model API refuses prompt caching (cache_control); sending requests without it")
+                self._caching = False
+                params = _params(replace(request, cache=False))
             except _Retryable as retry:
                 if shown:  # the user saw part of an answer: a second one would not follow on
                     raise StreamBroken(retry.message, "".join(shown), billed=retry.billed) from None
@@ -196,9 +204,12 @@ class AnthropicClient:
             text = self._redact(_error_message(exc))
             if is_prompt_too_long(text):
                 raise PromptTooLong(text) from None
+            _raise_if_unsupported(text, params, streamed=on_text is not None)
             raise LLMError(f"request rejected: {text}") from None
         except anthropic.APIStatusError as exc:
             text = f"HTTP {exc.status_code}: {self._redact(_error_message(exc))}"
+            if exc.status_code == 422:  # vLLM and other pydantic servers refuse unknown fields so
+                _raise_if_unsupported(text, params, streamed=on_text is not None)
             if exc.status_code in _RETRY_STATUSES or exc.status_code >= 500 or _is_overload_event(exc):
                 raise _Retryable(text, _retry_after(exc.response.headers)) from None
             raise LLMError(text) from None
@@ -309,6 +320,21 @@ class _Retryable(Exception):
 
 class _NotStreamed(Exception):
     """The server answered a streaming request with something that is not an event stream."""
+
+
+class _CacheRejected(Exception):
+    """The server refused a request because of its cache_control marks."""
+
+
+_NAMES_STREAMING = re.compile(r"\bstream(ing)?\b", re.I)
+
+
+def _raise_if_unsupported(text: str, params: dict[str, Any], *, streamed: bool) -> None:
+    """A 400/422 that names a feature we sent: the caller turns the feature off and asks again."""
+    if "cache_control" in text and '"cache_control"' in json.dumps([params.get("system"), params["messages"]]):
+        raise _CacheRejected(text)
+    if streamed and _NAMES_STREAMING.search(text):
+        raise _NotStreamed()
 
 
 # Error types the API sends as an `error` event inside a 200 stream that are worth a retry.

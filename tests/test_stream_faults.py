@@ -140,3 +140,51 @@ def test_a_blank_system_prompt_is_left_out() -> None:
                               max_tokens=10, cache_messages=(-1,)))
     assert "system" not in body
     assert body["messages"][0]["content"][0]["cache_control"] == {"type": "ephemeral"}
+
+
+# -- servers that cannot do everything (local models, proxies) -----------------------------------
+
+
+def _has_cache_control(body: dict[str, Any]) -> bool:
+    import json
+
+    return '"cache_control"' in json.dumps(body)
+
+
+async def test_a_server_that_refuses_cache_control_is_asked_without_it(
+    tmp_path: Path, fake: FakeAnthropic, caplog: pytest.LogCaptureFixture,
+) -> None:
+    refusal = ErrorReply(422, "invalid_request_error", "system.0.cache_control: Extra inputs are not permitted")
+    fake.responder = lambda request: refusal if _has_cache_control(request.body) else TextReply("fine")
+    caplog.set_level(logging.WARNING, logger="bot.llm")
+    async with running(tmp_path, fake, **llm(fake)) as rt:
+        first = await ask(rt, "hello")
+        second = await ask(rt, "again")
+
+    assert (first.text, second.text) == ("fine", "fine") and not first.failure
+    marked = [_has_cache_control(r.body) for r in fake.requests if r.path == "/v1/messages"]
+    assert marked == [True, False, False]
+    assert sum("prompt caching" in r.getMessage() for r in caplog.records) == 1
+
+
+async def test_a_server_that_refuses_streaming_is_asked_without_it(tmp_path: Path, fake: FakeAnthropic) -> None:
+    refusal = ErrorReply(400, "invalid_request_error", "Streaming is not supported by this server")
+    fake.responder = lambda request: refusal if request.body.get("stream") else TextReply("fine")
+    async with running(tmp_path, fake, **llm(fake)) as rt:
+        reply = await ask(rt, "hello")
+        fake.responder = lambda request: ErrorReply(400, "invalid_request_error", "upstream said no")
+        refused = await ask(rt, "again")
+
+    assert reply.text == "fine"
+    assert [bool(r.body.get("stream")) for r in fake.requests if r.path == "/v1/messages"] == [True, False, False]
+    assert refused.failure == "llm"  # an error that names no feature is an error
+
+
+async def test_a_cache_control_error_when_caching_is_off_is_an_error(tmp_path: Path, fake: FakeAnthropic) -> None:
+    refusal = ErrorReply(400, "invalid_request_error", "cache_control is not allowed here")
+    fake.responder = lambda request: refusal
+    async with running(tmp_path, fake, **llm(fake)) as rt:
+        reply = await ask(rt, 'my text mentions "cache_control": 1')
+
+    assert reply.failure == "llm"
+    assert len(fake.messages_requests()) == 2  # once with caching, once without, then the apology

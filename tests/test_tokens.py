@@ -80,6 +80,8 @@ def test_calibration_ignores_empty_usage_and_clamps_outliers(rough: TokenEstimat
     assert rough.factor("m") == 1.0
     rough.observe("m", 10, 1_000_000)  # ratio clamped to 4
     assert rough.factor("m") == pytest.approx(1.9)
-    rough.observe("n", 1_000_000, 1)  # ratio clamped to 0.5
-    assert rough.factor("n") == pytest.approx(0.85)
-    assert rough.calibrated("n", 10) == 9  # rounds up
+    rough.observe("n", 1_000_000, 1)  # a server that counted only its cache misses: ignored
+    assert rough.factor("n") == 1.0
+    rough.observe("n", 100, 70)
+    assert rough.factor("n") == pytest.approx(0.91)
+    assert rough.calibrated("n", 10) == 10  # rounds up

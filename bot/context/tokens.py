@@ -106,7 +106,13 @@ class TokenEstimator:
         """Move the model's factor toward actual/estimated (exponential moving average)."""
         if estimated_raw <= 0 or actual <= 0:
             return
-        ratio = min(max(actual / estimated_raw, _FACTOR_RANGE[0]), _FACTOR_RANGE[1])
+        ratio = actual / estimated_raw
+        if ratio < _FACTOR_RANGE[0]:
+            # No tokenizer counts half of ours: the server reported only part of the prompt
+            # (local servers count only what their own cache missed). Trusting it would
+            # compact too late.
+            return
+        ratio = min(ratio, _FACTOR_RANGE[1])
         with self._lock:
             old = self._factors.get(model, 1.0)
             self._factors[model] = old + _EMA_ALPHA * (ratio - old)
