@@ -238,11 +238,18 @@ class AnthropicClient:
                             started.append(event.message)
                         elif event.type == "text" and event.text:
                             on_text(_safe(event.text))
-                    if not started:  # not one event: the body was not an event stream
-                        raise _NotStreamed()
+                    if not started:
+                        kind = stream.response.headers.get("content-type", "")
+                        if "text/event-stream" not in kind:  # a plain body: the server does not stream
+                            raise _NotStreamed()
+                        raise _Retryable("the model's answer stream was empty")
                     message = await stream.get_final_message()
         except TimeoutError:
-            raise _Retryable("the model's answer took too long") from None
+            # Not retried: the user has waited long enough for this answer.
+            raise LLMError("the model's answer took too long") from None
+        except (RuntimeError, IndexError, AttributeError, TypeError, KeyError) as exc:
+            # The SDK's event accumulation trips over events out of order or malformed.
+            raise LLMError(f"malformed stream from the model API: {type(exc).__name__}") from None
         if getattr(message, "stop_reason", None) is None:  # the stream ended before message_delta
             raise _Retryable("the model's answer stopped half-way")
         return message

@@ -374,6 +374,7 @@ class DiscordChannel:
                 await message.channel.send(self._prompts.text("text_only"), allowed_mentions=_NO_PINGS)
             return
         preview = _Preview(message)
+        reply = None
         try:
             if self._addressed(inbound):
                 async with _keep_typing(message.channel):
@@ -383,6 +384,8 @@ class DiscordChannel:
                 reply = await self._handler(inbound, stored=_no_confirmation, stream=preview.stream)
         finally:
             await preview.stream.close()
+            if reply is None or not reply.text.strip():
+                await preview.discard()
         if reply is None or not reply.text.strip():
             return
         first, *rest = split_message(reply.text, DISCORD_LIMIT)
@@ -536,6 +539,13 @@ class _Preview:
                 text, reference=self._question.to_reference(fail_if_not_exists=False), allowed_mentions=_NO_PINGS)
         else:
             await self._sent.edit(content=text, allowed_mentions=_NO_PINGS)
+
+    async def discard(self) -> None:
+        """No reply follows: half an answer must not stay as if it were one."""
+        sent, self._sent = self._sent, None
+        if sent is not None:
+            with contextlib.suppress(discord.HTTPException):
+                await sent.delete()
 
     async def replace(self, text: str) -> bool:
         """Edit the preview into `text`; False when there is none or it cannot be edited (then it is deleted)."""

@@ -79,13 +79,18 @@ class ThrottledPreview:
     async def _pump(self) -> None:
         while not self._stopped:
             try:
-                await asyncio.wait_for(self._wake.wait(), timeout=self._refresh)
+                # asyncio.timeout, not wait_for: on 3.11 wait_for can swallow a cancel that
+                # lands in the same tick as the wake-up, and close() must win.
+                async with asyncio.timeout(self._refresh):
+                    await self._wake.wait()
             except TimeoutError:
                 self._shown = ""  # shown long ago: the chat may have let it expire
             self._wake.clear()
             wait = self._last + self._interval - self._clock()
             if wait > 0:
                 await asyncio.sleep(wait)
+            if self._stopped:
+                return
             display = self._display()
             if not display or display == self._shown:
                 continue

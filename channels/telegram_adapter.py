@@ -358,11 +358,14 @@ class TelegramChannel:
         preview = TelegramReplyPreview(self._connected, self._with_retries, self._describe, chat_id, thread_id,
                                        reply_to, draft_id=message.message_id if is_direct else None)
         # Typing only where an answer is expected: group chatter the router ignores shows nothing.
+        reply = None
         async with self._typing_while(chat_id, thread_id, active=is_direct or mentioned):
             try:
                 reply = await self._handler(inbound, stored=stored, stream=preview.stream)
             finally:
                 await preview.stream.close()
+                if reply is None or not reply.text.strip():
+                    await preview.discard()
         if reply is not None and reply.text.strip():
             await self._deliver(OutboundMessage(self.name, chat_id, reply.text, thread_id), reply_to, preview=preview)
         return True

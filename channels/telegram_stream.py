@@ -90,8 +90,17 @@ class TelegramReplyPreview:
             except TelegramError as exc:
                 log.info("could not edit the preview (%s); sending the reply anew", self._describe(exc))
                 break
+        await self._delete(message_id)
+        return False
+
+    async def discard(self) -> None:
+        """No reply follows (an error, nothing to say): the preview must not stay as if it were one."""
+        message_id, self.message_id = self.message_id, None
+        if message_id is not None:
+            await self._delete(message_id)
+
+    async def _delete(self, message_id: int) -> None:
         try:
             await self._bot().delete_message(self._chat, message_id)
         except TelegramError as exc:
             log.info("could not delete the preview: %s", self._describe(exc))
-        return False

@@ -188,3 +188,39 @@ async def test_a_cache_control_error_when_caching_is_off_is_an_error(tmp_path: P
 
     assert reply.failure == "llm"
     assert len(fake.messages_requests()) == 2  # once with caching, once without, then the apology
+
+
+def _event_stream(*events: tuple[str, dict[str, Any]]) -> Any:
+    import json
+
+    from tests.fakes.anthropic import CustomReply
+
+    async def handler(recorded: RecordedRequest) -> web.StreamResponse:
+        body = "".join(f"event: {name}\ndata: {json.dumps({'type': name, **data})}\n\n" for name, data in events)
+        return web.Response(body=body.encode(), content_type="text/event-stream")
+
+    return CustomReply(handler)
+
+
+START = ("message_start", {"message": {"id": "msg_1", "type": "message", "role": "assistant", "model": "m",
+                                       "content": [], "stop_reason": None, "stop_sequence": None,
+                                       "usage": {"input_tokens": 3, "output_tokens": 1}}})
+
+
+async def test_a_stream_of_only_pings_is_retried_and_streaming_stays_on(tmp_path: Path, fake: FakeAnthropic) -> None:
+    async with running(tmp_path, fake, **llm(fake, retries=1)) as rt:
+        fake.push(_event_stream(("ping", {})))
+        fake.reply_text("after the retry")
+        reply = await ask(rt, "hello")
+
+    assert reply.text == "after the retry"
+    assert [bool(r.body.get("stream")) for r in fake.requests if r.path == "/v1/messages"] == [True, True]
+
+
+async def test_a_malformed_stream_gets_the_apology(tmp_path: Path, fake: FakeAnthropic) -> None:
+    bad_delta = ("content_block_delta", {"index": 7, "delta": {"type": "text_delta", "text": "x"}})
+    async with running(tmp_path, fake, **llm(fake)) as rt:
+        fake.push(_event_stream(START, bad_delta))
+        reply = await ask(rt, "hello")
+
+    assert reply.failure == "llm" and reply.text
