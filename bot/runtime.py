@@ -18,6 +18,7 @@ from bot.context.window import ConversationWindowManager
 from bot.clock import MinuteLabels
 from bot.llm import AnthropicClient, LLMClient, OfflineClient
 from bot.llm_usage import UsageRecordingClient
+from bot.text_tool_calls import TextToolCallClient
 from bot.router import ChannelMessageRouter
 from channels.base import ChannelStateBoard
 from memory.emergence import MemoryEmergenceService
@@ -84,6 +85,8 @@ async def open_runtime(
             offline = isinstance(client, OfflineClient)
             llm = await stack.enter_async_context(client)
         assert llm is not None
+        if mate.llm.parses_text_tool_calls and not offline:
+            llm = TextToolCallClient(llm)
         llm = UsageRecordingClient(llm, core.repos.llm_usage)
         tokens = TokenEstimator()
         memory: MemoryEventSink = NullMemorySink()
