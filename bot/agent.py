@@ -11,12 +11,13 @@ from datetime import datetime
 from typing import Any
 
 from bot.config import MateConfig
-from bot.context.messages import Content, HistoryItem, encode_content
+from bot.context.messages import Content, HistoryItem, encode_content, plain_text
 from bot.context.tokens import PER_MESSAGE_OVERHEAD, TokenEstimator
 from bot.context.window import ConversationWindowManager, MessageTooLong, Window
 from bot.clock import Clock, iso, utc_now
 from bot.errors import LLMError, PromptTooLong, StreamBroken
 from bot.llm import LLMClient, LLMRequest, LLMResponse, ToolCall
+from bot.media import PreparedMedia
 from bot.prompts import PromptLibrary
 from bot.storage import Repositories
 from bot.storage.records import ConversationRecord
@@ -45,11 +46,21 @@ class _StoredUser:
     model's latency instead of adding to it.
     """
 
-    def __init__(self, pending: Awaitable[tuple[int, int]], item: HistoryItem) -> None:
+    def __init__(self, pending: Awaitable[tuple[int, int]], item: HistoryItem,
+                 media: PreparedMedia | None = None) -> None:
         self._pending: Awaitable[tuple[int, int]] | None = pending
-        self.item = item
+        self.item = item  # as stored and cached: images are "[image]" markers
         self.previous_id = 0
         self.guess: int | None = None  # the previous id a warm window assumed
+        self._media = media if media is not None and media.blocks else None
+
+    @property
+    def sent(self) -> HistoryItem:
+        """The message as this turn's request carries it, images included."""
+        if self._media is None:
+            return self.item
+        content: Content = [*self._media.blocks, {"type": "text", "text": plain_text(self.item.content)}]
+        return replace(self.item, content=content, tokens=self.item.tokens + self._media.tokens)
 
     @property
     def settled(self) -> bool:
@@ -141,18 +152,21 @@ class Agent:
         self, conversation: ConversationRecord, text: str, *, agent_name: str = "Mate",
         sender_id: str | None = None, sender_name: str | None = None, external_id: str | None = None,
         existing: tuple[int, int] | None = None, on_stored: Callable[[], None] | None = None,
-        stream: ReplyStream | None = None, sent_at: str | None = None,
+        stream: ReplyStream | None = None, sent_at: str | None = None, media: PreparedMedia | None = None,
     ) -> AgentReply:
         """Answer `text`; `existing` = (id, previous id) when it is already stored (recovery),
         `sent_at` its stored time.
 
         `on_stored` is called once the user message is committed, before the model answers;
         `stream` is shown the answer as it is written (when `mate.llm.stream` is on).
+        `media`: the message's images and documents, sent with this turn only; `text` is
+        the message as the history keeps it (with "[image]" markers).
         """
         tools = self.tool_definitions()
         system, split = await self._system(conversation.agent_id, agent_name)
         user_tokens = self._tokens.count_text(text)
-        too_long = self._window.check_fits(system, tools, user_tokens, self.model)
+        media_tokens = media.tokens if media is not None and media.blocks else 0
+        too_long = self._window.check_fits(system, tools, user_tokens + media_tokens, self.model)
         if too_long is not None:  # answered without storing it or calling the LLM
             log.info("message too long for the window: %d > %d tokens", too_long.tokens, too_long.budget)
             return self._too_long(too_long, None)
@@ -167,7 +181,7 @@ class Agent:
         if on_stored is not None:
             insert.add_done_callback(lambda done: on_stored() if not done.cancelled() and not done.exception()
                                      else None)
-        stored = _StoredUser(insert, HistoryItem(0, "user", text, user_tokens, now))
+        stored = _StoredUser(insert, HistoryItem(0, "user", text, user_tokens, now), media)
         try:
             expected = self._window.cached_last_id(conversation.id)
             if expected is None:  # cold: the stored id bounds the history read, so wait for it
@@ -178,7 +192,7 @@ class Agent:
                 # this conversation's history the same way, since a conversation has one
                 # turn at a time; _settle_user checks the guess.
                 stored.guess = expected
-                window = await self._window.build(conversation, system, [replace(stored.item, id=expected + 1)],
+                window = await self._window.build(conversation, system, [replace(stored.sent, id=expected + 1)],
                                                   tools, self.model, previous_id=expected)
             if isinstance(window, MessageTooLong):  # check_fits said it fits; only calibration can move
                 await self._settle_user(conversation, stored)
@@ -199,8 +213,10 @@ class Agent:
     async def _build_after_insert(
         self, conversation: ConversationRecord, system: str, tools: list[dict[str, Any]], stored: _StoredUser,
     ) -> Window | MessageTooLong:
-        """The window once the user message is stored: its id bounds the history read."""
-        window = await self._window.build(conversation, system, [stored.item], tools, self.model,
+        """The window once the user message is stored: its id bounds the history read.
+
+        The request carries the images; the window cache keeps the stored text."""
+        window = await self._window.build(conversation, system, [stored.sent], tools, self.model,
                                           previous_id=stored.previous_id)
         self._window.record(conversation.id, stored.previous_id, [stored.item])
         return window

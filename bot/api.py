@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 import hmac
 import ipaddress
 import json
 import logging
+import math
 import re
 import uuid
+from collections.abc import Awaitable, Callable
 from importlib import resources
 from typing import Any
 
@@ -18,7 +21,7 @@ from aiohttp import web
 from bot.config import ApiConfig
 from bot.router import is_blank
 from bot.runtime import Runtime
-from channels.base import InboundMessage
+from channels.base import InboundMessage, IncomingFile
 from memory.tool import LIST_TOOL, READ_TOOL
 
 log = logging.getLogger(__name__)
@@ -232,15 +235,44 @@ async def read_file(request: web.Request) -> web.Response:
 async def _chat_message(request: web.Request) -> tuple[int, InboundMessage]:
     agent_id = await _agent_id(request)
     body = await _json_body(request)
-    message = body.get("message")
-    if not isinstance(message, str) or is_blank(message):
-        raise _BadRequest("message must be a non-empty string")
+    message = body.get("message", "")
+    images = _images(body.get("images"))
+    if not isinstance(message, str) or (is_blank(message) and not images):
+        raise _BadRequest("message must be a non-empty string (or send images)")
     conversation_id = body.get("conversationId")
     if conversation_id is not None and not isinstance(conversation_id, str):
         raise _BadRequest("conversationId must be a string")
     client = _web_client(conversation_id)
     return agent_id, InboundMessage(channel="web", chat_id=client, sender_id="web", sender_name="web",
-                                    text=message, is_direct=True, trigger_source="web")
+                                    text=message, is_direct=True, trigger_source="web", files=images)
+
+
+def _images(value: Any) -> tuple[IncomingFile, ...]:
+    """`images: [{media_type, data}]` (data in base64) as the files of the message."""
+    if value is None:
+        return ()
+    if not isinstance(value, list):
+        raise _BadRequest("images must be a list of {media_type, data}")
+    files = []
+    for index, image in enumerate(value):
+        if not isinstance(image, dict) or not isinstance(image.get("data"), str):
+            raise _BadRequest(f"images[{index}] must be an object with media_type and data (base64)")
+        media_type = image.get("media_type", "")
+        if not isinstance(media_type, str) or not media_type.startswith("image/"):
+            raise _BadRequest(f"images[{index}].media_type must be an image type, e.g. image/png")
+        try:
+            data = base64.b64decode(image["data"], validate=True)
+        except ValueError:
+            raise _BadRequest(f"images[{index}].data is not valid base64") from None
+        files.append(IncomingFile(f"image {index + 1}", media_type, len(data), _constant(data), is_photo=True))
+    return tuple(files)
+
+
+def _constant(data: bytes) -> Callable[[], Awaitable[bytes]]:
+    async def read() -> bytes:
+        return data
+
+    return read
 
 
 async def chat(request: web.Request) -> web.Response:
@@ -330,7 +362,10 @@ async def index(request: web.Request) -> web.Response:
 
 def build_app(rt: Runtime, config: ApiConfig, token: str | None = None) -> web.Application:
     """`token` overrides config.token (the daemon passes the generated one)."""
-    app = web.Application(middlewares=[_errors, _same_site, _auth, _client_errors], client_max_size=MAX_BODY_BYTES)
+    media = rt.core.config.mate.media
+    # Room for the largest images a chat message may carry, in base64 (4/3 of their size).
+    body_limit = MAX_BODY_BYTES + math.ceil(media.max_files * media.max_file_mb * 1024 * 1024 * 4 / 3)
+    app = web.Application(middlewares=[_errors, _same_site, _auth, _client_errors], client_max_size=body_limit)
     app[_RUNTIME] = rt
     app[_TOKEN] = config.token if token is None else token
     app[_HOST] = config.host

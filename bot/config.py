@@ -104,6 +104,13 @@ class AgentConfig(_Model):
     max_tool_rounds: int = Field(8, ge=0, le=100)
 
 
+class MediaConfig(_Model):
+    """Images and files people send: how large, how many per message."""
+
+    max_file_mb: float = Field(10, gt=0, le=30)
+    max_files: int = Field(5, ge=1, le=20)
+
+
 class MemoryConfig(_Model):
     auto_summarize_enabled: bool = True
     min_messages_for_summarize: int = Field(4, ge=0)
@@ -245,6 +252,7 @@ class MateConfig(_Model):
     # at most 5 s after that.
     shutdown_drain_seconds: float = Field(30, ge=0, le=3600)
     memory: MemoryConfig = MemoryConfig()
+    media: MediaConfig = MediaConfig()
     channels: ChannelsConfig = ChannelsConfig()
     api: ApiConfig = ApiConfig()
     log: LogConfig = LogConfig()

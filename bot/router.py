@@ -17,6 +17,7 @@ from bot.agents import AgentDirectory
 from bot.command_names import command_name
 from bot.config import DiscordConfig, MateConfig, TelegramConfig
 from bot.errors import StorageError
+from bot.media import MediaPreparer, MediaRefused, PreparedMedia
 from bot.ports import CommandPort
 from bot.prompts import PromptLibrary
 from bot.storage import Repositories
@@ -121,9 +122,10 @@ class ChannelMessageRouter:
 
     def __init__(
         self, config: MateConfig, repos: Repositories, agents: AgentDirectory, agent: Agent,
-        memory: MemoryEventSink, prompts: PromptLibrary,
+        memory: MemoryEventSink, prompts: PromptLibrary, media: MediaPreparer | None = None,
     ) -> None:
         self._config = config
+        self._media = media
         self._repos = repos
         self._agents = agents
         self._agent = agent
@@ -255,7 +257,7 @@ class ChannelMessageRouter:
             if not self._accepting:
                 once.cancel()  # not stored and not to be confirmed: the platform delivers it again
                 return None
-            if _is_blank_cleaned(message.text):
+            if _is_blank_cleaned(message.text) and not message.files:
                 return None
             refusal = self._refusal(message)
             if refusal == "":
@@ -287,7 +289,7 @@ class ChannelMessageRouter:
             agent_id = forced_agent if forced_agent is not None else await self.agent_for(message)
             conversation = await self.conversation_for(message, agent_id)
             text = message.text
-            if self.commands is not None and command_name(text) is not None:
+            if self.commands is not None and not message.files and command_name(text) is not None:
                 answer = await self.commands.handle(self, message, conversation, text.strip())
                 if answer is not None:
                     return RoutedReply(answer, conversation.id, agent_id)
@@ -304,19 +306,32 @@ class ChannelMessageRouter:
                         log.info("message delivered twice; already answered", extra={"conversation_id": key})
                         return None
                     existing, sent_at = (record.id, previous_id), record.create_time
+            media = None
+            if message.files:
+                try:
+                    media = await self._prepared(message)
+                except MediaRefused as refused:
+                    return RoutedReply(self._prompts.text(refused.key, **refused.params), conversation.id, agent_id)
+                text = media.history_text(text)
             stored = text if message.is_direct else f"[{message.sender_name or message.sender_id}] {text}"
             return await self._answer(conversation, stored, text, message.sender_id, message.sender_name,
-                                      message.external_id, existing, once, stream, sent_at)
+                                      message.external_id, existing, once, stream, sent_at, media)
+
+    async def _prepared(self, message: InboundMessage) -> PreparedMedia:
+        if self._media is None:
+            raise MediaRefused("text_only")
+        return await self._media.prepare(message.files)
 
     async def _answer(
         self, conversation: ConversationRecord, stored: str, user_text: str, sender_id: str | None,
         sender_name: str | None, external_id: str | None, existing: tuple[int, int] | None,
         on_stored: Stored | None, stream: ReplyStream | None = None, sent_at: str | None = None,
+        media: PreparedMedia | None = None,
     ) -> RoutedReply:
         agent = await self._agents.get(conversation.agent_id)
         reply = await self._agent.respond(conversation, stored, agent_name=agent.name, sender_id=sender_id,
                                           sender_name=sender_name, external_id=external_id, existing=existing,
-                                          on_stored=on_stored, stream=stream, sent_at=sent_at)
+                                          on_stored=on_stored, stream=stream, sent_at=sent_at, media=media)
         if reply.ok and reply.last_message_id is not None:
             # Off the reply path: the turn is stored, so the reply can go now; drain()
             # waits for this too, and the upsert keeps the furthest upto whatever the order.

@@ -7,6 +7,7 @@ import logging
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from bot.agent import Agent
@@ -18,6 +19,7 @@ from bot.context.window import ConversationWindowManager
 from bot.clock import MinuteLabels
 from bot.llm import AnthropicClient, LLMClient, OfflineClient
 from bot.llm_usage import UsageRecordingClient
+from bot.media import MediaPreparer
 from bot.text_tool_calls import TextToolCallClient
 from bot.router import ChannelMessageRouter
 from channels.base import ChannelStateBoard
@@ -102,7 +104,8 @@ async def open_runtime(
             PROFILE_FILE: mate.memory.profile_max_chars, MEMORY_FILE: mate.memory.memory_max_chars})
         extras["memory_tool"] = tool
         agent = Agent(mate, core.repos, core.workspace, window, llm, tokens, core.prompts, [tool])
-        router = ChannelMessageRouter(mate, core.repos, core.agents, agent, memory, core.prompts)
+        media = MediaPreparer(mate.media, Path(mate.database.path).parent / "media")
+        router = ChannelMessageRouter(mate, core.repos, core.agents, agent, memory, core.prompts, media)
         channel_states = ChannelStateBoard()
         commands = CommandHandler(mate, core.repos, core.workspace, window, agent, core.prompts,
                                   emergence=emergence, summarizer=summarizer, channel_states=channel_states)

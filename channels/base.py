@@ -28,6 +28,19 @@ class InboundMessage:
     # The platform's id of the message (Telegram message_id, Discord snowflake): a message
     # delivered twice (after a crash, before its update was confirmed) is answered once.
     external_id: str | None = None
+    files: tuple[IncomingFile, ...] = ()  # photos and documents; `text` is then their caption
+
+
+@dataclass(frozen=True, slots=True)
+class IncomingFile:
+    """A photo or file attached to a message; `read` fetches its bytes (only once it is
+    clear the message is answered and the size is within limits)."""
+
+    filename: str
+    media_type: str  # as the platform reports it ("" when unknown); the content decides
+    size: int  # bytes, as the platform reports it (0 when unknown)
+    read: Callable[[], Awaitable[bytes]]
+    is_photo: bool = False  # Telegram photos have no name: they are images whatever it says
 
 
 @dataclass(frozen=True, slots=True)

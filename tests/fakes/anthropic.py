@@ -5,7 +5,9 @@ from __future__ import annotations
 import re
 
 import asyncio
+import base64
 import hashlib
+import io
 import json
 import time
 import socket
@@ -182,7 +184,8 @@ def _prompt_blocks(body: dict[str, Any]) -> list[tuple[str, int, bool]]:
                           isinstance(block, dict) and "cache_control" in block))
     result: list[tuple[str, int, bool]] = []
     for position, (unit, marked) in enumerate(units):
-        tokens = sum(estimate_tokens(text) for text in _strings(unit))
+        media = _media_tokens(unit["block"]) if isinstance(unit, dict) and "block" in unit else None
+        tokens = media if media is not None else sum(estimate_tokens(text) for text in _strings(unit))
         if isinstance(unit, dict) and unit.get("first"):
             tokens += 4
         if position == 0:
@@ -190,6 +193,73 @@ def _prompt_blocks(body: dict[str, Any]) -> list[tuple[str, int, bool]]:
         key = json.dumps(_without_cache_control(unit), sort_keys=True, ensure_ascii=False)
         result.append((key, tokens, marked))
     return result
+
+
+IMAGE_TYPES = {"image/jpeg": "JPEG", "image/png": "PNG", "image/gif": "GIF", "image/webp": "WEBP"}
+IMAGE_MAX_BYTES = 5 * 1024 * 1024  # per image, decoded
+IMAGE_MAX_SIDE = 8000
+
+
+def _media_tokens(block: Any) -> int | None:
+    """What the real API bills for an image (width x height / 750, after scaling to about
+    1.15 megapixels) or a PDF (text and an image per page); None for other blocks."""
+    if not isinstance(block, dict) or block.get("type") not in ("image", "document"):
+        return None
+    data = _decoded(block)
+    if data is None:
+        return 0
+    if block["type"] == "document":
+        return max(1, len(re.findall(rb"/Type\s*/Page(?![a-zA-Z])", data))) * 2000
+    from PIL import Image
+
+    with Image.open(io.BytesIO(data)) as image:
+        width, height = image.size
+    return min(1600, -(-width * height // 750))
+
+
+def _decoded(block: dict[str, Any]) -> bytes | None:
+    source = block.get("source")
+    if not isinstance(source, dict) or source.get("type") != "base64":
+        return None
+    try:
+        return base64.b64decode(str(source.get("data", "")), validate=True)
+    except ValueError:
+        return None
+
+
+def media_problem(body: dict[str, Any]) -> str | None:
+    """The real API's 400 for an image or document it cannot use, else None."""
+    from PIL import Image, UnidentifiedImageError
+
+    for message in body.get("messages") or []:
+        content = message.get("content") if isinstance(message, dict) else None
+        for block in content if isinstance(content, list) else []:
+            if not isinstance(block, dict) or block.get("type") not in ("image", "document"):
+                continue
+            if message.get("role") != "user":
+                return f"{block['type']} blocks are only allowed in user messages"
+            data = _decoded(block)
+            media_type = str((block.get("source") or {}).get("media_type", ""))
+            if data is None:
+                return "source.data: invalid base64 data"
+            if block["type"] == "document":
+                if media_type != "application/pdf" or not data.startswith(b"%PDF-"):
+                    return "The PDF specified was not valid."
+                continue
+            if media_type not in IMAGE_TYPES:
+                return f"source.media_type: Input should be one of {', '.join(IMAGE_TYPES)}"
+            if len(data) > IMAGE_MAX_BYTES:
+                return "image exceeds 5 MB maximum"
+            try:
+                with Image.open(io.BytesIO(data)) as image:
+                    fmt, size = image.format, image.size
+            except (UnidentifiedImageError, OSError):
+                return "Could not process image"
+            if fmt != IMAGE_TYPES[media_type]:
+                return f"Image does not match the provided media type {media_type}"
+            if max(size) > IMAGE_MAX_SIDE:
+                return f"image dimensions exceed max allowed size: {IMAGE_MAX_SIDE} pixels"
+    return None
 
 
 def _without_cache_control(value: Any) -> Any:
@@ -271,7 +341,7 @@ class FakeAnthropic:
     # -- lifecycle -----------------------------------------------------------
 
     async def __aenter__(self) -> FakeAnthropic:
-        app = web.Application()
+        app = web.Application(client_max_size=32 * 1024 * 1024)  # the real API takes requests up to 32 MB
         app.router.add_route("*", "/{tail:.*}", self._handle)
         # handler_cancellation: a client that times out or disconnects should not
         # leave a sleeping handler behind to delay shutdown.
@@ -418,6 +488,8 @@ class FakeAnthropic:
             return self._error(ErrorReply(400, "invalid_request_error", "request body is not a JSON object"))
         if request.method == "POST" and request.path == "/v1/messages/count_tokens":
             return web.json_response({"input_tokens": request_tokens(body)})
+        if (problem := media_problem(body)) is not None:
+            return self._error(ErrorReply(400, "invalid_request_error", problem))
         if request.method != "POST" or request.path != "/v1/messages":
             return self._error(ErrorReply(404, "not_found_error", f"{request.method} {request.path} not found"))
 
