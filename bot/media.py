@@ -89,6 +89,8 @@ class MediaPreparer:
             name = _display_name(file)
             if file.size > self._max_bytes:
                 raise MediaRefused("media_too_large", name=name, limit=_mb(self._max_bytes))
+            if _clearly_unreadable(file):  # no need to download a video to know it is one
+                raise MediaRefused("media_unsupported", name=name)
             try:
                 data = await file.read()
             except Exception as exc:  # the platform's download failed: the user can send it again
@@ -173,6 +175,16 @@ def _image(data: bytes, expected: bool) -> tuple[str, bytes, int, int] | None:
         if expected:
             log.info("an image could not be read")
         return None
+
+
+_UNREADABLE_KINDS = ("video/", "audio/")
+_UNREADABLE_SUFFIXES = frozenset(".zip .rar .7z .gz .tar .exe .dmg .apk .iso .mp4 .mov .mkv .avi .mp3 .m4a .ogg "
+                                 ".oga .opus .wav .flac".split())
+
+
+def _clearly_unreadable(file: IncomingFile) -> bool:
+    suffix = Path(file.filename).suffix.lower() if file.filename else ""
+    return file.media_type.lower().startswith(_UNREADABLE_KINDS) or suffix in _UNREADABLE_SUFFIXES
 
 
 def _looks_textual(file: IncomingFile) -> bool:

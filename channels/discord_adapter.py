@@ -26,6 +26,7 @@ from channels.base import (
     CHANNEL_RETRYING,
     ChannelCapabilities,
     InboundMessage,
+    IncomingFile,
     MessageHandler,
     OutboundMessage,
     channel_stopped,
@@ -369,8 +370,8 @@ class DiscordChannel:
                 await message.channel.send(self._prompts.text("server_not_allowed", guild_id=str(guild_id)),
                                            allowed_mentions=_NO_PINGS)
             return
-        if not inbound.text:
-            if (message.attachments or message.stickers) and self._addressed(inbound) and self._allowed(inbound):
+        if not inbound.text and not inbound.files:
+            if message.stickers and self._addressed(inbound) and self._allowed(inbound):
                 await message.channel.send(self._prompts.text("text_only"), allowed_mentions=_NO_PINGS)
             return
         preview = _Preview(message)
@@ -415,6 +416,7 @@ class DiscordChannel:
             sender_name=message.author.display_name, text=_clean_text(message, bot_id),
             is_direct=is_direct, mentions_bot=mentioned or own_thread or replied_to_bot, chat_title=title,
             is_admin=sender_id in self._config.admins, external_id=str(message.id),
+            files=tuple(IncomingFile(a.filename, a.content_type or "", a.size, a.read) for a in message.attachments),
         )
 
     def _addressed(self, inbound: InboundMessage) -> bool:

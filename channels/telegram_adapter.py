@@ -28,6 +28,7 @@ from channels.base import (
     CHANNEL_RETRYING,
     ChannelCapabilities,
     InboundMessage,
+    IncomingFile,
     MessageHandler,
     OutboundMessage,
     Stored,
@@ -344,16 +345,17 @@ class TelegramChannel:
         chat_id = str(chat.id)
         mentioned = self._mentions_bot(message)
         reply_to = None if is_direct else message.message_id
-        if message.text is None:
+        files = self._files_of(message)
+        if message.text is None and not files:
             answer = self._media_answer(is_direct, str(user.id), mentioned, chat_id)
             if answer:
                 await self._deliver(OutboundMessage(self.name, chat_id, answer, thread_id), reply_to, html=False)
             return False
         inbound = InboundMessage(
             channel=self.name, chat_id=chat_id, sender_id=str(user.id), sender_name=user.full_name,
-            text=message.text, is_direct=is_direct, mentions_bot=mentioned, thread_id=thread_id,
-            chat_title=chat.title or "", is_admin=str(user.id) in self._config.admins,
-            external_id=str(message.message_id),
+            text=message.text if message.text is not None else message.caption or "", is_direct=is_direct,
+            mentions_bot=mentioned, thread_id=thread_id, chat_title=chat.title or "",
+            is_admin=str(user.id) in self._config.admins, external_id=str(message.message_id), files=files,
         )
         preview = TelegramReplyPreview(self._connected, self._with_retries, self._describe, chat_id, thread_id,
                                        reply_to, draft_id=message.message_id if is_direct else None)
@@ -369,6 +371,25 @@ class TelegramChannel:
         if reply is not None and reply.text.strip():
             await self._deliver(OutboundMessage(self.name, chat_id, reply.text, thread_id), reply_to, preview=preview)
         return True
+
+    def _files_of(self, message: Message) -> tuple[IncomingFile, ...]:
+        """A photo (its largest size) or a document; fetched only if the router answers it."""
+        if message.photo:
+            largest = message.photo[-1]
+            return (IncomingFile("photo.jpg", "image/jpeg", largest.file_size or 0,
+                                 self._fetcher(largest.file_id), is_photo=True),)
+        document = message.document
+        if document is not None:
+            return (IncomingFile(document.file_name or "file", document.mime_type or "", document.file_size or 0,
+                                 self._fetcher(document.file_id)),)
+        return ()
+
+    def _fetcher(self, file_id: str) -> Callable[[], Awaitable[bytes]]:
+        async def fetch() -> bytes:
+            file = await self._with_retries(lambda: self._connected().get_file(file_id))
+            return bytes(await self._with_retries(file.download_as_bytearray))
+
+        return fetch
 
     def _mentions_bot(self, message: Message) -> bool:
         """@username, a text mention of the bot, a reply to the bot, or a command for it."""

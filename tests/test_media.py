@@ -14,6 +14,7 @@ from PIL import Image
 from bot.config import MediaConfig
 from bot.media import MediaPreparer, MediaRefused, image_tokens
 from channels.base import IncomingFile
+from tests.fakes.anthropic import untimed
 
 
 def picture(width: int, height: int, fmt: str = "PNG", color: tuple[int, ...] = (200, 40, 40)) -> bytes:
@@ -127,7 +128,7 @@ async def test_web_images_reach_the_model_once_then_the_history_keeps_a_marker(t
     first, second = api.fake.messages_requests()
     current = first["messages"][-1]["content"]
     images = [b for b in current if b["type"] == "image"]
-    assert len(images) == 1 and current[-1]["text"] == "[image] what is this?"
+    assert len(images) == 1 and untimed(current[-1]["text"]) == "[image] what is this?"
     with Image.open(io.BytesIO(decoded(images[0]))) as sent:
         assert sent.size == (1568, 784)
     earlier = second["messages"][0]["content"]

@@ -73,6 +73,10 @@ def with_time(content: Content, label: str) -> Content:
         return content
     if isinstance(content, str):
         return f"[{label}] {content}"
+    for index, block in enumerate(content):  # images first, then the caption: the label goes on it
+        if block.get("type") == "text":
+            labelled = {**block, "text": f"[{label}] {block.get('text', '')}"}
+            return [*content[:index], labelled, *content[index + 1:]]
     return [{"type": "text", "text": f"[{label}]"}, *content]
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import io
 import itertools
 import json
 import secrets
@@ -38,6 +39,8 @@ class FakeDiscord(DiscordRestRoutes):
 
     def __init__(self, *, listening: bool = True) -> None:
         self._listen_at_start = listening
+        self._attachment_bytes: dict[str, bytes] = {}
+        self.downloads: list[str] = []  # attachment file names fetched from the fake CDN
         # GET /users/@me answers 401, as Discord does for a revoked or mistyped bot token.
         self.reject_token = False
         # An IDENTIFY asking for the message content intent is closed with 4014, as Discord does
@@ -161,6 +164,7 @@ class FakeDiscord(DiscordRestRoutes):
         ]
         for method, path, handler in routes:
             app.router.add_route(method, api + path, handler)
+        app.router.add_get("/attachments/{attachment_id}/{filename}", self._attachment)
         app.router.add_route("*", "/{tail:.*}", self._unknown)
         self._runner = web.AppRunner(app)
         await self._runner.setup()
@@ -169,6 +173,7 @@ class FakeDiscord(DiscordRestRoutes):
             await self._listener.listen()
         port = self._listener.port
         self.api_base = f"http://127.0.0.1:{port}{api}"
+        self.cdn_base = f"http://127.0.0.1:{port}/attachments"
         self.gateway_url = f"ws://127.0.0.1:{port}/gateway/"
         return self
 
@@ -232,13 +237,17 @@ class FakeDiscord(DiscordRestRoutes):
         username: str = "alice",
         mention_bot: bool = False,
         message_id: str | None = None,
+        attachments: tuple[tuple[str, str, bytes], ...] = (),
     ) -> dict[str, Any]:
-        """MESSAGE_CREATE in a guild channel; mention_bot prepends "<@900> " like a real client would."""
+        """MESSAGE_CREATE in a guild channel; mention_bot prepends "<@900> " like a real client would.
+
+        `attachments`: (filename, content type, bytes), served from the fake CDN."""
         bot_id = self.bot_user["id"]
         mentioned = mention_bot or f"<@{bot_id}>" in content or f"<@!{bot_id}>" in content
         if mention_bot and f"<@{bot_id}>" not in content and f"<@!{bot_id}>" not in content:
             content = f"<@{bot_id}> {content}"
         payload = self._incoming(content, channel_id, _user(author_id, username), message_id)
+        payload["attachments"] = [self._attachment_payload(*item) for item in attachments]
         payload["guild_id"] = self.guild["id"]
         payload["member"] = _member()
         if mentioned:
@@ -249,12 +258,37 @@ class FakeDiscord(DiscordRestRoutes):
         await self.dispatch("MESSAGE_CREATE", payload)
         return payload
 
-    async def send_dm(self, content: str, *, author_id: str = "42", username: str = "alice") -> dict[str, Any]:
+    async def send_dm(self, content: str, *, author_id: str = "42", username: str = "alice",
+                      attachments: tuple[tuple[str, str, bytes], ...] = ()) -> dict[str, Any]:
         """MESSAGE_CREATE in the author's DM channel ("300" for the default user); DMs always carry content."""
         channel_id = self._dm_channel(author_id)
         payload = self._incoming(content, channel_id, _user(author_id, username), None)
+        payload["attachments"] = [self._attachment_payload(*item) for item in attachments]
         await self.dispatch("MESSAGE_CREATE", payload)
         return payload
+
+    def _attachment_payload(self, filename: str, content_type: str, data: bytes) -> dict[str, Any]:
+        attachment_id = self._snowflake()
+        self._attachment_bytes[attachment_id] = data
+        url = f"{self.cdn_base}/{attachment_id}/{filename}"
+        payload: dict[str, Any] = {"id": attachment_id, "filename": filename, "size": len(data), "url": url,
+                                   "proxy_url": url, "content_type": content_type}
+        if content_type.startswith("image/"):
+            try:
+                from PIL import Image
+
+                with Image.open(io.BytesIO(data)) as image:
+                    payload["width"], payload["height"] = image.size
+            except Exception:
+                pass  # Discord leaves the size out of what it cannot read
+        return payload
+
+    async def _attachment(self, request: web.Request) -> web.Response:
+        data = self._attachment_bytes.get(request.match_info["attachment_id"])
+        if data is None:
+            return web.Response(status=404, text="Not Found")
+        self.downloads.append(request.match_info["filename"])
+        return web.Response(body=data, content_type="application/octet-stream")
 
     async def send_slash_command(
         self,

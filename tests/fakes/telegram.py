@@ -83,6 +83,8 @@ class FakeTelegram:
         self.drafts: list[dict[str, Any]] = []  # params of every accepted sendMessageDraft
         self.edits: list[dict[str, Any]] = []  # params of every accepted editMessageText
         self.deleted: list[dict[str, Any]] = []  # params of every accepted deleteMessage
+        self.downloads: list[str] = []  # file paths fetched from the file endpoint
+        self._files: dict[str, tuple[bytes, str]] = {}  # file_id -> (content, file_path)
         self.visible: list[Visible] = []
         self.commands: list[dict[str, Any]] = []
         self._updates: list[dict[str, Any]] = []
@@ -115,6 +117,7 @@ class FakeTelegram:
             "deleteMyCommands": self._delete_my_commands,
             "editMessageText": self._edit_message_text,
             "deleteMessage": self._delete_message,
+            "getFile": self._get_file,
             "close": lambda p: True,
             "logOut": lambda p: True,
         }
@@ -124,6 +127,7 @@ class FakeTelegram:
     async def __aenter__(self) -> FakeTelegram:
         app = web.Application()
         app.router.add_route("*", "/bot{token}/{method}", self._handle)
+        app.router.add_get("/file/bot{token}/{path:.+}", self._download)
         self._runner = web.AppRunner(app, shutdown_timeout=1.0)
         await self._runner.setup()
         self._sock = _reserve_port(0)
@@ -231,6 +235,47 @@ class FakeTelegram:
                 chat_id, {"text": "earlier reply"}, message_thread_id
             )
         return self._push_message(message)
+
+    def add_file(self, data: bytes, suffix: str = ".bin", *, folder: str = "documents") -> dict[str, Any]:
+        """A file the bot can fetch with getFile; the file fields a message carries."""
+        number = len(self._files) + 1
+        file_id = f"file-{number}-{len(data)}"
+        self._files[file_id] = (data, f"{folder}/file_{number}{suffix}")
+        return {"file_id": file_id, "file_unique_id": f"uniq-file-{number}", "file_size": len(data)}
+
+    def push_photo(
+        self, data: bytes, *, width: int, height: int, caption: str | None = None, chat_id: int = 42,
+        user_id: int = 42, chat_type: str = "private",
+    ) -> dict[str, Any]:
+        """A photo as Telegram sends it: several sizes, the largest last."""
+        message = self._incoming(chat_id, user_id, chat_type)
+        thumb = self.add_file(data[:64], ".jpg", folder="photos")  # not a picture: the bot must take the largest
+        full = self.add_file(data, ".jpg", folder="photos")
+        scale = 90 / max(width, height)
+        message["photo"] = [
+            {**thumb, "width": max(1, int(width * scale)), "height": max(1, int(height * scale))},
+            {**full, "width": width, "height": height},
+        ]
+        self._caption(message, caption)
+        return self._push_message(message)
+
+    def push_document(
+        self, data: bytes, file_name: str, mime_type: str, *, caption: str | None = None, chat_id: int = 42,
+        user_id: int = 42, chat_type: str = "private", size: int | None = None,
+    ) -> dict[str, Any]:
+        message = self._incoming(chat_id, user_id, chat_type)
+        fields = self.add_file(data, "." + file_name.rpartition(".")[2] if "." in file_name else "")
+        if size is not None:
+            fields["file_size"] = size
+        message["document"] = {**fields, "file_name": file_name, "mime_type": mime_type}
+        self._caption(message, caption)
+        return self._push_message(message)
+
+    def _caption(self, message: dict[str, Any], caption: str | None) -> None:
+        if caption is not None:
+            message["caption"] = caption
+            if entities := self._auto_entities(caption):
+                message["caption_entities"] = entities
 
     def push_sticker(self, *, chat_id: int = 42, user_id: int = 42) -> dict[str, Any]:
         message = self._incoming(chat_id, user_id, "private" if chat_id > 0 else "group")
@@ -449,6 +494,26 @@ class FakeTelegram:
         self.edits.append(params)
         self._show("editMessageText", params.get("chat_id"), text)
         return message
+
+    def _get_file(self, params: dict[str, Any]) -> dict[str, Any]:
+        found = self._files.get(str(params.get("file_id")))
+        if found is None:
+            raise BadRequestReason("invalid file_id")
+        data, path = found
+        if len(data) > 20 * 1024 * 1024:  # what the Bot API lets a bot download
+            raise BadRequestReason("file is too big")
+        return {"file_id": params["file_id"], "file_unique_id": f"uniq-{params['file_id']}",
+                "file_size": len(data), "file_path": path}
+
+    async def _download(self, request: web.Request) -> web.StreamResponse:
+        if request.match_info["token"] != self.token:
+            return web.Response(status=401)
+        path = request.match_info["path"]
+        for data, file_path in self._files.values():
+            if file_path == path:
+                self.downloads.append(path)
+                return web.Response(body=data, content_type="application/octet-stream")
+        return web.Response(status=404, text="Not Found")
 
     def _delete_message(self, params: dict[str, Any]) -> bool:
         key = (params.get("chat_id"), params.get("message_id"))
