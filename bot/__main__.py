@@ -56,6 +56,11 @@ def build_parser() -> argparse.ArgumentParser:
     show = actions.add_parser("show", parents=[common], help="list files, or print one")
     show.add_argument("--agent", type=int, required=True)
     show.add_argument("filename", nargs="?")
+    search = actions.add_parser("search", parents=[common], help="search conversations and memory files")
+    search.add_argument("--agent", type=int, required=True)
+    search.add_argument("--limit", type=int, default=5)
+    search.add_argument("--json", action="store_true", help="print the result as JSON")
+    search.add_argument("query", nargs="+")
     for name in ("export", "import"):
         transfer = actions.add_parser(name, parents=[common], help=f"{name} the workspace files")
         transfer.add_argument("--agent", type=int, required=True)
@@ -146,6 +151,23 @@ async def _memory_show(config: Config, args: argparse.Namespace) -> int:
         for record in await core.workspace.list(args.agent):
             flag = "enabled " if record.enabled else "disabled"
             print(f"{record.filename}\t{flag}\t{record.file_size} B\tv{record.version}\t{record.update_time}")
+    return EXIT_OK
+
+
+async def _memory_search(config: Config, args: argparse.Namespace) -> int:
+    import json
+
+    from bot.app import open_core
+    from bot.commands import search_lines
+    from memory.recall import MAX_LIMIT, MemorySearchService
+
+    if not 1 <= args.limit <= MAX_LIMIT:
+        print(f"matebot: --limit must be from 1 to {MAX_LIMIT}", file=sys.stderr)
+        return EXIT_USAGE
+    async with open_core(config) as core:
+        await core.agents.get(args.agent)
+        result = await MemorySearchService(core.repos.search).search(args.agent, " ".join(args.query), args.limit)
+        print(json.dumps(result, ensure_ascii=False, indent=2) if args.json else search_lines(core.prompts, result))
     return EXIT_OK
 
 
@@ -264,6 +286,7 @@ async def _memory_summarize(config: Config, args: argparse.Namespace) -> int:
 _HANDLERS: dict[str, Callable[[Config, argparse.Namespace], Coroutine[Any, Any, int]]] = {
     "check-config": _check_config,
     "memory show": _memory_show,
+    "memory search": _memory_search,
     "memory export": _memory_export,
     "memory import": _memory_import,
     "memory enable": _memory_toggle,

@@ -287,7 +287,7 @@ class Agent:
                 if stream is not None:
                     stream.status(self._prompts.text("tool_status"))
                 turn.append(("assistant", response.content))
-                turn.append(("tool", await self._run_tools(conversation.agent_id, response.tool_calls)))
+                turn.append(("tool", await self._run_tools(conversation.agent_id, response.tool_calls, user_id)))
                 continue
             final = response.text.strip()
             if response.tool_calls and not final:
@@ -341,21 +341,21 @@ class Agent:
         raw = window.raw_tokens + sum(self._tokens.count_content(c) + PER_MESSAGE_OVERHEAD for _, c in turn)
         self._tokens.observe(self.model, raw, response.prompt_tokens)
 
-    async def _run_tools(self, agent_id: int, calls: Sequence[ToolCall]) -> list[dict[str, Any]]:
+    async def _run_tools(self, agent_id: int, calls: Sequence[ToolCall], asked_in: int) -> list[dict[str, Any]]:
         results = []
         for call in calls:
-            result = await self._run_tool(agent_id, call)
+            result = await self._run_tool(agent_id, call, asked_in)
             block: dict[str, Any] = {"type": "tool_result", "tool_use_id": call.id, "content": result.content}
             if result.is_error:
                 block["is_error"] = True
             results.append(block)
         return results
 
-    async def _run_tool(self, agent_id: int, call: ToolCall) -> ToolResult:
+    async def _run_tool(self, agent_id: int, call: ToolCall, asked_in: int) -> ToolResult:
         for tool_set in self._tools:
             if tool_set.handles(call.name):
                 try:
-                    return await tool_set.call(agent_id, call.name, call.input)
+                    return await tool_set.call(agent_id, call.name, call.input, asked_in=asked_in)
                 except Exception as exc:  # a tool bug goes back to the model, never up the loop
                     log.exception("tool %s failed", call.name)
                     return ToolResult(self._prompts.text("tool_bad_input", error=type(exc).__name__), True)

@@ -22,6 +22,8 @@ from bot.config import ApiConfig
 from bot.router import is_blank
 from bot.runtime import Runtime
 from channels.base import InboundMessage, IncomingFile
+from memory.recall import DEFAULT_LIMIT, MAX_LIMIT
+from memory.search_tool import MAX_QUERY_CHARS
 from memory.tool import LIST_TOOL, READ_TOOL
 
 log = logging.getLogger(__name__)
@@ -222,6 +224,23 @@ async def list_files(request: web.Request) -> web.Response:
     return _ok(json.loads(result.content))
 
 
+async def search(request: web.Request) -> web.Response:
+    rt = request.app[_RUNTIME]
+    agent_id = await _agent_id(request)
+    query = request.query.get("q", "")
+    if not query.strip():
+        raise _BadRequest("q must be a non-empty search query")
+    if len(query) > MAX_QUERY_CHARS:
+        raise _BadRequest(f"q must be at most {MAX_QUERY_CHARS} characters")
+    raw_limit = request.query.get("limit", str(DEFAULT_LIMIT))
+    if not raw_limit.isdigit() or not 1 <= int(raw_limit) <= MAX_LIMIT:
+        raise _BadRequest(f"limit must be an integer from 1 to {MAX_LIMIT}")
+    source = request.query.get("source", "all")
+    if source not in ("all", "notes", "conversations"):
+        raise _BadRequest('source must be "all", "notes" or "conversations"')
+    return _ok(await rt.extras["search"].search(agent_id, query, int(raw_limit), source))
+
+
 async def read_file(request: web.Request) -> web.Response:
     rt = request.app[_RUNTIME]
     agent_id = await _agent_id(request)
@@ -373,6 +392,7 @@ def build_app(rt: Runtime, config: ApiConfig, token: str | None = None) -> web.A
     app.router.add_post("/api/v1/memory/{agent_id}/summarize/{conversation_id}", summarize)
     app.router.add_get("/api/v1/memory/{agent_id}/files", list_files)
     app.router.add_get("/api/v1/memory/{agent_id}/files/{filename:.+}", read_file)
+    app.router.add_get("/api/v1/memory/{agent_id}/search", search)
     app.router.add_post("/api/v1/chat/{agent_id}", chat)
     app.router.add_post("/api/v1/chat/{agent_id}/stream", chat_stream)
     app.router.add_get("/healthz", healthz)

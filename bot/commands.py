@@ -16,6 +16,7 @@ from bot.prompts import PromptLibrary
 from bot.storage import Repositories
 from bot.storage.records import ConversationRecord
 from channels.base import ChannelStateBoard, InboundMessage
+from memory.recall import MemorySearchService
 from memory.workspace import (
     MEMORY_FILE,
     PROFILE_FILE,
@@ -44,9 +45,10 @@ class CommandHandler:
         self, config: MateConfig, repos: Repositories, workspace: WorkspaceFileService,
         window: ConversationWindowManager, agent: Agent, prompts: PromptLibrary,
         emergence: EmergenceRunner | None = None, summarizer: SummarizeRunner | None = None,
-        channel_states: ChannelStateBoard | None = None,
+        channel_states: ChannelStateBoard | None = None, search: MemorySearchService | None = None,
     ) -> None:
         self._config = config
+        self._search = search
         self._repos = repos
         self._workspace = workspace
         self._window = window
@@ -138,12 +140,14 @@ class CommandHandler:
     ) -> str:
         t = self._prompts.text
         action = args[0] if args else ""
-        if action not in ("emerge", "summarize", "show"):
+        if action not in ("emerge", "summarize", "show", "search"):
             return t("memory_usage")
         if not router.is_admin(message):
             return t("not_admin")
         if action == "show":
             return await self._show(message, conversation, args[1] if len(args) > 1 else "memory")
+        if action == "search":
+            return await self._search_text(message, conversation, " ".join(args[1:]))
         if action == "emerge":
             if self.emergence is None:
                 return t("emerge_disabled")
@@ -174,6 +178,27 @@ class CommandHandler:
             return self._prompts.text("memory_usage")
         content, _ = await self._workspace.read_text(conversation.agent_id, filename)
         return content.strip() or self._prompts.text("show_empty", filename=filename)
+
+
+    async def _search_text(self, message: InboundMessage, conversation: ConversationRecord, query: str) -> str:
+        if not message.is_direct:
+            return self._prompts.text("direct_only")
+        if not query.strip() or self._search is None:
+            return self._prompts.text("search_usage")
+        result = await self._search.search(conversation.agent_id, query)
+        return search_lines(self._prompts, result)
+
+
+def search_lines(prompts: PromptLibrary, result: dict[str, Any]) -> str:
+    """A search result as chat lines: where each hit is from, when, and its snippet."""
+    if not result["results"]:
+        return prompts.text("search_none", query=result["query"])
+    lines = [prompts.text("search_header", count=result["count"], query=result["query"])]
+    for number, hit in enumerate(result["results"], 1):
+        where = hit.get("filename") or prompts.text("search_conversation")
+        lines.append(prompts.text("search_line", number=number, where=where, time=hit["time"][:16],
+                                  snippet=hit["snippet"]))
+    return "\n".join(lines)
 
 
 def emergence_text(prompts: PromptLibrary, outcome: Any) -> str:

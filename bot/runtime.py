@@ -25,6 +25,8 @@ from bot.router import ChannelMessageRouter
 from channels.base import ChannelStateBoard
 from memory.emergence import MemoryEmergenceService
 from memory.events import MemoryEventSink, NullMemorySink
+from memory.recall import MemorySearchService
+from memory.search_tool import MemorySearchTool
 from memory.summarization import MemorySummarizationService
 from memory.tool import WorkspaceMemoryTool
 from memory.worker import MemoryWorker
@@ -103,12 +105,16 @@ async def open_runtime(
         tool = WorkspaceMemoryTool(core.workspace, core.prompts, budgets={
             PROFILE_FILE: mate.memory.profile_max_chars, MEMORY_FILE: mate.memory.memory_max_chars})
         extras["memory_tool"] = tool
-        agent = Agent(mate, core.repos, core.workspace, window, llm, tokens, core.prompts, [tool])
+        search = MemorySearchService(core.repos.search)
+        extras["search"] = search
+        agent = Agent(mate, core.repos, core.workspace, window, llm, tokens, core.prompts,
+                      [tool, MemorySearchTool(search, core.prompts)])
         media = MediaPreparer(mate.media, Path(mate.database.path).parent / "media")
         router = ChannelMessageRouter(mate, core.repos, core.agents, agent, memory, core.prompts, media)
         channel_states = ChannelStateBoard()
         commands = CommandHandler(mate, core.repos, core.workspace, window, agent, core.prompts,
-                                  emergence=emergence, summarizer=summarizer, channel_states=channel_states)
+                                  emergence=emergence, summarizer=summarizer, channel_states=channel_states,
+                                  search=search)
         router.commands = commands
         yield Runtime(core, llm, tokens, window, agent, router, commands, memory, offline, extras, channel_states)
 

@@ -23,6 +23,8 @@ class ToolSet(Protocol):
 
     def handles(self, name: str) -> bool: ...
 
-    async def call(self, agent_id: int, name: str, arguments: Any) -> ToolResult:
-        """Run tool `name` for the running agent; errors come back as is_error results."""
+    async def call(self, agent_id: int, name: str, arguments: Any, *, asked_in: int | None = None) -> ToolResult:
+        """Run tool `name` for the running agent; errors come back as is_error results.
+
+        `asked_in`: the id of the user message whose turn this is (a search leaves it out)."""
         ...

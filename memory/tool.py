@@ -135,7 +135,7 @@ class WorkspaceMemoryTool:
     def handles(self, name: str) -> bool:
         return name in TOOL_NAMES
 
-    async def call(self, agent_id: int, name: str, arguments: Any) -> ToolResult:
+    async def call(self, agent_id: int, name: str, arguments: Any, *, asked_in: int | None = None) -> ToolResult:
         """Run one tool for `agent_id`; the agentId inside `arguments` is never trusted."""
         try:
             if not self.handles(name):

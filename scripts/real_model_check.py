@@ -48,10 +48,25 @@ CMAKE_FLAGS = (
     "-DLLAMA_BUILD_TESTS=OFF", "-DLLAMA_BUILD_EXAMPLES=OFF", "-DLLAMA_USE_PREBUILT_UI=OFF",
     "-DLLAMA_BUILD_UI=OFF", "-DLLAMA_OPENSSL=OFF",
     # GGML_NATIVE=ON (the default) enables AMX kernels that crash on the first matmul on
-    # some CPUs; these flags give a portable AVX2/AVX-512 build instead.
-    "-DGGML_NATIVE=OFF", "-DGGML_AVX2=ON", "-DGGML_FMA=ON", "-DGGML_F16C=ON", "-DGGML_AVX512=ON",
-    "-DGGML_AMX_TILE=OFF", "-DGGML_AMX_INT8=OFF", "-DGGML_AMX_BF16=OFF",
+    # some CPUs; GGML_NATIVE=OFF with the instruction sets named below (cpu_flags) instead.
+    "-DGGML_NATIVE=OFF", "-DGGML_AMX_TILE=OFF", "-DGGML_AMX_INT8=OFF", "-DGGML_AMX_BF16=OFF",
 )
+# GGML option -> the /proc/cpuinfo flag it needs. AVX-512 is on only where the CPU has it:
+# a build with it dies of SIGILL at start-up on an AVX2-only CPU (AMD EPYC before Zen 4).
+CPU_OPTIONS = {"GGML_AVX2": "avx2", "GGML_FMA": "fma", "GGML_F16C": "f16c", "GGML_AVX512": "avx512f"}
+
+
+def cpu_flags() -> list[str]:
+    """The -DGGML_<ISA>=ON/OFF flags for this machine's CPU."""
+    try:
+        with open("/proc/cpuinfo") as info:
+            line = next((line for line in info if line.startswith("flags")), "")
+    except OSError:
+        line = ""
+    have = set(line.partition(":")[2].split())
+    if not have:  # no /proc/cpuinfo: the portable AVX2 baseline
+        have = {"avx2", "fma", "f16c"}
+    return [f"-D{option}={'ON' if flag in have else 'OFF'}" for option, flag in CPU_OPTIONS.items()]
 
 MODEL_NAME = "Qwen2.5-Coder-1.5B-Instruct Q4_K_M"
 MODEL_FILE = "qwen2.5-coder-1.5b-instruct-q4_k_m.gguf"
@@ -78,7 +93,6 @@ FACTS = {
 SERVER_START_TIMEOUT = 300.0
 DAEMON_START_TIMEOUT = 90.0
 TURN_TIMEOUT = 600.0
-MEMORY_IDLE_TIMEOUT = 300.0
 
 
 def say(message: str) -> None:
@@ -222,8 +236,10 @@ def server_works(binary: Path) -> bool:
 def ensure_server(cache: Path, logs: Path) -> tuple[Path, Path, float]:
     """(llama-server binary, chat template, build seconds: 0 when cached)."""
     bindir = cache / "bin"
-    binary, template = bindir / "llama-server", bindir / TEMPLATE
-    if server_works(binary) and template.is_file():
+    binary, template, stamp = bindir / "llama-server", bindir / TEMPLATE, bindir / "cmake-flags"
+    flags = [*CMAKE_FLAGS, *cpu_flags()]
+    cached = stamp.read_text().split() if stamp.is_file() else []
+    if cached == flags and template.is_file() and server_works(binary):
         say(f"llama-server cached: {binary}")
         return binary, template, 0.0
     started = time.monotonic()
@@ -233,7 +249,8 @@ def ensure_server(cache: Path, logs: Path) -> tuple[Path, Path, float]:
     build = cache / "build"
     log = logs / "build.log"
     say(f"building llama-server (about 6 min on 2 cores; log: {log})")
-    run_logged(["cmake", "-S", str(source), "-B", str(build), *CMAKE_FLAGS], log)
+    say(f"cmake flags for this CPU: {' '.join(cpu_flags())}")
+    run_logged(["cmake", "-S", str(source), "-B", str(build), *flags], log)
     jobs = str(max(1, os.cpu_count() or 1))
     run_logged(["cmake", "--build", str(build), "--target", "llama-server", "-j", jobs], log)
     built = build / "bin" / "llama-server"
@@ -245,6 +262,7 @@ def ensure_server(cache: Path, logs: Path) -> tuple[Path, Path, float]:
     os.replace(bindir / "llama-server.tmp", binary)
     if not server_works(binary):
         raise CheckError(f"{binary} --version fails; see {log}")
+    stamp.write_text(" ".join(flags))
     seconds = time.monotonic() - started
     say(f"llama-server built in {seconds:.0f} s")
     return binary, template, seconds
@@ -335,7 +353,9 @@ def start_llama(procs: Processes, binary: Path, template: Path, model: Path, thr
     base = f"http://127.0.0.1:{port}"
     while time.monotonic() - started < SERVER_START_TIMEOUT:
         if proc.poll() is not None:
-            raise CheckError(f"llama-server exited with code {proc.returncode}; see {log}")
+            hint = (" (illegal instruction: built for another CPU; delete "
+                    f"{binary.parent} and run again)") if proc.returncode == -signal.SIGILL else ""
+            raise CheckError(f"llama-server exited with code {proc.returncode}{hint}; see {log}")
         with contextlib.suppress(OSError, ValueError):
             status, _ = http("GET", f"{base}/health", timeout=5)
             if status == 200:
@@ -370,8 +390,9 @@ def write_config(work: Path, base_url: str, api_port: int) -> Path:
             "agents": [{"id": 1, "name": "Mate"}],
             "agent": {"conversation": {"window": {"default-max-input-tokens": 6000}}},
             "memory": {
-                # Extraction after every exchange: no minimum, no cooldown.
-                "auto-summarize-enabled": True,
+                # The check asks for an extraction after every exchange itself (see extract);
+                # with the daemon's own trigger on as well they would queue behind each other.
+                "auto-summarize-enabled": False,
                 "min-messages-for-summarize": 1,
                 "min-user-message-length": 1,
                 "cooldown-minutes": 0,
@@ -439,49 +460,7 @@ def db(path: Path) -> sqlite3.Connection:
     return conn
 
 
-def memory_busy(path: Path) -> bool:
-    """An extraction is queued (and due) or running. Rows waiting for a retry are not waited for."""
-    now = datetime.now(timezone.utc)
-    with contextlib.closing(db(path)) as conn:
-        if conn.execute("SELECT 1 FROM mate_memory_run WHERE status = 'running' LIMIT 1").fetchone():
-            return True
-        for row in conn.execute("SELECT due_time, attempts FROM mate_memory_pending"):
-            if row["attempts"] == 0:
-                return True
-            with contextlib.suppress(ValueError):
-                due = datetime.fromisoformat(row["due_time"].replace("Z", "+00:00"))
-                if due.tzinfo is None:
-                    due = due.replace(tzinfo=timezone.utc)
-                if due <= now:
-                    return True
-    return False
-
-
-def wait_memory_idle(path: Path, proc: subprocess.Popen[bytes]) -> float:
-    """Wait until extraction is done (llama-server answers one request at a time, so a turn
-    that overlaps an extraction would be measured slow); returns the seconds waited."""
-    started = time.monotonic()
-    time.sleep(1.0)  # the pending row is written just after the reply
-    quiet_since: float | None = None
-    while time.monotonic() - started < MEMORY_IDLE_TIMEOUT and proc.poll() is None:
-        try:
-            busy = memory_busy(path)
-        except sqlite3.Error:
-            busy = True
-        if busy:
-            quiet_since = None
-        elif quiet_since is None:
-            quiet_since = time.monotonic()
-        elif time.monotonic() - quiet_since >= 1.0:
-            break
-        time.sleep(0.5)
-    else:
-        if proc.poll() is None:
-            say(f"memory extraction still busy after {MEMORY_IDLE_TIMEOUT:.0f} s; going on")
-    return time.monotonic() - started
-
-
-def converse(api: str, dbfile: Path, proc: subprocess.Popen[bytes]) -> tuple[list[dict[str, Any]], str | None]:
+def converse(api: str, proc: subprocess.Popen[bytes]) -> tuple[list[dict[str, Any]], str | None]:
     turns: list[dict[str, Any]] = []
     conversation: str | None = None
     for n, message in enumerate(TURNS, start=1):
@@ -502,11 +481,28 @@ def converse(api: str, dbfile: Path, proc: subprocess.Popen[bytes]) -> tuple[lis
         say(f"  {status} in {seconds:.1f} s: {str(text)[:300]!r}")
         if proc.poll() is not None:
             raise CheckError(f"matebot exited with code {proc.returncode} during turn {n}")
-        waited = wait_memory_idle(dbfile, proc)
-        say(f"  memory extraction settled after {waited:.1f} s")
-        turns.append({"status": status, "seconds": seconds, "ok": status == 200 and bool(reply),
-                      "memory_wait_s": waited})
+        turns.append({"status": status, "seconds": seconds, "ok": status == 200 and bool(reply)})
+        if conversation:
+            extract(api, conversation)
     return turns, conversation
+
+
+def extract(api: str, conversation: str) -> None:
+    """Memory extraction of the exchange just made, now (up to 3 attempts, each one run row).
+
+    The daemon's own trigger would do the same after each exchange, but it waits a minute
+    before retrying a failed extraction; asking for it keeps the check short and every
+    exchange analysed once.
+    """
+    started = time.monotonic()
+    url = f"{api}/api/v1/memory/1/summarize/{urllib.request.quote(conversation, safe='')}"
+    try:
+        status, answer = http("POST", url, {}, token=API_TOKEN, timeout=TURN_TIMEOUT)
+    except OSError as exc:
+        status, answer = 0, {"msg": f"{type(exc).__name__}: {exc}"}
+    data = answer.get("data") if isinstance(answer, dict) else None
+    what = data if isinstance(data, dict) else (answer.get("msg") if isinstance(answer, dict) else answer)
+    say(f"  memory extraction: {status} in {time.monotonic() - started:.1f} s: {str(what)[:200]}")
 
 
 def extraction_stats(conn: sqlite3.Connection) -> dict[str, Any]:
@@ -607,7 +603,7 @@ def main(argv: list[str] | None = None) -> int:
         check_config(config, run_logs)
         api, daemon = start_matebot(procs, config, api_port, run_logs)
         dbfile = work / "data" / "mate.db"
-        turns, conversation = converse(api, dbfile, daemon)
+        turns, conversation = converse(api, daemon)
         facts = memory_facts(api)
         with contextlib.closing(db(dbfile)) as conn:
             extraction = extraction_stats(conn)

@@ -112,7 +112,7 @@ async def test_memory_tool_result_goes_back_to_the_model(tmp_path: Path, fake: F
     first, second = fake.messages_requests()
     assert [t["name"] for t in first["tools"]] == [
         "list_workspace_memory_files", "read_workspace_memory_file",
-        "write_workspace_memory_file", "edit_workspace_memory_file"]
+        "write_workspace_memory_file", "edit_workspace_memory_file", "search_memory"]
     (result,) = tool_results(second)
     assert result["tool_use_id"] == "toolu_read1"
     assert not result.get("is_error")

@@ -22,7 +22,7 @@ from tests.fakes.anthropic import (
 )
 
 CID = "console:me"
-BUDGET = 2000
+BUDGET = 2300  # room for the tool definitions (five tools) and the seeded workspace
 RATIO = 0.75
 TRIGGER = int(BUDGET * RATIO)
 SUMMARY_1 = "SUMMARY-ONE: the user likes zebras."

@@ -16,6 +16,7 @@ from bot.storage.memory_state import (
     SqliteMemoryPendingRepository,
     SqliteMemoryRunRepository,
 )
+from bot.storage.search import SqliteSearchRepository
 from bot.storage.usage import SqliteLlmUsageRepository
 from bot.storage.workspace_files import SqliteWorkspaceFileRepository
 
@@ -33,6 +34,7 @@ class Repositories:
     memory_runs: SqliteMemoryRunRepository
     memory_commits: SqliteMemoryCommitRepository
     llm_usage: SqliteLlmUsageRepository
+    search: SqliteSearchRepository
 
     @classmethod
     def over(cls, db: Database) -> Repositories:
@@ -46,6 +48,7 @@ class Repositories:
             memory_runs=SqliteMemoryRunRepository(db),
             memory_commits=SqliteMemoryCommitRepository(db),
             llm_usage=SqliteLlmUsageRepository(db),
+            search=SqliteSearchRepository(db),
         )
 
 

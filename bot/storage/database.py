@@ -17,6 +17,7 @@ import aiosqlite
 from bot.clock import iso
 from bot.clock import utc_now as clock_now
 from bot.errors import StorageError
+from bot.storage import search_text
 from bot.storage.migrations import MIGRATIONS
 
 log = logging.getLogger(__name__)
@@ -117,6 +118,7 @@ class Database:
         # isolation_level=None: we issue BEGIN IMMEDIATE ourselves so a transaction is explicit.
         conn = await aiosqlite.connect(self.path, isolation_level=None)
         conn.row_factory = aiosqlite.Row
+        await conn.create_function(search_text.FUNCTION_NAME, 1, search_text.spaced, deterministic=True)
         await conn.execute("PRAGMA foreign_keys=ON")
         await conn.execute("PRAGMA busy_timeout=10000")
         await conn.execute("PRAGMA synchronous=NORMAL")

@@ -2,6 +2,22 @@
 
 from __future__ import annotations
 
+# The search index rows of a message or workspace file `{r}` (NEW in triggers); callers add
+# FROM / WHERE. Only what people and the model said is searched: no tool turns.
+_SEARCHED_MESSAGE = "{r}.role IN ('user', 'assistant') AND {r}.content_format = 'text'"
+_MESSAGE_TEXT = "INSERT INTO mate_search_text(rowid, body) SELECT {r}.id * 2, mate_search_spaced({r}.content)"
+_MESSAGE_TRIGRAM = (
+    "INSERT INTO mate_search_trigram(rowid, body, source, agent_id, conversation_id, ref_id, filename, time) "
+    "SELECT {r}.id * 2, {r}.content, 'conversations', "
+    "(SELECT c.agent_id FROM mate_conversation c WHERE c.id = {r}.conversation_id), {r}.conversation_id, {r}.id, "
+    "NULL, {r}.create_time"
+)
+_FILE_TEXT = "INSERT INTO mate_search_text(rowid, body) SELECT {r}.id * 2 + 1, mate_search_spaced({r}.content)"
+_FILE_TRIGRAM = (
+    "INSERT INTO mate_search_trigram(rowid, body, source, agent_id, conversation_id, ref_id, filename, time) "
+    "SELECT {r}.id * 2 + 1, {r}.content, 'notes', {r}.agent_id, NULL, {r}.id, {r}.filename, {r}.update_time"
+)
+
 MIGRATIONS: tuple[tuple[int, str, tuple[str, ...]], ...] = (
     (
         1,
@@ -164,6 +180,57 @@ MIGRATIONS: tuple[tuple[int, str, tuple[str, ...]], ...] = (
                 create_time TEXT NOT NULL
             )""",
             "CREATE INDEX IF NOT EXISTS ix_llm_usage_time ON mate_llm_usage(create_time)",
+        ),
+    ),
+    (
+        6,
+        "full-text search over messages and workspace files (unicode61 + trigram), kept by triggers",
+        (
+            # Words, English stemmed; CJK text is stored one character per token, so a
+            # two-character word is a phrase query (mate_search_spaced: bot/storage/search_text.py).
+            """CREATE VIRTUAL TABLE IF NOT EXISTS mate_search_text USING fts5(
+                body, tokenize = 'porter unicode61 remove_diacritics 2')""",
+            # Substrings in any script (exact phrases), and what a hit shows: the original
+            # text and where it came from. rowid = message id * 2, or workspace file id * 2 + 1.
+            """CREATE VIRTUAL TABLE IF NOT EXISTS mate_search_trigram USING fts5(
+                body, source UNINDEXED, agent_id UNINDEXED, conversation_id UNINDEXED, ref_id UNINDEXED,
+                filename UNINDEXED, time UNINDEXED, tokenize = 'trigram')""",
+            f"""CREATE TRIGGER IF NOT EXISTS tr_search_message_insert AFTER INSERT ON mate_message
+                WHEN {_SEARCHED_MESSAGE.format(r="NEW")} BEGIN
+                {_MESSAGE_TEXT.format(r="NEW")};
+                {_MESSAGE_TRIGRAM.format(r="NEW")};
+            END""",
+            f"""CREATE TRIGGER IF NOT EXISTS tr_search_message_update AFTER UPDATE OF content, role, content_format
+                ON mate_message BEGIN
+                DELETE FROM mate_search_text WHERE rowid = OLD.id * 2;
+                DELETE FROM mate_search_trigram WHERE rowid = OLD.id * 2;
+                {_MESSAGE_TEXT.format(r="NEW")} WHERE {_SEARCHED_MESSAGE.format(r="NEW")};
+                {_MESSAGE_TRIGRAM.format(r="NEW")} WHERE {_SEARCHED_MESSAGE.format(r="NEW")};
+            END""",
+            """CREATE TRIGGER IF NOT EXISTS tr_search_message_delete AFTER DELETE ON mate_message BEGIN
+                DELETE FROM mate_search_text WHERE rowid = OLD.id * 2;
+                DELETE FROM mate_search_trigram WHERE rowid = OLD.id * 2;
+            END""",
+            f"""CREATE TRIGGER IF NOT EXISTS tr_search_file_insert AFTER INSERT ON mate_workspace_file
+                WHEN NEW.deleted = 0 BEGIN
+                {_FILE_TEXT.format(r="NEW")};
+                {_FILE_TRIGRAM.format(r="NEW")};
+            END""",
+            f"""CREATE TRIGGER IF NOT EXISTS tr_search_file_update AFTER UPDATE ON mate_workspace_file BEGIN
+                DELETE FROM mate_search_text WHERE rowid = OLD.id * 2 + 1;
+                DELETE FROM mate_search_trigram WHERE rowid = OLD.id * 2 + 1;
+                {_FILE_TEXT.format(r="NEW")} WHERE NEW.deleted = 0;
+                {_FILE_TRIGRAM.format(r="NEW")} WHERE NEW.deleted = 0;
+            END""",
+            """CREATE TRIGGER IF NOT EXISTS tr_search_file_delete AFTER DELETE ON mate_workspace_file BEGIN
+                DELETE FROM mate_search_text WHERE rowid = OLD.id * 2 + 1;
+                DELETE FROM mate_search_trigram WHERE rowid = OLD.id * 2 + 1;
+            END""",
+            # What was stored before this version.
+            f"{_MESSAGE_TEXT.format(r='m')} FROM mate_message m WHERE {_SEARCHED_MESSAGE.format(r='m')}",
+            f"{_MESSAGE_TRIGRAM.format(r='m')} FROM mate_message m WHERE {_SEARCHED_MESSAGE.format(r='m')}",
+            f"{_FILE_TEXT.format(r='f')} FROM mate_workspace_file f WHERE f.deleted = 0",
+            f"{_FILE_TRIGRAM.format(r='f')} FROM mate_workspace_file f WHERE f.deleted = 0",
         ),
     ),
 )

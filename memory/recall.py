@@ -1,0 +1,134 @@
+"""MemorySearchService: natural-language search over what an agent was told and wrote down.
+
+A question ("what did I say my sister's name was?") is not an FTS5 query: plain FTS5
+requires every word, so a question finds nothing. Here the question's stop words are
+dropped and the remaining terms OR-ed, ranked by BM25 (newer first on a tie); Chinese and
+Japanese are searched as two-character words. A hit on the whole question as an exact
+phrase ranks first. A conversation hit carries the two messages before and after it, so
+the model can answer from the hit without reading the whole conversation.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from bot.storage.search import ContextMessage, SearchHit, SqliteSearchRepository
+from bot.storage.search_text import CJK_CHARS
+
+DEFAULT_LIMIT = 5
+MAX_LIMIT = 20
+MAX_TERMS = 32  # a 10 000-character paste must not become a 10 000-term query
+PHRASE_CHARS = (3, 200)  # the trigram index needs 3; longer than this is not a phrase anyone means
+SNIPPET_CHARS = 240
+CONTEXT_CHARS = 160
+CONTEXT_MESSAGES = 2
+
+_TOKEN = re.compile(rf"[{CJK_CHARS}]+|[^\W_]+", re.UNICODE)
+_CJK_RUN = re.compile(rf"^[{CJK_CHARS}]+$")
+
+# Words too common to mean anything in a question: English and Chinese.
+_STOP_EN = frozenset("""
+a about above after again against all am an and any are as at be because been before being below between both
+but by can could did do does doing down during each few for from further had has have having he her here hers
+herself him himself his how i if in into is it its itself just let me more most my myself no nor not now of off
+on once only or other our ours ourselves out over own please same she should so some such tell than that the
+their theirs them themselves then there these they this those through to too under until up very was we were
+what when where which while who whom why will with would you your yours yourself yourselves remember remind
+said say says told know knew recall again ever anything something thing things hey hi hello ok okay thanks
+thank
+""".split())
+_STOP_ZH = ("什么", "怎么", "哪里", "哪儿", "哪个", "为什么", "是不是", "有没有", "吗", "呢", "吧", "啊", "呀", "的",
+            "了", "是", "我", "你", "他", "她", "它", "们", "在", "有", "和", "也", "都", "就", "要", "会", "能",
+            "这", "那", "个", "还", "记得", "告诉", "说过", "说", "过", "请", "一下", "知道", "谁", "哪", "几")
+_STOP_ZH_SPLIT = re.compile("|".join(sorted(map(re.escape, _STOP_ZH), key=len, reverse=True)))
+
+
+def word_terms(query: str) -> list[str]:
+    """The search terms of a question: words without stop words, CJK as two-character words."""
+    terms: list[str] = []
+    singles: list[str] = []  # lone CJK characters: noise beside real words, better than nothing alone
+    for token in _TOKEN.findall(query.lower()):
+        if _CJK_RUN.match(token):
+            for part in _STOP_ZH_SPLIT.split(token):
+                if len(part) == 1:
+                    singles.append(part)
+                terms.extend(part[i:i + 2] for i in range(len(part) - 1))
+        elif token not in _STOP_EN and (len(token) > 1 or token.isdigit()):
+            terms.append(token)
+    unique = list(dict.fromkeys(terms)) or list(dict.fromkeys(singles))
+    return unique[:MAX_TERMS]
+
+
+def fts_expression(terms: list[str]) -> str:
+    """Terms OR-ed as FTS5 phrases; a CJK word is a phrase of its spaced characters."""
+    def phrase(term: str) -> str:
+        spaced = " ".join(term) if _CJK_RUN.match(term) else term
+        return '"' + spaced.replace('"', '""') + '"'
+
+    return " OR ".join(phrase(t) for t in terms)
+
+
+class MemorySearchService:
+    def __init__(self, search: SqliteSearchRepository) -> None:
+        self._search = search
+
+    async def search(self, agent_id: int, query: str, limit: int = DEFAULT_LIMIT, source: str = "all",
+                     exclude_message: int | None = None) -> dict[str, Any]:
+        """The search result as the tool, the API and the commands show it."""
+        query = " ".join(query.split())  # newlines and runs of spaces mean nothing here
+        limit = max(1, min(int(limit), MAX_LIMIT))
+        hits: dict[int, SearchHit] = {}
+        wanted = limit + (exclude_message is not None)
+        if PHRASE_CHARS[0] <= len(query) <= PHRASE_CHARS[1]:
+            for hit in await self._search.phrase(agent_id, query, source, wanted):
+                hits.setdefault(hit.key, hit)
+        terms = word_terms(query[:4000])
+        if terms and len(hits) < wanted:
+            for hit in await self._search.words(agent_id, fts_expression(terms), source, wanted):
+                hits.setdefault(hit.key, hit)
+        if exclude_message is not None:
+            hits = {key: hit for key, hit in hits.items() if hit.message_id != exclude_message}
+        results = [await self._result(hit, query, terms) for hit in list(hits.values())[:limit]]
+        return {"agentId": agent_id, "query": query, "count": len(results), "results": results}
+
+    async def _result(self, hit: SearchHit, query: str, terms: list[str]) -> dict[str, Any]:
+        result: dict[str, Any] = {"source": hit.source}
+        if hit.source == "conversations":
+            result["conversationId"] = hit.conversation_id
+            result["messageId"] = hit.message_id
+        else:
+            result["filename"] = hit.filename
+        result["time"] = hit.time
+        result["snippet"] = snippet(hit.body, [query, *terms], SNIPPET_CHARS)
+        if hit.conversation_id is not None and hit.message_id is not None:
+            around = await self._search.around(hit.conversation_id, hit.message_id, CONTEXT_MESSAGES)
+            result["context"] = [_context(m) for m in around]
+        return result
+
+
+def _context(message: ContextMessage) -> dict[str, Any]:
+    text = " ".join(message.content.split())
+    if len(text) > CONTEXT_CHARS:
+        text = text[: CONTEXT_CHARS - 1].rstrip() + "…"
+    return {"messageId": message.id, "role": message.role, "time": message.time, "text": text}
+
+
+def snippet(body: str, needles: list[str], width: int) -> str:
+    """About `width` characters of `body` around the first needle found (case-insensitive)."""
+    text = " ".join(body.split())
+    if len(text) <= width:
+        return text
+    lowered = text.lower()
+    at = -1
+    for needle in needles:
+        probe = needle.lower()
+        if len(probe) > 5 and not _CJK_RUN.match(probe):
+            probe = probe[: max(4, len(probe) - 3)]  # "running" is found as "runn": the index stems
+        at = lowered.find(probe) if probe else -1
+        if at >= 0:
+            break
+    start = max(0, (at if at >= 0 else 0) - width // 3)
+    end = min(len(text), start + width)
+    start = max(0, end - width)
+    return ("…" if start > 0 else "") + text[start:end].strip() + ("…" if end < len(text) else "")

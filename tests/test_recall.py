@@ -1,0 +1,207 @@
+"""Search over conversations and memory files: natural questions, CJK, scoping, an index kept current (SPEC S22)."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bot.app import Core, open_core
+from memory.recall import MemorySearchService, word_terms
+from tests.conftest import make_config
+
+
+@pytest.fixture
+async def core(tmp_path: Path) -> AsyncIterator[Core]:
+    config = make_config(tmp_path, agents=[{"id": 1, "name": "Mate"}, {"id": 2, "name": "Group"}])
+    async with open_core(config) as opened:
+        await opened.agents.ensure_configured()
+        yield opened
+
+
+async def talk(core: Core, conversation: str, agent_id: int, *texts: str) -> list[int]:
+    await core.repos.conversations.create(conversation, agent_id=agent_id, channel="console",
+                                          chat_key=conversation, trigger_source="console")
+    ids = []
+    for index, text in enumerate(texts):
+        ids.append(await core.repos.messages.add(conversation, "user" if index % 2 == 0 else "assistant", text, 5))
+    return ids
+
+
+def search(core: Core) -> MemorySearchService:
+    return MemorySearchService(core.repos.search)
+
+
+CHATTER = ("The weather was nice today.", "Sounds lovely, did you go out?", "I watched a film about trains.",
+           "Which one was it?", "My sister Hannah moved to Lisbon in March.", "That is a big change for her!",
+           "Coffee tastes better in the morning.", "Agreed, especially with milk.")
+
+
+async def test_a_question_in_other_words_finds_the_fact_with_its_context(core: Core) -> None:
+    ids = await talk(core, "console:me", 1, *CHATTER)
+    result = await search(core).search(1, "Where does my sister live now?")
+
+    assert result["agentId"] == 1 and result["query"] == "Where does my sister live now?"
+    top = result["results"][0]
+    assert top["source"] == "conversations" and top["messageId"] == ids[4]
+    assert top["conversationId"] == "console:me" and "Lisbon" in top["snippet"] and top["time"]
+    assert [c["messageId"] for c in top["context"]] == ids[2:4] + ids[5:7]
+    assert result["count"] == len(result["results"]) <= 5
+
+
+async def test_stems_find_other_forms_of_a_word(core: Core) -> None:
+    await talk(core, "console:me", 1, "I have been running every morning before work.", "Nice!")
+    result = await search(core).search(1, "does she run?")
+    assert "running" in result["results"][0]["snippet"]
+
+
+async def test_chinese_and_japanese_are_found_by_their_words(core: Core) -> None:
+    await talk(core, "console:me", 1, "今天下雨了。", "记得带伞。", "我最喜欢的水果是芒果。", "好的，记住了。",
+               "東京の渋谷に住んでいます。", "いいですね。")
+    fruit = await search(core).search(1, "我喜欢吃什么水果？")
+    home = await search(core).search(1, "どこに住んでいますか")
+
+    assert "芒果" in fruit["results"][0]["snippet"]
+    assert "渋谷" in home["results"][0]["snippet"]
+    assert word_terms("我喜欢吃什么水果？") == ["喜欢", "欢吃", "水果"]
+
+
+async def test_an_exact_phrase_ranks_first(core: Core) -> None:
+    await talk(core, "console:me", 1, "door door door code code: the garage door code and the door code again",
+               "ok", "the blue door code is 4471", "noted")
+    result = await search(core).search(1, "blue door code")
+    assert result["results"][0]["snippet"] == "the blue door code is 4471"
+
+
+async def test_an_agent_sees_only_its_own_conversations_and_files(core: Core) -> None:
+    await talk(core, "console:me", 1, "My passport number is in the blue folder.", "Noted.")
+    await talk(core, "tg:-100", 2, "[Bob] the group's passport folder is red", "ok")
+    await core.workspace.write(2, "MEMORY.md", "- passport renewal due in May\n")
+
+    mine = await search(core).search(1, "passport")
+    theirs = await search(core).search(2, "passport")
+
+    assert [r.get("conversationId") for r in mine["results"]] == ["console:me"]
+    assert {r.get("conversationId") or r.get("filename") for r in theirs["results"]} == {"tg:-100", "MEMORY.md"}
+
+
+async def test_the_index_follows_edits_deletes_and_new_conversations(core: Core) -> None:
+    service = search(core)
+    await core.workspace.write(1, "memory/2026-11-01.md", "- Talked about the trip to Kyoto.\n")
+    assert (await service.search(1, "Kyoto"))["count"] == 1
+    await core.workspace.write(1, "memory/2026-11-01.md", "- Talked about the trip to Osaka.\n", expected_version=1)
+    assert (await service.search(1, "Kyoto"))["count"] == 0
+    assert (await service.search(1, "Osaka"))["results"][0]["filename"] == "memory/2026-11-01.md"
+    await core.workspace.delete(1, "memory/2026-11-01.md")
+    assert (await service.search(1, "Osaka"))["count"] == 0
+
+    [first, _] = await talk(core, "console:me", 1, "The plumber comes on Tuesday.", "Got it.")
+    await core.repos.conversations.archive("console:me")  # what /new does
+    await talk(core, "console:me:2", 1, "hello again", "hi")
+    hits = (await service.search(1, "plumber"))["results"]
+    assert [h["messageId"] for h in hits] == [first]  # an earlier conversation is still found
+    await core.db.execute("DELETE FROM mate_message WHERE id = ?", (first,))
+    assert (await service.search(1, "plumber"))["count"] == 0
+
+
+@pytest.mark.parametrize("query", [
+    '"', '" OR 1=1 --', "NEAR(a b)", "*", "^start", "-minus", "a:b", "(((", "'; DROP TABLE mate_message; --",
+    "\x00\x01", "🙂🙂🙂", "the of and", "x" * 10_000, " ".join(["word"] * 5_000),
+])
+async def test_hostile_queries_answer_without_errors(core: Core, query: str) -> None:
+    await talk(core, "console:me", 1, "a normal message about words", "ok")
+    result = await search(core).search(1, query)
+    assert result["count"] == len(result["results"])
+    assert (await core.db.fetchone("SELECT COUNT(*) FROM mate_message"))[0] == 2
+
+
+async def test_the_migration_indexes_what_was_stored_before(tmp_path: Path) -> None:
+    config = make_config(tmp_path)
+    async with open_core(config) as core:
+        await core.agents.ensure_configured()
+        await talk(core, "console:me", 1, "The boat is called Marlin.", "Nice name.")
+    with sqlite3.connect(config.mate.database.path) as conn:  # back to the schema before search
+        for name in ("tr_search_message_insert", "tr_search_message_update", "tr_search_message_delete",
+                     "tr_search_file_insert", "tr_search_file_update", "tr_search_file_delete"):
+            conn.execute(f"DROP TRIGGER {name}")
+        conn.execute("DROP TABLE mate_search_text")
+        conn.execute("DROP TABLE mate_search_trigram")
+        conn.execute("DELETE FROM schema_version WHERE version = 6")
+    async with open_core(config) as core:
+        result = await search(core).search(1, "what is the boat called")
+        seeded = await search(core).search(1, "memory files")  # the seeded AGENTS.md is indexed too
+
+    assert "Marlin" in result["results"][0]["snippet"]
+    assert any(r.get("filename") == "AGENTS.md" for r in seeded["results"])
+
+
+# -- the tool, the API, the command and the CLI ------------------------------------------------------
+
+
+async def test_the_model_can_search_through_the_tool(tmp_path: Path) -> None:
+    from tests.fakes.anthropic import FakeAnthropic
+    from tests.test_window import chat, running
+
+    async with FakeAnthropic() as fake, running(tmp_path, fake) as rt:
+        fake.reply_text("noted")
+        await chat(rt, "My bike lock code is 9921.")
+        fake.reply_tool_use("search_memory", {"query": "bike lock code", "agentId": 99})
+        fake.reply_text("It is 9921.")
+        reply = await chat(rt, "what was my bike lock code?")
+
+    assert reply == "It is 9921."
+    result = tool_result(fake.messages_requests()[-1])
+    assert result["agentId"] == 1  # the running agent, whatever the model asked for
+    assert "9921" in result["results"][0]["snippet"]
+
+
+def tool_result(body: dict[str, Any]) -> dict[str, Any]:
+    [block] = [b for b in body["messages"][-1]["content"] if b["type"] == "tool_result"]
+    content = block["content"]
+    return json.loads(content if isinstance(content, str) else content[0]["text"])
+
+
+async def test_api_and_command_search(tmp_path: Path) -> None:
+    from channels.base import InboundMessage
+    from tests.test_api import _open
+
+    telegram = {"telegram": {"group-policy": "open", "admins": ["7"]}}
+    async for api in _open(tmp_path, channels=telegram):
+        api.fake.reply_text("noted")
+        await api.call("POST", "/api/v1/chat/1", json={"message": "The wifi password hint is 'green owl'."})
+        status, body = await api.call("GET", "/api/v1/memory/1/search?q=wifi%20password&limit=3")
+        bad = await api.call("GET", "/api/v1/memory/1/search?q=")
+        admin = InboundMessage("console", "me", "me", "me", "/memory search wifi", is_admin=True)
+        in_chat = await api.rt.router.handle(admin)
+        group = await api.rt.router.handle(InboundMessage(
+            "telegram", "-5", "7", "Ann", "/memory search wifi", is_direct=False, mentions_bot=True))
+
+    assert status == 200 and body["data"]["count"] >= 1 and "green owl" in body["data"]["results"][0]["snippet"]
+    assert bad[0] == 400
+    assert in_chat is not None and "green owl" in in_chat.text
+    assert group is not None and "direct chat" in group.text
+
+
+def test_cli_search(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import asyncio
+
+    from bot.__main__ import main
+
+    async def remember() -> None:
+        async with open_core(make_config(tmp_path)) as core:
+            await core.agents.ensure_configured()
+            await talk(core, "console:me", 1, "The spare key is under the blue pot.", "Noted.")
+
+    asyncio.run(remember())
+    config_path = tmp_path / "config.yaml"
+    config_path.write_text(f"mate:\n  timezone: UTC\n  database:\n    path: {tmp_path / 'mate.db'}\n")
+    assert main(["memory", "search", "--config", str(config_path), "--agent", "1", "--json", "where", "is",
+                 "the", "spare", "key"]) == 0
+    printed = json.loads(capsys.readouterr().out)
+    assert printed["results"][0]["conversationId"] == "console:me"
+    assert main(["memory", "search", "--config", str(config_path), "--agent", "1", "spare key"]) == 0
+    assert "blue pot" in capsys.readouterr().out
