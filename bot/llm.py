@@ -131,7 +131,8 @@ class AnthropicClient:
         await self._sdk.close()
 
     async def complete(self, request: LLMRequest, on_text: TextListener | None = None) -> LLMResponse:
-        params = _params(request if self._caching else replace(request, cache=False))
+        uncached = not (self._caching and request.cache)
+        params = _params(request if not uncached else replace(request, cache=False))
         shown: list[str] = []
 
         def listen(text: str) -> None:
@@ -149,11 +150,12 @@ class AnthropicClient:
                 log.warning("the model API does not stream answers; asking without streaming from now on")
                 self._streaming = False
             except _CacheRejected as rejected:
-                if not self._caching:  # already off: the error is about something else
+                if uncached:  # asked without cache_control already: the error is about something else
                     raise LLMError(f"request rejected: {rejected}") from None
-                log.warning("the model API refuses prompt caching (cache_control); sending requests without it")
+                if self._caching:
+                    log.warning("the model API refuses prompt caching (cache_control); sending requests without it")
                 self._caching = False
-                params = _params(replace(request, cache=False))
+                params, uncached = _params(replace(request, cache=False)), True
             except _Retryable as retry:
                 if shown:  # the user saw part of an answer: a second one would not follow on
                     raise StreamBroken(retry.message, "".join(shown), billed=retry.billed) from None

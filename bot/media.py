@@ -11,12 +11,15 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import hashlib
 import io
 import logging
 import math
 import os
 import re
+import tempfile
+import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,6 +39,10 @@ IMAGE_TOKENS_MAX = 1600
 # figures); the window is planned with the upper one.
 PDF_PAGE_TOKENS = 3000
 PDF_MAX_PAGES = 100  # the provider's limit for one document
+MAX_MESSAGE_BYTES = 20 * 1024 * 1024  # 32 MB per request after base64 (4/3), with room for the rest
+MAX_IMAGE_PIXELS = 40_000_000  # decoding more would take gigabytes of memory for one picture
+# What Pillow may open: formats that hold pictures, not programs (EPS would run Ghostscript).
+_OPENABLE = ("JPEG", "PNG", "GIF", "WEBP", "BMP", "TIFF", "AVIF")
 TEXT_FILE_MAX_BYTES = 256 * 1024
 
 _IMAGE_TYPES = {"JPEG": "image/jpeg", "PNG": "image/png", "GIF": "image/gif", "WEBP": "image/webp"}
@@ -65,6 +72,7 @@ class PreparedMedia:
     markers: list[str] = field(default_factory=list)  # "[image]", "[document: report.pdf]"
     texts: list[str] = field(default_factory=list)  # text files, as "[file: notes.md]\n..."
     tokens: int = 0  # the blocks' estimate (text is counted with the message)
+    sent_bytes: int = 0  # what the blocks weigh before base64
 
     def history_text(self, caption: str) -> str:
         """The message as later turns see it: markers, the caption, then any text files."""
@@ -103,9 +111,10 @@ class MediaPreparer:
 
     async def _add(self, prepared: PreparedMedia, file: IncomingFile, name: str, data: bytes) -> None:
         if data.startswith(b"%PDF-"):
-            pages = max(1, len(_PDF_PAGE.findall(data)))
+            pages = await asyncio.to_thread(pdf_pages, data)
             if pages > PDF_MAX_PAGES:
                 raise MediaRefused("media_pdf_too_long", name=name, limit=PDF_MAX_PAGES)
+            self._check_total(prepared, len(data), name)
             await asyncio.to_thread(self._store, data, "pdf")
             prepared.blocks.append(_block("document", "application/pdf", data))
             prepared.markers.append(f"[document: {name}]")
@@ -118,24 +127,40 @@ class MediaPreparer:
         if image is None:
             raise MediaRefused("media_unsupported", name=name)
         media_type, encoded, width, height = image
+        self._check_total(prepared, len(encoded), name)
         await asyncio.to_thread(self._store, encoded, media_type.partition("/")[2])
         prepared.blocks.append(_block("image", media_type, encoded))
         prepared.markers.append("[image]")
         prepared.tokens += image_tokens(width, height)
 
-    def _store(self, data: bytes, extension: str) -> Path:
-        """data/media/<sha256>.<ext>, written once (the same picture sent twice is one file)."""
+    @staticmethod
+    def _check_total(prepared: PreparedMedia, size: int, name: str) -> None:
+        prepared.sent_bytes += size
+        if prepared.sent_bytes > MAX_MESSAGE_BYTES:  # the provider takes 32 MB per request, in base64
+            raise MediaRefused("media_too_large_together", name=name, limit=_mb(MAX_MESSAGE_BYTES))
+
+    def _store(self, data: bytes, extension: str) -> None:
+        """data/media/<sha256>.<ext>, written once (the same picture sent twice is one file).
+
+        A copy for the owner, not needed for the answer: a full disk costs a log line."""
         path = self._root / f"{hashlib.sha256(data).hexdigest()}.{extension}"
         if path.exists():
-            return path
-        self._root.mkdir(parents=True, exist_ok=True)
-        partial = path.with_suffix(f".{extension}.part")
-        with open(partial, "wb") as out:
-            out.write(data)
-            out.flush()
-            os.fsync(out.fileno())
-        os.replace(partial, path)
-        return path
+            return
+        partial: Path | None = None
+        try:
+            self._root.mkdir(parents=True, exist_ok=True)
+            # A name of its own: the same picture arriving twice at once must not share one.
+            with tempfile.NamedTemporaryFile(dir=self._root, suffix=".part", delete=False) as out:
+                partial = Path(out.name)
+                out.write(data)
+                out.flush()
+                os.fsync(out.fileno())
+            os.replace(partial, path)
+        except OSError as exc:
+            log.warning("could not keep a copy of an attachment in %s: %s", self._root, exc)
+            if partial is not None:
+                with contextlib.suppress(OSError):
+                    partial.unlink(missing_ok=True)
 
 
 def image_tokens(width: int, height: int) -> int:
@@ -152,29 +177,54 @@ def _image(data: bytes, expected: bool) -> tuple[str, bytes, int, int] | None:
     from PIL import Image, ImageOps, UnidentifiedImageError
 
     try:
-        with Image.open(io.BytesIO(data)) as opened:
-            opened.load()
+        with Image.open(io.BytesIO(data), formats=_OPENABLE) as opened:
             fmt = opened.format or ""
-            oriented = ImageOps.exif_transpose(opened)
-            width, height = oriented.size
-            rotated = oriented is not opened and (oriented.size != opened.size or fmt == "JPEG")
-            if fmt in _IMAGE_TYPES and max(width, height) <= MAX_IMAGE_SIDE and not rotated and len(data) <= IMAGE_MAX_BYTES:
-                return _IMAGE_TYPES[fmt], data, width, height
-            oriented.thumbnail((MAX_IMAGE_SIDE, MAX_IMAGE_SIDE), Image.Resampling.LANCZOS)
-            width, height = oriented.size
+            original = opened.size
+            if original[0] * original[1] > MAX_IMAGE_PIXELS:
+                log.info("an image of %dx%d pixels was refused", *original)
+                return None
+            if fmt == "JPEG":  # decode at a reduced scale straight away: much less memory and time
+                opened.draft("RGB", (MAX_IMAGE_SIDE, MAX_IMAGE_SIDE))
+            opened.seek(0)  # an animation: its first frame
+            rotated = opened.getexif().get(_ORIENTATION, 1) not in (0, 1)
+            if (fmt in _IMAGE_TYPES and max(original) <= MAX_IMAGE_SIDE and not rotated
+                    and len(data) <= IMAGE_MAX_BYTES and opened.mode != "CMYK"):
+                return _IMAGE_TYPES[fmt], data, original[0], original[1]
+            opened.thumbnail((MAX_IMAGE_SIDE, MAX_IMAGE_SIDE), Image.Resampling.LANCZOS)
+            image = ImageOps.exif_transpose(opened) if rotated else opened
+            width, height = image.size
             out = io.BytesIO()
             # Screenshots (PNG) stay lossless so their text stays sharp, unless that is too big.
-            if fmt == "PNG" or (oriented.mode in ("RGBA", "LA", "P") and fmt != "JPEG"):
-                oriented.save(out, "PNG", optimize=True)
+            if fmt == "PNG" or (image.mode in ("RGBA", "LA", "P") and fmt != "JPEG"):
+                image.save(out, "PNG", optimize=True)
                 if out.tell() <= IMAGE_MAX_BYTES:
                     return "image/png", out.getvalue(), width, height
                 out = io.BytesIO()
-            oriented.convert("RGB").save(out, "JPEG", quality=85)
+            image.convert("RGB").save(out, "JPEG", quality=85)
             return "image/jpeg", out.getvalue(), width, height
-    except (UnidentifiedImageError, Image.DecompressionBombError, OSError, ValueError, SyntaxError):
+    except (UnidentifiedImageError, Image.DecompressionBombError, OSError, ValueError, SyntaxError, EOFError):
         if expected:
             log.info("an image could not be read")
         return None
+
+
+_ORIENTATION = 0x0112  # the EXIF tag phones use instead of turning the pixels
+_STREAM = re.compile(rb"stream\r?\n(.*?)\r?\nendstream", re.S)
+
+
+def pdf_pages(data: bytes) -> int:
+    """The pages of a PDF: page objects in the file and in its compressed object streams
+    (where most modern writers put them), at least 1."""
+    pages = len(_PDF_PAGE.findall(data))
+    for match in _STREAM.finditer(data):
+        chunk = match.group(1)
+        if not chunk.startswith((b"x", b"H")):  # only zlib (FlateDecode) streams can hold objects
+            continue
+        try:
+            pages += len(_PDF_PAGE.findall(zlib.decompressobj().decompress(chunk, 8 * 1024 * 1024)))
+        except zlib.error:
+            continue
+    return max(1, pages)
 
 
 _UNREADABLE_KINDS = ("video/", "audio/")

@@ -320,7 +320,13 @@ class ChannelMessageRouter:
     async def _prepared(self, message: InboundMessage) -> PreparedMedia:
         if self._media is None:
             raise MediaRefused("text_only")
-        return await self._media.prepare(message.files)
+        try:
+            return await self._media.prepare(message.files)
+        except MediaRefused:
+            raise
+        except Exception:  # a file we could not take apart still gets an answer
+            log.exception("preparing a message's files failed", extra={"channel": message.channel})
+            raise MediaRefused("media_unsupported", name=message.files[0].filename or "file") from None
 
     async def _answer(
         self, conversation: ConversationRecord, stored: str, user_text: str, sender_id: str | None,

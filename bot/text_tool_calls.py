@@ -9,11 +9,12 @@ so the agent runs it and the history replays it as a real tool call.
 
 from __future__ import annotations
 
-import itertools
 import json
 import re
+import uuid
 from typing import Any
 
+from bot.errors import LLMError, StreamBroken
 from bot.llm import LLMClient, LLMRequest, LLMResponse, TextListener, ToolCall
 
 _FENCE = re.compile(r"^```(?:json)?[ \t]*\n(.*)\n```$", re.S | re.I)
@@ -55,20 +56,25 @@ class TextToolCallClient:
 
     def __init__(self, inner: LLMClient) -> None:
         self._inner = inner
-        self._ids = itertools.count(1)
 
     async def complete(self, request: LLMRequest, on_text: TextListener | None = None) -> LLMResponse:
         if not request.tools:
             return await self._inner.complete(request, on_text)
         held = _HeldPreview(on_text) if on_text is not None else None
-        response = await self._inner.complete(request, held.text if held else None)
+        try:
+            response = await self._inner.complete(request, held.text if held else None)
+        except StreamBroken as broken:
+            if held is not None and not held.passing:  # the user saw nothing: a plain failure
+                raise LLMError(str(broken), billed=broken.billed) from None
+            raise
         if response.tool_calls:
             return response
         found = text_tool_call(response.text, {str(tool.get("name")) for tool in request.tools})
         if found is None:
             return response
         name, arguments = found
-        call = ToolCall(id=f"toolu_text_{next(self._ids):06d}", name=name, input=arguments)
+        # Unique for good: a conversation's history must never hold one tool_use id twice.
+        call = ToolCall(id=f"toolu_text_{uuid.uuid4().hex[:24]}", name=name, input=arguments)
         block = {"type": "tool_use", "id": call.id, "name": name, "input": arguments}
         return LLMResponse(
             text="", content=[block], tool_calls=(call,), stop_reason="tool_use",
@@ -85,15 +91,15 @@ class _HeldPreview:
     def __init__(self, on_text: TextListener) -> None:
         self._on_text = on_text
         self._held = ""
-        self._passing = False
+        self.passing = False  # True once the text is known to be an answer and goes on
 
     def text(self, delta: str) -> None:
-        if self._passing:
+        if self.passing:
             self._on_text(delta)
             return
         self._held += delta
         if self._decided(self._held.lstrip()):
-            self._passing = True
+            self.passing = True
             self._on_text(self._held)
 
     @staticmethod

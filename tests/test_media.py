@@ -136,3 +136,52 @@ async def test_web_images_reach_the_model_once_then_the_history_keeps_a_marker(t
     assert stored[0] == "[image] what is this?"
     assert bad[0] == 400
     assert len(kept) == 1  # data/media/<sha256>.png beside the database
+
+
+async def test_a_tiny_file_with_huge_dimensions_is_refused_before_decoding(preparer: MediaPreparer) -> None:
+    out = io.BytesIO()
+    Image.new("1", (8000, 6000)).save(out, "PNG")  # 48 megapixels in a few kilobytes
+    with pytest.raises(MediaRefused) as refused:
+        await preparer.prepare([attached(out.getvalue(), "bomb.png", "image/png")])
+    assert refused.value.key == "media_unsupported"
+
+
+async def test_a_photo_turned_by_its_exif_tag_is_sent_upright(preparer: MediaPreparer) -> None:
+    image = Image.new("RGB", (120, 60), (10, 200, 10))
+    exif = image.getexif()
+    exif[0x0112] = 6  # "rotate 90° clockwise to view"
+    out = io.BytesIO()
+    image.save(out, "JPEG", exif=exif)
+    prepared = await preparer.prepare([attached(out.getvalue(), photo=True)])
+    with Image.open(io.BytesIO(decoded(prepared.blocks[0]))) as sent:
+        assert sent.size == (60, 120)
+
+
+async def test_pdf_pages_in_compressed_object_streams_are_counted(preparer: MediaPreparer) -> None:
+    import zlib
+
+    pages = b"".join(b"%d 0 obj << /Type /Page /Parent 2 0 R >> endobj " % i for i in range(120))
+    pdf = (b"%PDF-1.5\n5 0 obj << /Type /ObjStm /Filter /FlateDecode >>\nstream\n" + zlib.compress(pages)
+           + b"\nendstream\nendobj\n%%EOF\n")
+    with pytest.raises(MediaRefused) as refused:
+        await preparer.prepare([attached(pdf, "paper.pdf", "application/pdf")])
+    assert refused.value.key == "media_pdf_too_long"
+
+
+async def test_files_too_large_together_are_refused(preparer: MediaPreparer, monkeypatch: pytest.MonkeyPatch) -> None:
+    import bot.media
+
+    monkeypatch.setattr(bot.media, "MAX_MESSAGE_BYTES", 250)
+    one = picture(40, 40, "PNG", (1, 2, 3))
+    assert len(one) < 250
+    with pytest.raises(MediaRefused) as refused:
+        await preparer.prepare([attached(one, "a.png"), attached(picture(41, 40), "b.png"),
+                                attached(picture(42, 40), "c.png")])
+    assert refused.value.key == "media_too_large_together"
+
+
+async def test_a_media_folder_that_cannot_be_written_still_answers(tmp_path: Path) -> None:
+    blocked = tmp_path / "media"
+    blocked.write_text("a file where the folder should be")
+    prepared = await MediaPreparer(MediaConfig(), blocked).prepare([attached(picture(30, 30), photo=True)])
+    assert prepared.blocks[0]["type"] == "image"

@@ -224,3 +224,16 @@ async def test_a_malformed_stream_gets_the_apology(tmp_path: Path, fake: FakeAnt
         reply = await ask(rt, "hello")
 
     assert reply.failure == "llm" and reply.text
+
+
+async def test_requests_refused_at_once_for_cache_control_both_get_answers(tmp_path: Path, fake: FakeAnthropic) -> None:
+    import asyncio
+
+    refusal = ErrorReply(400, "invalid_request_error", "cache_control: Extra inputs are not permitted", delay=0.2)
+    fake.responder = lambda request: refusal if _has_cache_control(request.body) else TextReply("fine")
+    async with running(tmp_path, fake, **llm(fake)) as rt:
+        replies = await asyncio.gather(*(
+            rt.router.handle(InboundMessage("console", who, who, who, "hello"), stream=Recorder())
+            for who in ("ann", "bob")))
+
+    assert [r.text for r in replies if r is not None] == ["fine", "fine"]

@@ -95,3 +95,15 @@ async def test_a_code_answer_still_streams(tmp_path: Path, fake: FakeAnthropic) 
 
     texts = [t for kind, t in recorder.events if kind == "text"]
     assert reply.text == code and "".join(texts) == code and len(texts) >= 2
+
+
+async def test_a_broken_stream_that_showed_nothing_is_a_plain_apology(tmp_path: Path, fake: FakeAnthropic) -> None:
+    from tests.fakes.anthropic import TextReply
+
+    written = json.dumps({"name": "read_workspace_memory_file", "arguments": READ})
+    async with running(tmp_path, fake, **options(fake, "on")) as rt:
+        fake.push(TextReply(written, break_after_chars=12))
+        reply = await ask(rt, "read my memory")
+
+    assert reply.failure == "llm" and "{" not in reply.text  # no half-written JSON shown or stored
+    assert reply.text == rt.core.prompts.text("llm_error")
