@@ -60,13 +60,15 @@ def word_terms(query: str) -> list[str]:
     return unique[:MAX_TERMS]
 
 
-def fts_expression(terms: list[str]) -> str:
-    """Terms OR-ed as FTS5 phrases; a CJK word is a phrase of its spaced characters."""
-    def phrase(term: str) -> str:
-        spaced = " ".join(term) if _CJK_RUN.match(term) else term
-        return '"' + spaced.replace('"', '""') + '"'
+def fts_phrase(term: str) -> str:
+    """A term as an FTS5 phrase; a CJK word is a phrase of its spaced characters."""
+    spaced = " ".join(term) if _CJK_RUN.match(term) else term
+    return '"' + spaced.replace('"', '""') + '"'
 
-    return " OR ".join(phrase(t) for t in terms)
+
+def fts_expression(terms: list[str]) -> str:
+    """Terms OR-ed: any of them makes a hit; BM25 ranks the rows with more and rarer ones first."""
+    return " OR ".join(fts_phrase(t) for t in terms)
 
 
 class MemorySearchService:

@@ -330,8 +330,10 @@ def prepare(cache: Path, logs: Path) -> tuple[Path, Path, Path, float, float]:
     worker.start()
     try:
         binary, template, build_s = ensure_server(cache, logs)
-    finally:
-        worker.join()
+    except CheckError:
+        worker.join()  # let the download finish into the cache for the next run
+        raise
+    worker.join()
     if "error" in result:
         raise result["error"]
     model, download_s = result["model"]
@@ -555,8 +557,8 @@ def tool_stats(conn: sqlite3.Connection, conversation: str | None) -> dict[str, 
             "tool_calls_written_as_text_not_run": written_not_run, "tools_used": used}
 
 
-def memory_facts(api: str) -> dict[str, Any]:
-    """Which of the facts the user gave ended up in the agent's memory files."""
+def memory_facts(api: str, dump: Path) -> dict[str, Any]:
+    """Which of the facts the user gave ended up in the agent's memory files (kept in `dump`)."""
     texts: list[str] = []
     with contextlib.suppress(OSError, ValueError):
         status, listing = http("GET", f"{api}/api/v1/memory/1/files", token=API_TOKEN)
@@ -567,8 +569,10 @@ def memory_facts(api: str) -> dict[str, Any]:
                 continue
             code, body = http("GET", f"{api}/api/v1/memory/1/files/{urllib.request.quote(name)}", token=API_TOKEN)
             if code == 200 and isinstance(body, dict):
-                texts.append(str(body.get("data", {}).get("content", "")))
+                texts.append(f"===== {name}\n{body.get('data', {}).get('content', '')}")
     joined = "\n".join(texts)
+    with contextlib.suppress(OSError):
+        dump.write_text(joined + "\n")
     found = [key for key, pattern in FACTS.items() if re.search(pattern, joined, re.I)]
     return {"facts_in_memory": f"{len(found)}/{len(FACTS)}", "facts_found": found}
 
@@ -604,7 +608,7 @@ def main(argv: list[str] | None = None) -> int:
         api, daemon = start_matebot(procs, config, api_port, run_logs)
         dbfile = work / "data" / "mate.db"
         turns, conversation = converse(api, daemon)
-        facts = memory_facts(api)
+        facts = memory_facts(api, run_logs / "memory-files.md")
         with contextlib.closing(db(dbfile)) as conn:
             extraction = extraction_stats(conn)
             tools = tool_stats(conn, conversation)

@@ -107,3 +107,13 @@ def test_memory_soak_bench_reports_failures_duplicates_budgets_growth(
     assert result["extractions"] == 3 and result["emergence_runs"] == 3
     if warmup == "0":
         assert result["request_growth_from_empty"] == result["request_growth"]
+
+
+def test_recall_bench_finds_the_planted_facts(capsys: pytest.CaptureFixture[str]) -> None:
+    from bench import recall
+
+    result = _run(recall.main, ["--messages", "3000"], capsys)
+    assert result["bench"] == "recall" and result["questions"] == 45
+    assert result["messages"] >= 3000 and result["leaked"] == 0
+    assert result["recall_at_5"] >= 0.8  # the target is for 100 000 messages; a small corpus is easier
+    assert all(_number(result[k]) for k in ("recall_at_5_en", "recall_at_5_zh", "p50_ms", "p95_ms"))

@@ -38,14 +38,29 @@ class SqliteSearchRepository:
         self._db = db
 
     async def words(self, agent_id: int, expression: str, source: str, limit: int) -> list[SearchHit]:
-        """Hits of an FTS5 expression on the word index, best BM25 first, newer first on a tie."""
+        """Hits of an FTS5 expression on the word index, best BM25 first, newer first on a tie.
+
+        The best rows of all agents are picked first and only those are looked up and
+        filtered: joining every matching row before sorting costs several times more when
+        a word is common. If other agents' rows crowd the pick, a larger one is taken."""
         sources = SOURCES[source]
-        rows = await self._db.fetchall(
-            f"SELECT {_HIT_COLUMNS} FROM mate_search_text s JOIN mate_search_trigram t ON t.rowid = s.rowid "
-            f"WHERE mate_search_text MATCH ? AND t.agent_id = ? AND t.source IN ({_marks(sources)}) "
-            "ORDER BY bm25(mate_search_text), t.time DESC LIMIT ?",
-            (expression, agent_id, *sources, limit))
-        return [_hit(row) for row in rows]
+        pick = limit * 4
+        while True:
+            rows = await self._db.fetchall(
+                f"SELECT {_HIT_COLUMNS} FROM (SELECT rowid AS id, bm25(mate_search_text) AS score "
+                "FROM mate_search_text WHERE mate_search_text MATCH ? ORDER BY score LIMIT ?) c "
+                "JOIN mate_search_trigram t ON t.rowid = c.id "
+                f"WHERE t.agent_id = ? AND t.source IN ({_marks(sources)}) ORDER BY c.score, t.time DESC LIMIT ?",
+                (expression, pick, agent_id, *sources, limit))
+            if len(rows) >= limit or await self.matches(expression) <= pick:
+                return [_hit(row) for row in rows]
+            pick *= 8
+
+    async def matches(self, expression: str) -> int:
+        """How many rows (of every agent) an FTS5 expression matches on the word index."""
+        row = await self._db.fetchone("SELECT COUNT(*) FROM mate_search_text WHERE mate_search_text MATCH ?",
+                                      (expression,))
+        return int(row[0]) if row else 0
 
     async def phrase(self, agent_id: int, phrase: str, source: str, limit: int) -> list[SearchHit]:
         """Rows that contain `phrase` (3 characters or more, any case), newest first."""

@@ -1,0 +1,162 @@
+"""Recall: facts told months ago, asked back in other words, among 100 000 stored messages.
+
+What: 90 days of conversations between one user and agent 1 (`--messages`, 100 000 in
+all: everyday chatter in English and Chinese, about half each), with the facts of
+bench/recall_corpus.py (25 English, 20 Chinese) planted on random days, each beside two
+distractor messages that share its key words; a daily note per day in the workspace;
+agent 2 holds a copy of the facts, which agent 1 must never see. Rows are written with
+SQL through the daemon's own schema, so the index triggers build the index as they do
+in use. Then every fact's question goes through the search the `search_memory` tool
+uses (MemorySearchService, default limit 5).
+
+Reported: recall_at_5 (share of questions whose fact message is among the 5 results;
+also per language), p95_ms / p50_ms of one search (each question asked 3 times, through
+aiosqlite as in the daemon), leaked (results from agent 2: must be 0), the database size
+and how long the index took to build. Targets (SPEC): recall_at_5 >= 0.9, p95_ms <= 20.
+Not included: the model choosing to search, or its answer from the results.
+
+Run: `python -m bench.recall [--messages 100000]`; one JSON line on stdout.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import random
+import sqlite3
+import sys
+import tempfile
+import time
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any
+
+if __package__ in (None, ""):  # `python bench/recall.py`
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench._common import HostLoad, emit, make_config, ms, percentile, quiet_logs
+from bench.recall_corpus import FACTS, chatter
+from bot.app import open_core
+from bot.storage import search_text
+from memory.recall import MemorySearchService
+
+DAYS = 90
+REPEATS = 3
+
+
+def _stamp(start: datetime, day: int, minute: int) -> str:
+    return (start + timedelta(days=day, minutes=minute)).strftime("%Y-%m-%d %H:%M:%S")
+
+
+def _build(path: str, messages: int, seed: int) -> tuple[dict[int, int], float]:
+    """Writes the corpus; returns {fact index: message id} and the seconds it took."""
+    rng = random.Random(seed)
+    start = datetime(2026, 8, 1, 8, 0, tzinfo=timezone.utc)
+    per_day = messages // DAYS
+    planted_on = {index: rng.randrange(DAYS) for index in range(len(FACTS))}
+    planted: dict[int, int] = {}
+    began = time.perf_counter()
+    conn = sqlite3.connect(path, isolation_level=None)
+    conn.create_function(search_text.FUNCTION_NAME, 1, search_text.spaced, deterministic=True)
+    insert = ("INSERT INTO mate_message(conversation_id, role, content, token_count, create_time, content_format) "
+              "VALUES (?, ?, ?, 10, ?, 'text')")
+    conn.execute("BEGIN")
+    for agent_id, chat in ((1, "console:me"), (2, "tg:-100")):
+        for day in range(DAYS):  # first, so a message on any day finds its conversation's agent
+            conn.execute("INSERT INTO mate_conversation(id, agent_id, channel, chat_key, trigger_source, create_time, "
+                         "update_time) VALUES (?, ?, 'console', ?, 'channel', ?, ?)",
+                         (f"{chat}:{day}" if day else chat, agent_id, chat, _stamp(start, day, 0),
+                          _stamp(start, day, 0)))
+    for agent_id, chat in ((1, "console:me"), (2, "tg:-100")):
+        for day in range(DAYS):
+            conversation = f"{chat}:{day}" if day else chat
+            todays = [i for i, d in planted_on.items() if d == day]
+            count = per_day if agent_id == 1 else len(todays) * 2
+            slots = sorted(rng.sample(range(max(count // 2, 1)), min(len(todays), max(count // 2, 1))))
+            minute = 0
+            for pair in range(count // 2):
+                minute += 1
+                if slots and pair == slots[0]:
+                    slots.pop(0)
+                    fact = FACTS[todays.pop()]
+                    index = FACTS.index(fact)
+                    cursor = conn.execute(insert, (conversation, "user", fact.statement, _stamp(start, day, minute)))
+                    if agent_id == 1:
+                        planted[index] = int(cursor.lastrowid or 0)
+                        for distractor in fact.distractors:
+                            place = rng.randrange(DAYS)
+                            conn.execute(insert, (f"{chat}:{place}" if place else chat, "user", distractor,
+                                                  _stamp(start, place, 700 + minute)))
+                    conn.execute(insert, (conversation, "assistant", "Noted." if fact.language == "en" else "记住了。",
+                                          _stamp(start, day, minute)))
+                    continue
+                said, answer = chatter(rng, "zh" if rng.random() < 0.45 else "en")
+                conn.execute(insert, (conversation, "user", said, _stamp(start, day, minute)))
+                conn.execute(insert, (conversation, "assistant", answer, _stamp(start, day, minute)))
+        if agent_id == 1:
+            for day in range(DAYS):
+                note = "\n".join(f"- {chatter(rng, 'en')[0]}" for _ in range(6))
+                conn.execute("INSERT INTO mate_workspace_file(agent_id, filename, content, file_size, create_time, "
+                             "update_time) VALUES (1, ?, ?, ?, ?, ?)",
+                             (f"memory/{(start + timedelta(days=day)):%Y-%m-%d}.md", note, len(note),
+                              _stamp(start, day, 1400), _stamp(start, day, 1400)))
+    conn.execute("COMMIT")
+    conn.close()
+    return planted, time.perf_counter() - began
+
+
+async def _ask(path: Path, planted: dict[int, int]) -> dict[str, Any]:
+    config = make_config(path.parent)
+    found = {"en": [0, 0], "zh": [0, 0]}
+    latencies: list[float] = []
+    leaked = 0
+    async with open_core(config) as core:
+        stored = (await core.db.fetchone("SELECT COUNT(*) FROM mate_message"))[0]
+        service = MemorySearchService(core.repos.search)
+        for index, fact in enumerate(FACTS):
+            for attempt in range(REPEATS):
+                began = time.perf_counter()
+                result = await service.search(1, fact.question)
+                latencies.append(time.perf_counter() - began)
+            ids = [r.get("messageId") for r in result["results"]]
+            leaked += sum(1 for r in result["results"] if str(r.get("conversationId", "")).startswith("tg:"))
+            found[fact.language][0] += planted.get(index) in ids
+            found[fact.language][1] += 1
+    hits = sum(f[0] for f in found.values())
+    return {
+        "messages": stored,
+        "recall_at_5": round(hits / len(FACTS), 3),
+        "recall_at_5_en": round(found["en"][0] / found["en"][1], 3),
+        "recall_at_5_zh": round(found["zh"][0] / found["zh"][1], 3),
+        "p50_ms": ms(percentile(latencies, 50)),
+        "p95_ms": ms(percentile(latencies, 95)),
+        "questions": len(FACTS),
+        "leaked": leaked,
+    }
+
+
+async def _schema(path: Path) -> None:
+    async with open_core(make_config(path.parent)) as core:
+        await core.agents.ensure_configured()
+        await core.db.execute("INSERT OR IGNORE INTO mate_agent(id, name, create_time, update_time) "
+                              "VALUES (2, 'Group', '2026-08-01', '2026-08-01')")
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--messages", type=int, default=100_000)
+    parser.add_argument("--seed", type=int, default=11)
+    args = parser.parse_args(argv)
+    quiet_logs()
+    load = HostLoad()
+    with tempfile.TemporaryDirectory(prefix="matebot-recall-") as folder:
+        path = Path(folder) / "mate.db"
+        asyncio.run(_schema(path))
+        planted, build_s = _build(str(path), args.messages, args.seed)
+        result = {"bench": "recall", **asyncio.run(_ask(path, planted)), "index_build_s": round(build_s, 1),
+                  "db_mb": round(path.stat().st_size / 1e6, 1), "target": "recall_at_5 >= 0.9, p95_ms <= 20"}
+    return emit(result, load)
+
+
+if __name__ == "__main__":
+    main()
