@@ -19,13 +19,20 @@ from bot.llm import LLMClient, LLMRequest, LLMResponse, TextListener, ToolCall
 
 _FENCE = re.compile(r"^```(?:json)?[ \t]*\n(.*)\n```$", re.S | re.I)
 _CALL_KEYS = frozenset({"name", "arguments", "input", "parameters", "type", "id"})
+_CALL_TAGS = ("tool_call", "tools", "tool_response", "function_call", "tool")
+_TAGGED = re.compile(rf"^<({'|'.join(_CALL_TAGS)})>(.*?)(?:</\1>)?$", re.S)
 # Fences a written tool call comes in; any other fence (```python) is an answer.
 _CALL_FENCES = frozenset({"```", "```json"})
 
 
 def text_tool_call(text: str, offered: set[str]) -> tuple[str, dict[str, Any]] | None:
-    """(name, input) when `text` as a whole is one JSON tool call naming an offered tool."""
+    """(name, input) when `text` as a whole is one JSON tool call naming an offered tool:
+    bare, in a ```json fence, or in the tags chat templates teach (<tool_call>...</tool_call>,
+    the closing tag sometimes cut off)."""
     body = text.strip()
+    tagged = _TAGGED.match(body)
+    if tagged:
+        body = tagged.group(2).strip()
     fenced = _FENCE.match(body)
     if fenced:
         body = fenced.group(1).strip()
@@ -109,4 +116,6 @@ class _HeldPreview:
         if start.startswith("`"):  # a fence: a call only if it is ```json or a bare ```
             first, newline, _ = start.partition("\n")
             return bool(newline) and first.strip().lower() not in _CALL_FENCES
+        if start.startswith("<"):  # still undecided while it may become one of the call tags
+            return not any(f"<{tag}>".startswith(start[: len(tag) + 2]) for tag in _CALL_TAGS)
         return not start.startswith("{")

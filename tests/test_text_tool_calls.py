@@ -25,6 +25,10 @@ READ = {"agentId": 1, "filename": "MEMORY.md"}
     "  ```\n" + json.dumps({"name": "read_workspace_memory_file", "input": READ}) + "\n```\n",
     json.dumps({"name": "read_workspace_memory_file", "arguments": json.dumps(READ)}),
     json.dumps({"type": "function", "name": "read_workspace_memory_file", "parameters": READ}),
+    "<tool_call>\n" + json.dumps({"name": "read_workspace_memory_file", "arguments": READ}) + "\n</tool_call>",
+    "<tools>" + json.dumps({"name": "read_workspace_memory_file", "arguments": READ}),  # the end cut off
+    "<tool_response>```json\n" + json.dumps({"name": "read_workspace_memory_file", "arguments": READ})
+    + "\n```</tool_response>",
 ])
 def test_a_written_call_is_read(text: str) -> None:
     assert text_tool_call(text, OFFERED) == ("read_workspace_memory_file", READ)
@@ -39,6 +43,7 @@ def test_a_written_call_is_read(text: str) -> None:
     "```python\n" + json.dumps({"name": "read_workspace_memory_file", "arguments": READ}) + "\n```",
     json.dumps([{"name": "read_workspace_memory_file"}]),
     '{"name": "read_workspace_memory_file", ',
+    "<b>" + json.dumps({"name": "read_workspace_memory_file", "arguments": READ}) + "</b>",
     "",
 ])
 def test_anything_else_is_an_answer(text: str) -> None:
