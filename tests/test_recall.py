@@ -205,3 +205,24 @@ def test_cli_search(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert printed["results"][0]["conversationId"] == "console:me"
     assert main(["memory", "search", "--config", str(config_path), "--agent", "1", "spare key"]) == 0
     assert "blue pot" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(("arguments", "problem"), [
+    ({"query": ""}, "non-empty"), ({"query": "   "}, "non-empty"), ({}, "non-empty"), ("just text", "JSON object"),
+    ({"query": "x" * 10_001}, "at most 10000"), ({"query": "key", "limit": 0}, "limit"),
+    ({"query": "key", "limit": True}, "limit"), ({"query": "key", "source": "files"}, "source"),
+])
+async def test_the_tool_refuses_bad_input_with_a_reason(core: Core, arguments: Any, problem: str) -> None:
+    from memory.search_tool import MemorySearchTool
+
+    result = await MemorySearchTool(search(core), core.prompts).call(1, "search_memory", arguments)
+    assert result.is_error and problem in json.loads(result.content)["error"]
+
+
+async def test_the_tool_searches_ten_thousand_characters(core: Core) -> None:
+    from memory.search_tool import MemorySearchTool
+
+    await talk(core, "console:me", 1, "the spare key is under the pot", "ok")
+    query = ("where is the spare key " * 500)[:10_000]
+    result = await MemorySearchTool(search(core), core.prompts).call(1, "search_memory", {"query": query})
+    assert not result.is_error and "spare key" in json.loads(result.content)["results"][0]["snippet"]
