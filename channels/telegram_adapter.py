@@ -9,7 +9,7 @@ import logging
 import time
 import traceback
 import warnings
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 
 from telegram import Bot, BotCommand, Message, MessageEntity, ReplyParameters, Update
@@ -55,6 +55,8 @@ TYPING_INTERVAL = 4.0
 SEND_ATTEMPTS = 3
 NETWORK_BACKOFF = 0.5
 CONCURRENT_UPDATES = 64
+# How long the first picture of an album waits for the others (they arrive within a second).
+ALBUM_WAIT = 1.0
 BUSY_POLL_INTERVAL = 0.5  # how often to re-poll while only unstored updates come back
 CONFIRM_TIMEOUT = 5.0
 ALLOWED_UPDATES = [Update.MESSAGE]
@@ -100,6 +102,8 @@ class TelegramChannel:
         self._slots = asyncio.Semaphore(concurrent_updates)
         self._ledger = UpdateLedger()
         self._tasks: set[asyncio.Task[None]] = set()
+        # Albums being collected: (chat, media group) -> its messages with their update ids.
+        self._albums: dict[tuple[int, str], list[tuple[Message, int]]] = {}
         self._bot: Bot | None = None  # the connected bot replies go through
         self._retired: list[Bot] = []  # earlier bots, closed once no update task may use them
         self._bot_id = 0
@@ -316,24 +320,46 @@ class TelegramChannel:
         """Handle one update in its own task; mark it confirmable once stored or needing no storing."""
         update_id, message = update.update_id, update.message
         chat = str(message.chat.id) if message is not None else ""
+        album: list[tuple[Message, int]] = [(message, update_id)] if message is not None else []
         try:
+            if message is not None and message.media_group_id:
+                # An album arrives as one message per picture: the first waits for the rest
+                # and answers them together; the others are handed to it.
+                key = (message.chat.id, message.media_group_id)
+                if key in self._albums:
+                    self._albums[key].append((message, update_id))
+                    return
+                self._albums[key] = album
+                try:
+                    if not await self._sleep(ALBUM_WAIT):
+                        return  # stopping: left unconfirmed, Telegram delivers them again
+                finally:
+                    album = self._albums.pop(key, album)
+            ids = [part_id for _, part_id in album]
+
+            def confirm() -> None:
+                for part_id in ids:
+                    self._ledger.done(part_id)
+
             async with self._slots:
                 if self._stopping.is_set():
                     return  # fetched, never handled: left unconfirmed, Telegram delivers it again
                 handed_over = message is not None and await self._dispatch(
-                    message, lambda: self._ledger.done(update_id))
+                    message, confirm, album=[part for part, _ in album[1:]])
             if not handed_over:
-                self._ledger.done(update_id)
+                confirm()
         except Exception as exc:  # one bad update must never stop polling, nor block confirmation
-            self._ledger.done(update_id)
+            for part_id in [part_id for _, part_id in album] or [update_id]:
+                self._ledger.done(part_id)
             if isinstance(exc, TelegramError):
                 log.error("telegram update failed: %s", self._describe(exc),
                           extra={"channel": self.name, "chat_id": chat})
             else:
                 log.exception("telegram update failed", extra={"channel": self.name, "chat_id": chat})
 
-    async def _dispatch(self, message: Message, stored: Stored) -> bool:
-        """Answer one message; True when it went to the router, which then calls `stored` itself."""
+    async def _dispatch(self, message: Message, stored: Stored, *, album: Sequence[Message] = ()) -> bool:
+        """Answer one message (with the rest of its album); True when it went to the router,
+        which then calls `stored` itself."""
         user, chat = message.from_user, message.chat
         if user is None or user.is_bot or chat.type not in _CHATS:
             return False
@@ -345,7 +371,8 @@ class TelegramChannel:
         chat_id = str(chat.id)
         mentioned = self._mentions_bot(message)
         reply_to = None if is_direct else message.message_id
-        files = self._files_of(message)
+        files = tuple(file for part in (message, *album) for file in self._files_of(part))
+        caption = next((part.caption for part in (message, *album) if part.caption), "")
         if message.text is None and not files:
             answer = self._media_answer(is_direct, str(user.id), mentioned, chat_id)
             if answer:
@@ -353,7 +380,7 @@ class TelegramChannel:
             return False
         inbound = InboundMessage(
             channel=self.name, chat_id=chat_id, sender_id=str(user.id), sender_name=user.full_name,
-            text=message.text if message.text is not None else message.caption or "", is_direct=is_direct,
+            text=message.text if message.text is not None else caption, is_direct=is_direct,
             mentions_bot=mentioned, thread_id=thread_id, chat_title=chat.title or "",
             is_admin=str(user.id) in self._config.admins, external_id=str(message.message_id), files=files,
         )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import io
 from pathlib import Path
@@ -37,6 +38,25 @@ async def test_a_telegram_photo_with_a_caption_reaches_the_model(tmp_path: Path)
     assert image_size(image) == (1568, 1176)  # the largest size, scaled
     assert blocks[-1]["text"].endswith("[image] what is it?")
     assert len(env.tg.downloads) == 1 and stored[0] == "[image] what is it?"
+
+
+async def test_a_telegram_album_is_answered_once_with_all_its_pictures(tmp_path: Path) -> None:
+    async with running(tmp_path) as env:
+        env.llm.reply_text("The left one is redder.")
+        env.tg.push_photo(picture(800, 600, "JPEG", (250, 0, 0)), width=800, height=600, caption="which is redder?",
+                          chat_id=ADMIN, user_id=ADMIN, media_group_id="album-1")
+        second = env.tg.push_photo(picture(800, 600, "JPEG", (120, 0, 0)), width=800, height=600,
+                                   chat_id=ADMIN, user_id=ADMIN, media_group_id="album-1")
+        [sent] = await env.tg.wait_for_sent(timeout=10)
+        await asyncio.sleep(1.5)  # no second reply comes
+        confirmed = max(o for o in env.tg.offsets if o is not None)
+
+    assert confirmed > second["update_id"]  # both updates confirmed, none delivered again
+    assert sent["text"] == "The left one is redder." and len(env.tg.sent) == 1
+    assert len(env.llm.messages_requests()) == 1
+    blocks = sent_blocks(env.llm)
+    assert [b["type"] for b in blocks] == ["image", "image", "text"]
+    assert blocks[-1]["text"].endswith("[image] [image] which is redder?")
 
 
 async def test_a_telegram_document_arrives_as_text_or_as_a_pdf(tmp_path: Path) -> None:

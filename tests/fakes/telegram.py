@@ -245,10 +245,13 @@ class FakeTelegram:
 
     def push_photo(
         self, data: bytes, *, width: int, height: int, caption: str | None = None, chat_id: int = 42,
-        user_id: int = 42, chat_type: str = "private",
+        user_id: int = 42, chat_type: str = "private", media_group_id: str | None = None,
     ) -> dict[str, Any]:
-        """A photo as Telegram sends it: several sizes, the largest last."""
+        """A photo as Telegram sends it: several sizes, the largest last. Photos of one
+        album share a media_group_id, one message (and update) each."""
         message = self._incoming(chat_id, user_id, chat_type)
+        if media_group_id is not None:
+            message["media_group_id"] = media_group_id
         thumb = self.add_file(data[:64], ".jpg", folder="photos")  # not a picture: the bot must take the largest
         full = self.add_file(data, ".jpg", folder="photos")
         scale = 90 / max(width, height)
