@@ -3,8 +3,11 @@
 What: 90 days of conversations between one user and agent 1 (`--messages`, 100 000 in
 all: everyday chatter in English and Chinese, about half each), with the facts of
 bench/recall_corpus.py (25 English, 20 Chinese) planted on random days, each beside two
-distractor messages that share its key words; a daily note per day in the workspace;
-agent 2 holds a copy of the facts, which agent 1 must never see. Rows are written with
+distractor messages that share its key words; a daily note per day in the workspace.
+Agent 2 (a busy group: a fifth as many messages, its own notes) holds a copy of every
+fact, which agent 1 must never see. The questions share with their facts the key word a
+person would naturally use again (a name, "passport"), rarely more: keyword search
+cannot find a fact that shares no word with its question, and the bench does not hide that. Rows are written with
 SQL through the daemon's own schema, so the index triggers build the index as they do
 in use. Then every fact's question goes through the search the `search_memory` tool
 uses (MemorySearchService, default limit 5).
@@ -71,7 +74,8 @@ def _build(path: str, messages: int, seed: int) -> tuple[dict[int, int], float]:
         for day in range(DAYS):
             conversation = f"{chat}:{day}" if day else chat
             todays = [i for i, d in planted_on.items() if d == day]
-            count = per_day if agent_id == 1 else len(todays) * 2
+            # The other agent (a busy group) has a fifth as much: its hits must never crowd ours out.
+            count = per_day if agent_id == 1 else per_day // 5 + len(todays) * 2
             slots = sorted(rng.sample(range(max(count // 2, 1)), min(len(todays), max(count // 2, 1))))
             minute = 0
             for pair in range(count // 2):
@@ -93,13 +97,14 @@ def _build(path: str, messages: int, seed: int) -> tuple[dict[int, int], float]:
                 said, answer = chatter(rng, "zh" if rng.random() < 0.45 else "en")
                 conn.execute(insert, (conversation, "user", said, _stamp(start, day, minute)))
                 conn.execute(insert, (conversation, "assistant", answer, _stamp(start, day, minute)))
-        if agent_id == 1:
-            for day in range(DAYS):
-                note = "\n".join(f"- {chatter(rng, 'en')[0]}" for _ in range(6))
-                conn.execute("INSERT INTO mate_workspace_file(agent_id, filename, content, file_size, create_time, "
-                             "update_time) VALUES (1, ?, ?, ?, ?, ?)",
-                             (f"memory/{(start + timedelta(days=day)):%Y-%m-%d}.md", note, len(note),
-                              _stamp(start, day, 1400), _stamp(start, day, 1400)))
+        for day in range(DAYS):
+            note = "\n".join(f"- {chatter(rng, 'en')[0]}" for _ in range(6))
+            if agent_id == 2 and day == 0:  # the group's notes hold every fact: none may reach agent 1
+                note += "\n" + "\n".join(f"- {fact.statement}" for fact in FACTS)
+            conn.execute("INSERT INTO mate_workspace_file(agent_id, filename, content, file_size, create_time, "
+                         "update_time) VALUES (?, ?, ?, ?, ?, ?)",
+                         (agent_id, f"memory/{(start + timedelta(days=day)):%Y-%m-%d}{'-group' * (agent_id == 2)}.md",
+                          note, len(note), _stamp(start, day, 1400), _stamp(start, day, 1400)))
     conn.execute("COMMIT")
     conn.close()
     return planted, time.perf_counter() - began
@@ -119,7 +124,8 @@ async def _ask(path: Path, planted: dict[int, int]) -> dict[str, Any]:
                 result = await service.search(1, fact.question)
                 latencies.append(time.perf_counter() - began)
             ids = [r.get("messageId") for r in result["results"]]
-            leaked += sum(1 for r in result["results"] if str(r.get("conversationId", "")).startswith("tg:"))
+            leaked += sum(1 for r in result["results"] if str(r.get("conversationId") or "").startswith("tg:")
+                          or str(r.get("filename") or "").endswith("-group.md"))
             found[fact.language][0] += planted.get(index) in ids
             found[fact.language][1] += 1
     hits = sum(f[0] for f in found.values())

@@ -233,7 +233,7 @@ async def search(request: web.Request) -> web.Response:
     if len(query) > MAX_QUERY_CHARS:
         raise _BadRequest(f"q must be at most {MAX_QUERY_CHARS} characters")
     raw_limit = request.query.get("limit", str(DEFAULT_LIMIT))
-    if not raw_limit.isdigit() or not 1 <= int(raw_limit) <= MAX_LIMIT:
+    if not (raw_limit.isascii() and raw_limit.isdigit()) or not 1 <= int(raw_limit) <= MAX_LIMIT:
         raise _BadRequest(f"limit must be an integer from 1 to {MAX_LIMIT}")
     source = request.query.get("source", "all")
     if source not in ("all", "notes", "conversations"):

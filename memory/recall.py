@@ -14,12 +14,13 @@ import re
 from typing import Any
 
 from bot.storage.search import ContextMessage, SearchHit, SqliteSearchRepository
-from bot.storage.search_text import CJK_CHARS
+from bot.storage.search_text import CJK_CHARS, normalised, spaced
 
 DEFAULT_LIMIT = 5
 MAX_LIMIT = 20
 MAX_TERMS = 32  # a 10 000-character paste must not become a 10 000-term query
-PHRASE_CHARS = (3, 200)  # the trigram index needs 3; longer than this is not a phrase anyone means
+PHRASE_CHARS = (3, 200)  # substrings need 3 characters; longer than this is not a phrase anyone means
+PHRASE_TOKENS = 8  # a longer query is a question, not a phrase anyone expects word for word
 SNIPPET_CHARS = 240
 CONTEXT_CHARS = 160
 CONTEXT_MESSAGES = 2
@@ -38,32 +39,37 @@ what when where which while who whom why will with would you your yours yourself
 said say says told know knew recall again ever anything something thing things hey hi hello ok okay thanks
 thank
 """.split())
-_STOP_ZH = ("什么", "怎么", "哪里", "哪儿", "哪个", "为什么", "是不是", "有没有", "吗", "呢", "吧", "啊", "呀", "的",
-            "了", "是", "我", "你", "他", "她", "它", "们", "在", "有", "和", "也", "都", "就", "要", "会", "能",
-            "这", "那", "个", "还", "记得", "告诉", "说过", "说", "过", "请", "一下", "知道", "谁", "哪", "几")
-_STOP_ZH_SPLIT = re.compile("|".join(sorted(map(re.escape, _STOP_ZH), key=len, reverse=True)))
+_STOP_ZH_WORDS = frozenset({"什么", "怎么", "哪里", "哪儿", "哪个", "为什么", "是不是", "有没有", "记得", "告诉", "说过",
+                            "一下", "知道", "时候", "我们", "你们", "他们", "她们", "这个", "那个", "一个"})
+_STOP_ZH_CHARS = frozenset("吗呢吧啊呀的了是我你他她它们在有和也都就要会能这那个还说过请谁哪几对把被给")
 
 
 def word_terms(query: str) -> list[str]:
-    """The search terms of a question: words without stop words, CJK as two-character words."""
+    """The search terms of a question: words without stop words; CJK text as its two-character
+    pieces, leaving out those that are stop words or made of stop characters only (a stop
+    character inside a word, as 过 in 过敏, keeps the word)."""
     terms: list[str] = []
     singles: list[str] = []  # lone CJK characters: noise beside real words, better than nothing alone
-    for token in _TOKEN.findall(query.lower()):
+    for token in _TOKEN.findall(normalised(query).lower()):
         if _CJK_RUN.match(token):
-            for part in _STOP_ZH_SPLIT.split(token):
-                if len(part) == 1:
-                    singles.append(part)
-                terms.extend(part[i:i + 2] for i in range(len(part) - 1))
+            if len(token) == 1 and token not in _STOP_ZH_CHARS:
+                singles.append(token)
+            for i in range(len(token) - 1):
+                pair = token[i:i + 2]
+                if pair not in _STOP_ZH_WORDS and not set(pair) <= _STOP_ZH_CHARS:
+                    terms.append(pair)
         elif token not in _STOP_EN and (len(token) > 1 or token.isdigit()):
             terms.append(token)
     unique = list(dict.fromkeys(terms)) or list(dict.fromkeys(singles))
     return unique[:MAX_TERMS]
 
 
+
+
+
 def fts_phrase(term: str) -> str:
-    """A term as an FTS5 phrase; a CJK word is a phrase of its spaced characters."""
-    spaced = " ".join(term) if _CJK_RUN.match(term) else term
-    return '"' + spaced.replace('"', '""') + '"'
+    """A term (or words) as an FTS5 phrase; CJK characters are spaced as the index stores them."""
+    return '"' + spaced(term).strip().replace('"', '""') + '"'
 
 
 def fts_expression(terms: list[str]) -> str:
@@ -78,16 +84,21 @@ class MemorySearchService:
     async def search(self, agent_id: int, query: str, limit: int = DEFAULT_LIMIT, source: str = "all",
                      exclude_message: int | None = None) -> dict[str, Any]:
         """The search result as the tool, the API and the commands show it."""
-        query = " ".join(query.split())  # newlines and runs of spaces mean nothing here
+        query = " ".join(normalised(query).split())  # newlines and runs of spaces mean nothing here
         limit = max(1, min(int(limit), MAX_LIMIT))
         hits: dict[int, SearchHit] = {}
         wanted = limit + (exclude_message is not None)
-        if PHRASE_CHARS[0] <= len(query) <= PHRASE_CHARS[1]:
-            for hit in await self._search.phrase(agent_id, query, source, wanted):
+        phrase = spaced(query[: PHRASE_CHARS[1]]).split()
+        if 1 < len(phrase) <= PHRASE_TOKENS:  # the whole query word for word ranks first
+            for hit in await self._search.words(agent_id, fts_phrase(" ".join(phrase)), source, wanted):
                 hits.setdefault(hit.key, hit)
         terms = word_terms(query[:4000])
         if terms and len(hits) < wanted:
             for hit in await self._search.words(agent_id, fts_expression(terms), source, wanted):
+                hits.setdefault(hit.key, hit)
+        if len(hits) < wanted and PHRASE_CHARS[0] <= len(query) <= PHRASE_CHARS[1]:
+            # Last, the query inside words ("penicil", part of a code): fills what is left.
+            for hit in await self._search.substring(agent_id, query, source, wanted):
                 hits.setdefault(hit.key, hit)
         if exclude_message is not None:
             hits = {key: hit for key, hit in hits.items() if hit.message_id != exclude_message}
@@ -121,14 +132,14 @@ def snippet(body: str, needles: list[str], width: int) -> str:
     text = " ".join(body.split())
     if len(text) <= width:
         return text
-    lowered = text.lower()
     at = -1
     for needle in needles:
-        probe = needle.lower()
+        probe = needle
         if len(probe) > 5 and not _CJK_RUN.match(probe):
             probe = probe[: max(4, len(probe) - 3)]  # "running" is found as "runn": the index stems
-        at = lowered.find(probe) if probe else -1
-        if at >= 0:
+        found = re.search(re.escape(probe), text, re.IGNORECASE) if probe else None
+        if found:
+            at = found.start()
             break
     start = max(0, (at if at >= 0 else 0) - width // 3)
     end = min(len(text), start + width)

@@ -5,14 +5,20 @@ from __future__ import annotations
 # The search index rows of a message or workspace file `{r}` (NEW in triggers); callers add
 # FROM / WHERE. Only what people and the model said is searched: no tool turns.
 _SEARCHED_MESSAGE = "{r}.role IN ('user', 'assistant') AND {r}.content_format = 'text'"
-_MESSAGE_TEXT = "INSERT INTO mate_search_text(rowid, body) SELECT {r}.id * 2, mate_search_spaced({r}.content)"
+_MESSAGE_TEXT = (
+    "INSERT INTO mate_search_text(rowid, body, scope) SELECT {r}.id * 2, mate_search_spaced({r}.content), "
+    "'agent' || (SELECT c.agent_id FROM mate_conversation c WHERE c.id = {r}.conversation_id) || ' conversations'"
+)
 _MESSAGE_TRIGRAM = (
     "INSERT INTO mate_search_trigram(rowid, body, source, agent_id, conversation_id, ref_id, filename, time) "
     "SELECT {r}.id * 2, {r}.content, 'conversations', "
     "(SELECT c.agent_id FROM mate_conversation c WHERE c.id = {r}.conversation_id), {r}.conversation_id, {r}.id, "
     "NULL, {r}.create_time"
 )
-_FILE_TEXT = "INSERT INTO mate_search_text(rowid, body) SELECT {r}.id * 2 + 1, mate_search_spaced({r}.content)"
+_FILE_TEXT = (
+    "INSERT INTO mate_search_text(rowid, body, scope) SELECT {r}.id * 2 + 1, mate_search_spaced({r}.content), "
+    "'agent' || {r}.agent_id || ' notes'"
+)
 _FILE_TRIGRAM = (
     "INSERT INTO mate_search_trigram(rowid, body, source, agent_id, conversation_id, ref_id, filename, time) "
     "SELECT {r}.id * 2 + 1, {r}.content, 'notes', {r}.agent_id, NULL, {r}.id, {r}.filename, {r}.update_time"
@@ -188,8 +194,10 @@ MIGRATIONS: tuple[tuple[int, str, tuple[str, ...]], ...] = (
         (
             # Words, English stemmed; CJK text is stored one character per token, so a
             # two-character word is a phrase query (mate_search_spaced: bot/storage/search_text.py).
+            # scope ("agent3 notes") lets a search match only its agent's rows, so another
+            # agent's thousands of hits are never ranked.
             """CREATE VIRTUAL TABLE IF NOT EXISTS mate_search_text USING fts5(
-                body, tokenize = 'porter unicode61 remove_diacritics 2')""",
+                body, scope, tokenize = 'porter unicode61 remove_diacritics 2')""",
             # Substrings in any script (exact phrases), and what a hit shows: the original
             # text and where it came from. rowid = message id * 2, or workspace file id * 2 + 1.
             """CREATE VIRTUAL TABLE IF NOT EXISTS mate_search_trigram USING fts5(
@@ -216,7 +224,8 @@ MIGRATIONS: tuple[tuple[int, str, tuple[str, ...]], ...] = (
                 {_FILE_TEXT.format(r="NEW")};
                 {_FILE_TRIGRAM.format(r="NEW")};
             END""",
-            f"""CREATE TRIGGER IF NOT EXISTS tr_search_file_update AFTER UPDATE ON mate_workspace_file BEGIN
+            f"""CREATE TRIGGER IF NOT EXISTS tr_search_file_update
+                AFTER UPDATE OF content, filename, deleted, agent_id, update_time ON mate_workspace_file BEGIN
                 DELETE FROM mate_search_text WHERE rowid = OLD.id * 2 + 1;
                 DELETE FROM mate_search_trigram WHERE rowid = OLD.id * 2 + 1;
                 {_FILE_TEXT.format(r="NEW")} WHERE NEW.deleted = 0;

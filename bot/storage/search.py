@@ -7,8 +7,10 @@ from typing import Any
 
 from bot.storage.database import Database
 
-# Which rows a source filter keeps ("all" keeps both).
-SOURCES = {"notes": ("notes",), "conversations": ("conversations",), "all": ("notes", "conversations")}
+SOURCES = ("all", "notes", "conversations")
+# Substring matches look at no more than this many rows (the newest): a common substring
+# of a short query must not make one search read the whole index.
+SUBSTRING_SCAN = 2000
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,44 +35,38 @@ class ContextMessage:
 _HIT_COLUMNS = "t.rowid, t.source, t.body, t.time, t.conversation_id, t.ref_id, t.filename"
 
 
+def _scoped(agent_id: int, source: str, body_expression: str) -> str:
+    """An FTS5 expression matched against one agent's (and one source's) rows only."""
+    scope = f'scope : "agent{int(agent_id)}"'
+    if source != "all":
+        scope += f' AND scope : "{source}"'
+    return f"{scope} AND body : ({body_expression})"
+
+
 class SqliteSearchRepository:
     def __init__(self, db: Database) -> None:
         self._db = db
 
-    async def words(self, agent_id: int, expression: str, source: str, limit: int) -> list[SearchHit]:
-        """Hits of an FTS5 expression on the word index, best BM25 first, newer first on a tie.
-
-        The best rows of all agents are picked first and only those are looked up and
-        filtered: joining every matching row before sorting costs several times more when
-        a word is common. If other agents' rows crowd the pick, a larger one is taken."""
-        sources = SOURCES[source]
-        pick = limit * 4
-        while True:
-            rows = await self._db.fetchall(
-                f"SELECT {_HIT_COLUMNS} FROM (SELECT rowid AS id, bm25(mate_search_text) AS score "
-                "FROM mate_search_text WHERE mate_search_text MATCH ? ORDER BY score LIMIT ?) c "
-                "JOIN mate_search_trigram t ON t.rowid = c.id "
-                f"WHERE t.agent_id = ? AND t.source IN ({_marks(sources)}) ORDER BY c.score, t.time DESC LIMIT ?",
-                (expression, pick, agent_id, *sources, limit))
-            if len(rows) >= limit or await self.matches(expression) <= pick:
-                return [_hit(row) for row in rows]
-            pick *= 8
-
-    async def matches(self, expression: str) -> int:
-        """How many rows (of every agent) an FTS5 expression matches on the word index."""
-        row = await self._db.fetchone("SELECT COUNT(*) FROM mate_search_text WHERE mate_search_text MATCH ?",
-                                      (expression,))
-        return int(row[0]) if row else 0
-
-    async def phrase(self, agent_id: int, phrase: str, source: str, limit: int) -> list[SearchHit]:
-        """Rows that contain `phrase` (3 characters or more, any case), newest first."""
-        sources = SOURCES[source]
-        quoted = '"' + phrase.replace('"', '""') + '"'
+    async def words(self, agent_id: int, body_expression: str, source: str, limit: int) -> list[SearchHit]:
+        """The agent's rows matching an FTS5 expression on the word index, best BM25 first
+        (the scope column weighs nothing), newer first on a tie."""
         rows = await self._db.fetchall(
-            f"SELECT {_HIT_COLUMNS} FROM mate_search_trigram t "
-            f"WHERE mate_search_trigram MATCH ? AND t.agent_id = ? AND t.source IN ({_marks(sources)}) "
-            "ORDER BY t.time DESC LIMIT ?",
-            (quoted, agent_id, *sources, limit))
+            f"SELECT {_HIT_COLUMNS} FROM (SELECT rowid AS id, bm25(mate_search_text, 1.0, 0.0) AS score "
+            "FROM mate_search_text WHERE mate_search_text MATCH ? ORDER BY score LIMIT ?) c "
+            "JOIN mate_search_trigram t ON t.rowid = c.id ORDER BY c.score, t.time DESC LIMIT ?",
+            (_scoped(agent_id, source, body_expression), limit * 2, limit))
+        return [_hit(row) for row in rows]
+
+    async def substring(self, agent_id: int, text: str, source: str, limit: int) -> list[SearchHit]:
+        """The agent's newest rows containing `text` (3 characters or more, any case), also
+        inside words ("penicil" finds "penicillin")."""
+        quoted = '"' + text.replace('"', '""') + '"'
+        sources = ("notes", "conversations") if source == "all" else (source,)
+        rows = await self._db.fetchall(
+            f"SELECT {_HIT_COLUMNS} FROM (SELECT rowid AS id FROM mate_search_trigram WHERE mate_search_trigram "
+            "MATCH ? ORDER BY rowid DESC LIMIT ?) c JOIN mate_search_trigram t ON t.rowid = c.id "
+            f"WHERE t.agent_id = ? AND t.source IN ({', '.join('?' for _ in sources)}) ORDER BY t.time DESC LIMIT ?",
+            (quoted, SUBSTRING_SCAN, agent_id, *sources, limit))
         return [_hit(row) for row in rows]
 
     async def around(self, conversation_id: str, message_id: int, count: int) -> list[ContextMessage]:
@@ -83,10 +79,6 @@ class SqliteSearchRepository:
             f"SELECT id, role, content, create_time FROM mate_message WHERE conversation_id = ? AND id > ? "
             f"AND {searched} ORDER BY id LIMIT ?", (conversation_id, message_id, count))
         return [ContextMessage(int(r[0]), str(r[1]), str(r[2]), str(r[3])) for r in [*reversed(before), *after]]
-
-
-def _marks(values: tuple[str, ...]) -> str:
-    return ", ".join("?" for _ in values)
 
 
 def _hit(row: Any) -> SearchHit:

@@ -10,15 +10,24 @@ the index triggers call it.
 from __future__ import annotations
 
 import re
+import unicodedata
 
 FUNCTION_NAME = "mate_search_spaced"
 
-# Han (incl. extension A and compatibility), kana, half-width katakana, CJK punctuation.
-CJK_CHARS = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uff66-\uff9f"
+# Kana, Han (incl. extension A and compatibility) and Hangul syllables: scripts whose
+# words are not separated by spaces, or carry their particles attached (Korean).
+CJK_CHARS = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff"
 _CJK = re.compile(f"([{CJK_CHARS}])")
+
+
+def normalised(text: str) -> str:
+    """Full-width letters and digits as plain ones (ｉＰｈｏｎｅ is iPhone), and text that
+    cannot be encoded (lone surrogates) made safe."""
+    text = unicodedata.normalize("NFKC", text)
+    return text.encode("utf-8", "replace").decode("utf-8") if not text.isascii() else text
 
 
 def spaced(text: str | None) -> str:
     if not text:
         return ""
-    return _CJK.sub(r" \1 ", text)
+    return _CJK.sub(r" \1 ", normalised(text))
