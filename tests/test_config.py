@@ -99,3 +99,13 @@ def test_invalid_yaml_and_missing_file_are_one_line(tmp_path: Path) -> None:
 
 def test_empty_agent_list_creates_agent_one() -> None:
     assert [a.id for a in parse_config({"mate": {"agents": []}}, environ={}).mate.agents] == [1]
+
+
+def test_every_key_in_config_yaml_is_explained() -> None:
+    import re
+    from pathlib import Path
+
+    lines = (Path(__file__).resolve().parent.parent / "config.yaml").read_text(encoding="utf-8").splitlines()
+    bare = [line for line in lines if re.match(r"^\s+[a-z-]+: [^#]*$", line)]
+    assert bare == []
+    assert not any(word in line.lower() for line in lines for word in ("spec", "issue"))
