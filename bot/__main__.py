@@ -46,6 +46,8 @@ def build_parser() -> argparse.ArgumentParser:
     chat = commands.add_parser("chat", parents=[common], help="console chat through the full pipeline")
     chat.add_argument("--agent", type=int, default=1)
     commands.add_parser("check-config", parents=[common], help="print the effective configuration")
+    backup = commands.add_parser("backup", parents=[common], help="copy the database and media files into DIR")
+    backup.add_argument("dir", type=Path)
     memory = commands.add_parser("memory", parents=[common], help="inspect and maintain memory")
     actions = memory.add_subparsers(dest="action", required=True, parser_class=_Parser)
     emerge = actions.add_parser("emerge", parents=[common], help="consolidate daily notes now")
@@ -212,6 +214,20 @@ async def _memory_toggle(config: Config, args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+async def _backup(config: Config, args: argparse.Namespace) -> int:
+    import sqlite3
+
+    from bot.backup import back_up
+
+    try:
+        report = await asyncio.to_thread(back_up, Path(config.mate.database.path), args.dir)
+    except (OSError, sqlite3.Error) as exc:
+        print(f"matebot: backup failed: {exc}", file=sys.stderr)
+        return EXIT_RUNTIME
+    print(f"database copied to {report.database}; {report.media_copied} new media files in {args.dir / 'media'}")
+    return EXIT_OK
+
+
 async def _conversations(config: Config, args: argparse.Namespace) -> int:
     from bot.app import open_core
 
@@ -285,6 +301,7 @@ async def _memory_summarize(config: Config, args: argparse.Namespace) -> int:
 
 _HANDLERS: dict[str, Callable[[Config, argparse.Namespace], Coroutine[Any, Any, int]]] = {
     "check-config": _check_config,
+    "backup": _backup,
     "memory show": _memory_show,
     "memory search": _memory_search,
     "memory export": _memory_export,

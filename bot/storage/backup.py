@@ -1,0 +1,21 @@
+"""A consistent copy of the database, taken while the daemon runs (SQLite's VACUUM INTO)."""
+
+from __future__ import annotations
+
+import contextlib
+import sqlite3
+from pathlib import Path
+
+
+def copy_database(source: Path, target: Path) -> None:
+    """Writes a compact, self-contained copy of `source` to `target` (which must not exist).
+
+    Read-only on the source: a running daemon keeps writing meanwhile, and the copy is the
+    state of one moment, its write-ahead log included."""
+    with contextlib.closing(sqlite3.connect(f"{source.resolve().as_uri()}?mode=ro", uri=True)) as conn:
+        conn.execute("PRAGMA busy_timeout=10000")
+        conn.execute("VACUUM INTO ?", (str(target),))
+    with contextlib.closing(sqlite3.connect(target)) as check:
+        result = check.execute("PRAGMA integrity_check").fetchone()
+    if not result or result[0] != "ok":
+        raise sqlite3.DatabaseError(f"the copy failed its integrity check: {result}")

@@ -1,0 +1,44 @@
+"""`matebot backup DIR`: a consistent copy while the database is open and being written."""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from bot.__main__ import main
+from bot.app import open_core
+from tests.conftest import make_config
+
+
+def test_backup_copies_the_database_and_new_media_files(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    config = make_config(tmp_path)
+    media = tmp_path / "media"
+    media.mkdir()
+    (media / "abc.png").write_bytes(b"picture")
+
+    async def write_and_back_up() -> int:
+        async with open_core(config) as core:  # the daemon's database stays open meanwhile
+            await core.agents.ensure_configured()
+            await core.repos.conversations.create("console:me", agent_id=1, channel="console",
+                                                  chat_key="console:me", trigger_source="console")
+            await core.repos.messages.add("console:me", "user", "remember the blue door", 5)
+            return await asyncio.to_thread(main, ["backup", "--config", str(config_file), str(tmp_path / "bk")])
+
+    config_file = tmp_path / "config.yaml"
+    config_file.write_text(f"mate:\n  timezone: UTC\n  database:\n    path: {tmp_path / 'mate.db'}\n")
+    assert asyncio.run(write_and_back_up()) == 0
+    [copy] = list((tmp_path / "bk").glob("mate-*.db"))
+    with sqlite3.connect(copy) as conn:
+        assert conn.execute("SELECT content FROM mate_message").fetchall() == [("remember the blue door",)]
+    assert (tmp_path / "bk" / "media" / "abc.png").read_bytes() == b"picture"
+    assert "1 new media files" in capsys.readouterr().out
+
+
+def test_backup_without_a_database_says_so(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    config_file = tmp_path / "config.yaml"
+    config_file.write_text(f"mate:\n  database:\n    path: {tmp_path / 'none.db'}\n")
+    assert main(["backup", "--config", str(config_file), str(tmp_path / "bk")]) == 1
+    assert "no database" in capsys.readouterr().err
