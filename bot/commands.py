@@ -13,6 +13,7 @@ from bot.config import MateConfig
 from bot.context.window import ConversationWindowManager
 from bot.ports import ChatControl
 from bot.prompts import PromptLibrary
+from bot.redaction import Redactor
 from bot.storage import Repositories
 from bot.storage.records import ConversationRecord
 from channels.base import ChannelStateBoard, InboundMessage
@@ -68,7 +69,7 @@ class CommandHandler:
         args = [w.lower() for w in words[1:]]
         t = self._prompts.text
         if command in ("help", "start"):
-            return t("help")
+            return t("help") + ("\n" + t("help_console") if message.channel == "console" else "")
         if command == "new":
             await router.new_conversation(conversation, message)
             self._window.forget(conversation.id)
@@ -115,10 +116,19 @@ class CommandHandler:
         channels = [t("status_channel_line", name=channel, state=state)
                     for channel, state in self._channel_states.states().items()]
         return t("status", agent_id=conversation.agent_id, agent_name=name, model=self._agent.model,
+                 provider=self._provider(),
                  window_tokens=used, window_budget=self._window.budget,
                  summary=t("status_summary_yes") if fresh.summary else t("status_summary_no"),
                  files="\n".join(lines), runs="\n".join(runs) or t("status_no_runs"),
                  channels="\n".join(channels) or t("status_no_channels"), tokens=await self._tokens_today())
+
+    def _provider(self) -> str:
+        llm = self._config.llm
+        if not llm.uses_anthropic:
+            return self._prompts.text("status_provider_offline")
+        if llm.base_url.strip():  # a proxy may carry credentials in its URL
+            return self._prompts.text("status_provider_server", url=Redactor()(llm.base_url.strip()))
+        return self._prompts.text("status_provider_anthropic")
 
     async def _tokens_today(self) -> str:
         t = self._prompts.text

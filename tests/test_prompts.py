@@ -220,7 +220,7 @@ def test_required_string_keys_exist(library: PromptLibrary) -> None:
     ("key", "placeholders"),
     [
         ("compact_done", {"before", "after"}),
-        ("status", {"agent_id", "agent_name", "model", "window_tokens", "window_budget",
+        ("status", {"agent_id", "agent_name", "model", "provider", "window_tokens", "window_budget",
                     "summary", "files", "runs", "channels", "tokens"}),
         ("status_channel_line", {"name", "state"}),
         ("status_file_line", {"filename", "size", "budget"}),
