@@ -257,6 +257,14 @@ async def _chat(config: Config, args: argparse.Namespace) -> int:
     if args.agent not in [a.id for a in config.mate.agents]:
         print(f"matebot: agent {args.agent} is not configured in mate.agents", file=sys.stderr)
         return EXIT_USAGE
+    from bot.chat_client import attach, daemon_running
+
+    if daemon_running(config):  # it holds the database: talk to it instead
+        if not config.mate.api.enabled:
+            print("matebot: a matebot daemon is running on this database and its API is off "
+                  "(mate.api.enabled); stop it or turn the API on", file=sys.stderr)
+            return EXIT_RUNTIME
+        return await attach(config, args.agent)
     return await run_daemon(_console_routed_to(config, args.agent), console=True,
                             exit_when_console_closes=True)
 
