@@ -21,7 +21,8 @@ async def test_a_direct_chat_sees_a_growing_draft_then_the_reply(tmp_path: Path)
     assert all(ANSWER.startswith(d.rstrip("…")) for d in drafts)  # plain text, growing
     assert all(len(a) < len(b) for a, b in zip(drafts, drafts[1:]))
     times = [t for t, method, _, _ in env.tg.visible if method == "sendMessageDraft"]
-    assert all(b - a >= 0.95 for a, b in zip(times, times[1:]))  # at most one update a second
+    # at most one update a second (sent a second apart; the arrival times carry the HTTP round trip)
+    assert all(b - a >= 0.8 for a, b in zip(times, times[1:]))
     assert sent["text"].endswith("<b>done</b>") and sent["parse_mode"] == "HTML"
     assert env.tg.edits == []
 
@@ -39,7 +40,7 @@ async def test_a_group_sees_one_message_edited_in_place(tmp_path: Path) -> None:
     final = env.tg.edits[-1]
     assert final["parse_mode"] == "HTML" and final["text"].endswith("<b>done</b>")
     times = [t for t, method, _, _ in env.tg.visible]
-    assert all(b - a >= 0.95 for a, b in zip(times[:-1], times[1:-1]))  # previews: one a second
+    assert all(b - a >= 2.5 for a, b in zip(times[:-1], times[1:-1]))  # group previews: one every 3 s
 
 
 async def test_a_preview_that_cannot_become_the_reply_is_deleted(tmp_path: Path) -> None:
