@@ -19,16 +19,19 @@ from typing import Any
 from aiohttp import web
 
 from bot.config import ApiConfig
+from bot.errors import VersionConflict, WorkspaceError
 from bot.router import is_blank
 from bot.runtime import Runtime
 from channels.base import InboundMessage, IncomingFile
+from memory.filenames import validate_workspace_filename
 from memory.recall import DEFAULT_LIMIT, MAX_LIMIT
 from memory.search_tool import MAX_QUERY_CHARS
-from memory.tool import LIST_TOOL, READ_TOOL
+from memory.tool import DEFAULT_MAX_CONTENT_BYTES, LIST_TOOL, READ_TOOL
 
 log = logging.getLogger(__name__)
 
 MAX_BODY_BYTES = 2 * 1024 * 1024
+_MAX_LISTED = 500  # conversations or messages in one answer (messages page on with ?after=)
 MAX_JSON_DEPTH = 32
 _RUNTIME = web.AppKey("runtime", Runtime)
 _TOKEN = web.AppKey("token", str)
@@ -248,7 +251,73 @@ async def read_file(request: web.Request) -> web.Response:
     result = await rt.extras["memory_tool"].call(agent_id, READ_TOOL, {"agentId": agent_id, "filename": filename})
     if result.is_error:
         raise _NotFound(json.loads(result.content).get("error", "not found"))
-    return _ok(json.loads(result.content))
+    data = json.loads(result.content)
+    record = await rt.core.workspace.get(agent_id, data["filename"])
+    data["version"] = record.version if record is not None else 0  # what a PUT must name
+    return _ok(data)
+
+
+async def write_file(request: web.Request) -> web.Response:
+    """A versioned write: `version` is the one the editor read (0: a new file); if the file
+    changed meanwhile, 409 with the version it has now, and nothing is overwritten."""
+    rt = request.app[_RUNTIME]
+    agent_id = await _agent_id(request)
+    try:
+        filename = validate_workspace_filename(request.match_info["filename"])
+    except WorkspaceError as exc:
+        raise _BadRequest(f"filename: {exc}") from None
+    body = await _json_body(request)
+    content, version = body.get("content"), body.get("version")
+    if not isinstance(content, str):
+        raise _BadRequest("content must be a string")
+    if not isinstance(version, int) or isinstance(version, bool) or version < 0:
+        raise _BadRequest("version must be the file's version as read (0 for a new file)")
+    try:
+        size = len(content.encode("utf-8"))
+    except UnicodeEncodeError:
+        raise _BadRequest("content is not valid Unicode text") from None
+    if size > DEFAULT_MAX_CONTENT_BYTES:
+        raise _BadRequest(f"content is {size} bytes; the limit is {DEFAULT_MAX_CONTENT_BYTES}")
+    try:
+        outcome = await rt.core.workspace.write(agent_id, filename, content, expected_version=version)
+    except VersionConflict as conflict:
+        return web.json_response({"code": 409, "msg": rt.core.prompts.text("api_version_conflict", filename=filename),
+                                  "data": {"filename": filename, "version": conflict.actual}},
+                                 status=409, dumps=_dumps)
+    record = outcome.file
+    return _ok({"agentId": agent_id, "filename": record.filename, "version": record.version,
+                "fileSize": record.file_size, "updateTime": record.update_time, "created": outcome.created})
+
+
+async def conversations(request: web.Request) -> web.Response:
+    """The agent's conversations, the most recently active first (read-only)."""
+    rt = request.app[_RUNTIME]
+    agent_id = await _agent_id(request)
+    rows = await rt.core.repos.conversations.recent_activity(agent_id)
+    items = [{"conversationId": row.conversation.id, "channel": row.conversation.channel,
+              "title": row.conversation.title, "archived": row.conversation.archived,
+              "messageCount": row.message_count, "lastActivity": row.last_activity,
+              "createTime": row.conversation.create_time} for row in rows[:_MAX_LISTED]]
+    return _ok({"agentId": agent_id, "count": len(items), "conversations": items})
+
+
+async def conversation_messages(request: web.Request) -> web.Response:
+    """What was said in one conversation, oldest first; tool turns left out (read-only)."""
+    rt = request.app[_RUNTIME]
+    agent_id = await _agent_id(request)
+    conversation_id = request.match_info["conversation_id"]
+    found = await rt.core.repos.conversations.get(conversation_id)
+    if found is None or found.agent_id != agent_id:
+        raise _NotFound(rt.core.prompts.text("api_unknown_conversation", conversation_id=conversation_id[:64]))
+    raw_after = request.query.get("after", "0")
+    if not (raw_after.isascii() and raw_after.isdigit()):
+        raise _BadRequest("after must be a message id")
+    records = await rt.core.repos.messages.after(conversation_id, int(raw_after), limit=_MAX_LISTED)
+    items = [{"messageId": m.id, "role": m.role, "content": m.content, "senderName": m.sender_name,
+              "time": m.create_time}
+             for m in records if m.role in ("user", "assistant") and m.content_format == "text"]
+    return _ok({"agentId": agent_id, "conversationId": conversation_id, "count": len(items), "messages": items,
+                "nextAfter": records[-1].id if len(records) == _MAX_LISTED else None})
 
 
 async def _chat_message(request: web.Request) -> tuple[int, InboundMessage]:
@@ -392,6 +461,9 @@ def build_app(rt: Runtime, config: ApiConfig, token: str | None = None) -> web.A
     app.router.add_post("/api/v1/memory/{agent_id}/summarize/{conversation_id}", summarize)
     app.router.add_get("/api/v1/memory/{agent_id}/files", list_files)
     app.router.add_get("/api/v1/memory/{agent_id}/files/{filename:.+}", read_file)
+    app.router.add_put("/api/v1/memory/{agent_id}/files/{filename:.+}", write_file)
+    app.router.add_get("/api/v1/chat/{agent_id}/conversations", conversations)
+    app.router.add_get("/api/v1/chat/{agent_id}/conversations/{conversation_id}/messages", conversation_messages)
     app.router.add_get("/api/v1/memory/{agent_id}/search", search)
     app.router.add_post("/api/v1/chat/{agent_id}", chat)
     app.router.add_post("/api/v1/chat/{agent_id}/stream", chat_stream)
