@@ -8,19 +8,15 @@ import datetime as dtm
 import logging
 import time
 import traceback
-import warnings
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 
 from telegram import Bot, BotCommand, Message, MessageEntity, ReplyParameters, Update
 from telegram.constants import ChatAction, ChatType, ParseMode
 from telegram.error import BadRequest, Conflict, InvalidToken, NetworkError, RetryAfter, TelegramError
-from telegram.request import HTTPXRequest
-from telegram.warnings import PTBDeprecationWarning
 
 from bot.command_names import COMMANDS
 from bot.config import TelegramConfig
-from bot.errors import MateError
 from bot.prompts import PromptLibrary
 from channels.backoff import BACKOFF_BASE, BACKOFF_JITTER, BACKOFF_MAX, backoff_delay
 from channels.base import (
@@ -36,10 +32,10 @@ from channels.base import (
 )
 from channels.formatting import (
     TELEGRAM_LIMIT,
-    markdown_to_telegram_html,
     split_message,
     utf16_len,
 )
+from channels.telegram_bot import build_bot, close_bot, render_chunks, require_token, retry_seconds
 from channels.telegram_polling import UpdateLedger
 from channels.telegram_stream import TelegramReplyPreview, chat_ref, thread_ref
 
@@ -48,9 +44,6 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 BotFactory = Callable[[], Bot]
 
-# Markdown is split well below the limit: the HTML rendering must still fit after conversion.
-MARKDOWN_CHUNK = 3500
-MIN_CHUNK = 256
 TYPING_INTERVAL = 4.0
 SEND_ATTEMPTS = 3
 NETWORK_BACKOFF = 0.5
@@ -91,7 +84,7 @@ class TelegramChannel:
         busy_poll_interval: float = BUSY_POLL_INTERVAL, concurrent_updates: int = CONCURRENT_UPDATES,
     ) -> None:
         if bot_factory is None:
-            _require_token(config)
+            require_token(config)
         self._config = config
         self._handler = handler
         self._prompts = prompts
@@ -188,7 +181,7 @@ class TelegramChannel:
                     return True
             finally:
                 if not adopted:
-                    await _close_bot(bot)
+                    await close_bot(bot)
 
     async def _connect(self, bot: Bot) -> None:
         await bot.initialize()  # getMe: an invalid token raises InvalidToken here
@@ -231,7 +224,7 @@ class TelegramChannel:
                 self._spawn(update)
             if self._retired and not self._tasks:
                 for old in self._retired:
-                    await _close_bot(old)
+                    await close_bot(old)
                 self._retired.clear()
             if updates and not fresh:
                 # Telegram answers at once while older updates are still unstored: wait for
@@ -244,7 +237,7 @@ class TelegramChannel:
         if confirm and bot is not None and self._ledger.unconfirmed:
             await self._confirm(bot)
         for old in [*self._retired, *([bot] if bot is not None else [])]:
-            await _close_bot(old)
+            await close_bot(old)
         self._bot, self._retired = None, []
         if not self._state.startswith(STOPPED):
             self._state = STOPPED_SHUT_DOWN
@@ -574,58 +567,3 @@ class TelegramChannel:
             if secret:
                 text = text.replace(secret, "<token>")
         return text
-
-
-def _require_token(config: TelegramConfig) -> None:
-    if not config.token:
-        raise MateError("channels.telegram.token is empty")
-
-
-def build_bot(config: TelegramConfig) -> Bot:
-    """A fresh PTB Bot for a config (its own HTTP clients), optionally on an own Bot API server."""
-    _require_token(config)
-    base, file_base = "https://api.telegram.org/bot", "https://api.telegram.org/file/bot"
-    if config.base_url:
-        base = config.base_url.rstrip("/")
-        if not base.endswith("/bot"):
-            base += "/bot"  # PTB appends the token right after it
-        file_base = base[: -len("/bot")] + "/file/bot"
-    return Bot(config.token, base_url=base, base_file_url=file_base,
-               request=HTTPXRequest(connection_pool_size=CONCURRENT_UPDATES * 2),
-               get_updates_request=HTTPXRequest(connection_pool_size=1))
-
-
-async def _close_bot(bot: Bot) -> None:
-    """Close a bot's HTTP clients, whether or not its initialize() got through."""
-    try:
-        await bot.shutdown()
-        for request in (bot.request, bot._request[0]):  # noqa: SLF001 - [0] is the getUpdates client
-            await request.shutdown()  # idempotent; covers a bot that never initialized
-    except Exception as exc:  # closing must not mask what happened before
-        log.debug("closing a telegram bot failed: %s", type(exc).__name__)
-
-
-def render_chunks(text: str, limit: int = MARKDOWN_CHUNK) -> list[tuple[str, str | None]]:
-    """(markdown, html) pairs that each fit Telegram's limit; html None when only plain text fits."""
-    out: list[tuple[str, str | None]] = []
-    for chunk in split_message(text, limit, length=utf16_len):
-        rendered = markdown_to_telegram_html(chunk)
-        if not rendered.strip():
-            out.append((chunk, None))
-        elif utf16_len(rendered) <= TELEGRAM_LIMIT:
-            out.append((chunk, rendered))
-        elif limit // 2 >= MIN_CHUNK:  # heavy escaping: split this piece finer
-            out.extend(render_chunks(chunk, limit // 2))
-        else:
-            out.append((chunk, None))
-    return out
-
-
-def retry_seconds(exc: RetryAfter) -> float:
-    """retry_after as seconds, whichever type PTB_TIMEDELTA makes PTB return."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", PTBDeprecationWarning)
-        value = exc.retry_after
-    return value.total_seconds() if isinstance(value, dtm.timedelta) else float(value)
-
-

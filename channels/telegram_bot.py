@@ -1,0 +1,85 @@
+"""The python-telegram-bot pieces the adapter builds on: the Bot for a config, how it is
+closed, replies rendered into Telegram HTML chunks, and a 429's wait."""
+
+from __future__ import annotations
+
+import datetime as dtm
+import logging
+import warnings
+
+from telegram import Bot
+from telegram.error import RetryAfter
+from telegram.request import HTTPXRequest
+from telegram.warnings import PTBDeprecationWarning
+
+from bot.config import TelegramConfig
+from bot.errors import MateError
+from channels.formatting import (
+    TELEGRAM_LIMIT,
+    markdown_to_telegram_html,
+    split_message,
+    utf16_len,
+)
+
+log = logging.getLogger(__name__)
+
+# Markdown is split well below the limit: the HTML rendering must still fit after conversion.
+MARKDOWN_CHUNK = 3500
+MIN_CHUNK = 256
+# Connections a bot keeps for replies: enough for every update handled at once, twice.
+CONNECTIONS = 128
+
+
+def require_token(config: TelegramConfig) -> None:
+    if not config.token:
+        raise MateError("channels.telegram.token is empty")
+
+
+def build_bot(config: TelegramConfig) -> Bot:
+    """A fresh PTB Bot for a config (its own HTTP clients), optionally on an own Bot API server."""
+    require_token(config)
+    base, file_base = "https://api.telegram.org/bot", "https://api.telegram.org/file/bot"
+    if config.base_url:
+        base = config.base_url.rstrip("/")
+        if not base.endswith("/bot"):
+            base += "/bot"  # PTB appends the token right after it
+        file_base = base[: -len("/bot")] + "/file/bot"
+    return Bot(config.token, base_url=base, base_file_url=file_base,
+               request=HTTPXRequest(connection_pool_size=CONNECTIONS),
+               get_updates_request=HTTPXRequest(connection_pool_size=1))
+
+
+async def close_bot(bot: Bot) -> None:
+    """Close a bot's HTTP clients, whether or not its initialize() got through."""
+    try:
+        await bot.shutdown()
+        for request in (bot.request, bot._request[0]):  # noqa: SLF001 - [0] is the getUpdates client
+            await request.shutdown()  # idempotent; covers a bot that never initialized
+    except Exception as exc:  # closing must not mask what happened before
+        log.debug("closing a telegram bot failed: %s", type(exc).__name__)
+
+
+def render_chunks(text: str, limit: int = MARKDOWN_CHUNK) -> list[tuple[str, str | None]]:
+    """(markdown, html) pairs that each fit Telegram's limit; html None when only plain text fits."""
+    out: list[tuple[str, str | None]] = []
+    for chunk in split_message(text, limit, length=utf16_len):
+        rendered = markdown_to_telegram_html(chunk)
+        if not rendered.strip():
+            out.append((chunk, None))
+        elif utf16_len(rendered) <= TELEGRAM_LIMIT:
+            out.append((chunk, rendered))
+        elif limit // 2 >= MIN_CHUNK:  # heavy escaping: split this piece finer
+            out.extend(render_chunks(chunk, limit // 2))
+        else:
+            out.append((chunk, None))
+    return out
+
+
+def retry_seconds(exc: RetryAfter) -> float:
+    """retry_after as seconds, whichever type PTB_TIMEDELTA makes PTB return."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", PTBDeprecationWarning)
+        value = exc.retry_after
+    return value.total_seconds() if isinstance(value, dtm.timedelta) else float(value)
+
+
