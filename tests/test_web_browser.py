@@ -1,0 +1,120 @@
+"""The web page in a real browser: Debian's chromium driven by Playwright (skipped where neither is installed)."""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.test_api import Api, _open
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+playwright_api = pytest.importorskip("playwright.async_api", reason="Playwright is not installed")
+pytestmark = [pytest.mark.browser,
+              pytest.mark.skipif(CHROMIUM is None, reason="no chromium browser installed")]
+
+TOKEN = "browser-test-token-123"
+
+
+@pytest.fixture
+async def api(tmp_path: Path) -> AsyncIterator[Api]:
+    async for opened in _open(tmp_path, token=TOKEN):
+        yield opened
+
+
+@pytest.fixture
+async def browser() -> AsyncIterator[Any]:
+    async with playwright_api.async_playwright() as pw:
+        launched = await pw.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+        try:
+            yield launched
+        finally:
+            await launched.close()
+
+
+async def open_page(browser: Any, api: Api, width: int = 1280) -> Any:
+    page = await browser.new_page(viewport={"width": width, "height": 800})
+    errors: list[str] = []
+    page.on("pageerror", lambda exc: errors.append(str(exc)))
+    page.errors = errors
+    await page.goto(f"{api.url}/#token={TOKEN}")
+    return page
+
+
+async def send(page: Any, text: str) -> None:
+    await page.fill("#text", text)
+    await page.press("#text", "Enter")
+
+
+async def test_a_streamed_reply_renders_markdown_and_never_model_html(browser: Any, api: Api) -> None:
+    api.fake.reply_text("Here is **bold** and `code`.\n\n- one\n- two\n\n<img src=x onerror=\"window.pwned=1\">")
+    page = await open_page(browser, api)
+    assert "#token" not in page.url  # the token left the address bar
+    await send(page, "hello")
+    await page.wait_for_selector(".msg.bot strong")
+    bot = page.locator(".msg.bot").last
+    assert await bot.locator("strong").inner_text() == "bold"
+    assert await bot.locator("li").count() == 2
+    assert await bot.locator("img").count() == 0  # shown as text, not as an element
+    assert "<img src=x" in await bot.inner_text()
+    assert await page.evaluate("window.pwned") is None
+    assert page.errors == []
+
+
+async def test_a_reload_keeps_the_conversation_and_lists_it(browser: Any, api: Api) -> None:
+    api.fake.reply_text("Nice to meet you, Ada.")
+    page = await open_page(browser, api)
+    await send(page, "I am Ada")
+    await page.wait_for_function("document.querySelector('.msg.bot')?.textContent.includes('Ada')")
+    await page.wait_for_selector("#conversation-list button")
+    await page.reload()
+    await page.wait_for_selector(".msg.bot")
+    texts = await page.locator(".msg").all_inner_texts()
+    assert texts == ["I am Ada", "Nice to meet you, Ada."]
+    assert await page.locator("#conversation-list button.current").count() == 1
+
+
+async def test_memory_edit_saves_and_a_stale_edit_overwrites_nothing(browser: Any, api: Api) -> None:
+    page = await open_page(browser, api)
+    await page.click("#files button:has-text('MEMORY.md')")
+    await page.wait_for_selector("#editor-text")
+    await page.fill("#editor-text", "- likes green tea\n")
+    await page.click("#save")
+    await page.wait_for_function("document.querySelector('#editor-note').textContent === 'Saved.'")
+    assert (await api.rt.core.workspace.read_text(1, "MEMORY.md"))[0] == "- likes green tea\n"
+    # someone else writes meanwhile (the memory extraction, another tab)
+    current = await api.rt.core.workspace.get(1, "MEMORY.md")
+    assert current is not None
+    await api.rt.core.workspace.write(1, "MEMORY.md", "- written elsewhere\n", expected_version=current.version)
+    await page.fill("#editor-text", "- my stale edit\n")
+    await page.click("#save")
+    await page.wait_for_function("document.querySelector('#editor-note').textContent.includes('nothing was overwritten')")
+    assert (await api.rt.core.workspace.read_text(1, "MEMORY.md"))[0] == "- written elsewhere\n"
+
+
+async def test_search_finds_what_was_said(browser: Any, api: Api) -> None:
+    api.fake.reply_text("Noted.")
+    page = await open_page(browser, api)
+    await send(page, "The spare key is under the blue pot.")
+    await page.wait_for_function("document.querySelector('.msg.bot')?.textContent === 'Noted.'")
+    await page.fill("#query", "spare key")
+    await page.click("#search button")
+    await page.wait_for_selector("#results .hit")
+    assert "blue pot" in await page.locator("#results .hit").first.inner_text()
+
+
+@pytest.mark.parametrize("width", [360, 390])
+async def test_a_phone_sized_window_fits_and_reaches_every_panel(browser: Any, api: Api, width: int) -> None:
+    page = await open_page(browser, api, width=width)
+    overflow = await page.evaluate("document.documentElement.scrollWidth - window.innerWidth")
+    assert overflow <= 0
+    assert await page.locator("#composer").is_visible()
+    await page.click("#toggle-memory")
+    assert await page.locator("#files").is_visible() and not await page.locator("#composer").is_visible()
+    box = await page.locator("#memory").bounding_box()
+    assert box is not None and box["x"] >= 0 and box["x"] + box["width"] <= width + 1  # not cut off
+    await page.click("#toggle-conversations")
+    assert await page.locator("#conversations h2").is_visible() and not await page.locator("#files").is_visible()
