@@ -24,9 +24,9 @@ USER matebot
 VOLUME /srv/matebot/data
 
 # The API listens on the container's loopback unless MATE_API_HOST is set (and then it
-# needs MATE_API_TOKEN); the health check asks it from inside.
+# needs MATE_API_TOKEN), on MATE_API_PORT (8765); the health check asks it from inside.
 HEALTHCHECK --interval=30s --timeout=5s --start-period=20s --retries=3 \
-  CMD ["python", "-c", "import sys, urllib.request; sys.exit(urllib.request.urlopen('http://127.0.0.1:8765/healthz', timeout=4).status != 200)"]
+  CMD ["python", "-c", "import os, sys, urllib.request; port = os.environ.get('MATE_API_PORT', '8765'); sys.exit(urllib.request.urlopen(f'http://127.0.0.1:{port}/healthz', timeout=4).status != 200)"]
 
 STOPSIGNAL SIGTERM
 CMD ["matebot", "run", "--config", "/srv/matebot/config.yaml"]

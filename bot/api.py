@@ -253,7 +253,11 @@ async def read_file(request: web.Request) -> web.Response:
         raise _NotFound(json.loads(result.content).get("error", "not found"))
     data = json.loads(result.content)
     record = await rt.core.workspace.get(agent_id, data["filename"])
-    data["version"] = record.version if record is not None else 0  # what a PUT must name
+    if record is None:
+        raise _NotFound(rt.core.prompts.text("tool_error_not_found", filename=data["filename"]))
+    # Content and version from one read: an editor's save names the version of what it shows.
+    data.update(content=record.content, fileSize=record.file_size, enabled=record.enabled,
+                updateTime=record.update_time, version=record.version)
     return _ok(data)
 
 

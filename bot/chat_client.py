@@ -49,13 +49,16 @@ async def attach(config: Config, agent_id: int, *, reader: asyncio.StreamReader 
     out = output or sys.stdout
     api = config.mate.api
     host = "127.0.0.1" if api.host in ("0.0.0.0", "::", "") else api.host
-    base = f"http://{host}:{api.port}/api/v1/chat/{agent_id}/stream"
+    netloc = f"[{host}]" if ":" in host else host
+    base = f"http://{netloc}:{api.port}/api/v1/chat/{agent_id}/stream"
     headers = {"Authorization": f"Bearer {api_token(config)}"}
     lines = reader or await _stdin()
     conversation: str | None = None
     write = _Writer(out)
     write(f"(talking to the running matebot at {host}:{api.port}; /quit to leave)\n")
-    async with aiohttp.ClientSession(headers=headers) as http:
+    # No total limit: a reply with long tool rounds may take minutes; the daemon has its own.
+    timeout = aiohttp.ClientTimeout(total=None, sock_connect=10)
+    async with aiohttp.ClientSession(headers=headers, timeout=timeout) as http:
         while True:
             write("you> ")
             raw = await lines.readline()
@@ -72,7 +75,7 @@ async def attach(config: Config, agent_id: int, *, reader: asyncio.StreamReader 
                 body["conversationId"] = conversation
             try:
                 conversation = await _one_turn(http, base, body, write) or conversation
-            except aiohttp.ClientError as exc:
+            except (aiohttp.ClientError, TimeoutError, ValueError) as exc:
                 write(f"\n(the running matebot did not answer: {type(exc).__name__})\n")
                 return 1
 
@@ -80,7 +83,10 @@ async def attach(config: Config, agent_id: int, *, reader: asyncio.StreamReader 
 async def _one_turn(http: aiohttp.ClientSession, url: str, body: dict[str, Any], write: _Writer) -> str | None:
     async with http.post(url, json=body) as response:
         if response.status != 200:
-            detail = (await response.json(content_type=None) or {}).get("msg", response.reason)
+            try:
+                detail = (await response.json(content_type=None) or {}).get("msg", response.reason)
+            except ValueError:  # not JSON: a proxy's page
+                detail = response.reason
             write(f"(refused: HTTP {response.status} {detail})\n")
             return None
         printed = ""

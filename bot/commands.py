@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 from datetime import datetime
 from typing import Any, Protocol
+from urllib.parse import urlsplit
 
 from bot.agent import Agent
 from bot.clock import iso, local_date, zone
@@ -13,7 +14,6 @@ from bot.config import MateConfig
 from bot.context.window import ConversationWindowManager
 from bot.ports import ChatControl
 from bot.prompts import PromptLibrary
-from bot.redaction import Redactor
 from bot.storage import Repositories
 from bot.storage.records import ConversationRecord
 from channels.base import ChannelStateBoard, InboundMessage
@@ -126,8 +126,13 @@ class CommandHandler:
         llm = self._config.llm
         if not llm.uses_anthropic:
             return self._prompts.text("status_provider_offline")
-        if llm.base_url.strip():  # a proxy may carry credentials in its URL
-            return self._prompts.text("status_provider_server", url=Redactor()(llm.base_url.strip()))
+        if llm.base_url.strip():  # only where it is: a URL may carry credentials in any part
+            parts = urlsplit(llm.base_url.strip())
+            try:
+                port = f":{parts.port}" if parts.port else ""
+            except ValueError:
+                port = ""
+            return self._prompts.text("status_provider_server", url=f"{parts.scheme}://{parts.hostname or '?'}{port}")
         return self._prompts.text("status_provider_anthropic")
 
     async def _tokens_today(self) -> str:

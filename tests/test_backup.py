@@ -42,3 +42,15 @@ def test_backup_without_a_database_says_so(tmp_path: Path, capsys: pytest.Captur
     config_file.write_text(f"mate:\n  database:\n    path: {tmp_path / 'none.db'}\n")
     assert main(["backup", "--config", str(config_file), str(tmp_path / "bk")]) == 1
     assert "no database" in capsys.readouterr().err
+
+
+def test_a_failed_copy_leaves_nothing_that_looks_like_a_backup(tmp_path: Path) -> None:
+    from bot.storage.backup import copy_database
+
+    broken = tmp_path / "broken.db"
+    broken.write_bytes(b"this is not a database" * 100)
+    target = tmp_path / "bk" / "mate-1.db"
+    target.parent.mkdir()
+    with pytest.raises(sqlite3.DatabaseError):
+        copy_database(broken, target)
+    assert list(target.parent.iterdir()) == []

@@ -22,8 +22,10 @@ async def test_status_says_when_there_is_no_model(tmp_path: Path) -> None:
 
 
 async def test_status_names_the_server_without_its_credentials(tmp_path: Path) -> None:
-    first = (await ask(tmp_path, "/status", base_url="http://bob:hunter2pass@127.0.0.1:9/v1")).splitlines()[0]
-    assert "the server at http://***@127.0.0.1:9/v1" in first and "hunter2pass" not in first
+    for url in ("http://bob:hunter2pass@127.0.0.1:9/v1", "http://127.0.0.1:9/v1?api_key=hunter2pass",
+                "http://127.0.0.1:9/k/hunter2pass/anthropic", "http://user:p@hunter2pass@127.0.0.1:9"):
+        first = (await ask(tmp_path, "/status", base_url=url)).splitlines()[0]
+        assert "the server at http://127.0.0.1:9" in first and "hunter2pass" not in first
 
 
 async def test_help_lists_quit_only_on_the_console(tmp_path: Path) -> None:
