@@ -140,3 +140,19 @@ async def test_a_phone_sized_window_fits_and_reaches_every_panel(browser: Any, a
     assert box is not None and box["x"] >= 0 and box["x"] + box["width"] <= width + 1  # not cut off
     await page.click("#toggle-conversations")
     assert await page.locator("#conversations h2").is_visible() and not await page.locator("#files").is_visible()
+
+
+async def test_a_picture_attached_on_the_page_reaches_the_model(browser: Any, api: Api, tmp_path: Path) -> None:
+    from tests.test_media import picture
+
+    shot = tmp_path / "shot.png"
+    shot.write_bytes(picture(200, 100))
+    api.fake.reply_text("A red rectangle.")
+    page = await open_page(browser, api)
+    await page.set_input_files("#pictures", str(shot))
+    await page.wait_for_selector("#attached img")
+    await send(page, "what is this?")
+    await page.wait_for_function("document.querySelector('.msg.bot')?.textContent === 'A red rectangle.'")
+    assert await page.locator(".msg.user img").count() == 1 and await page.locator("#attached img").count() == 0
+    blocks = api.fake.messages_requests()[-1]["messages"][-1]["content"]
+    assert [b["type"] for b in blocks] == ["image", "text"] and blocks[-1]["text"].endswith("[image] what is this?")
