@@ -1,0 +1,219 @@
+"""Recall on real dialogue: LoCoMo's questions asked of its conversations through our search.
+
+What: each conversation of a LoCoMo file (default `../shared/data/locomo-dev.json`,
+conversations 1–5; the dataset's own JSON format, so the full set works too) becomes a
+Telegram group chat with its own agent, as the daemon stores groups: every turn a user
+message `[Speaker] text` with the speaker as sender, at its session's date and time
+(turns 30 s apart). Rows go in through the daemon's schema, so the index triggers build
+the index as they do in use; each agent's conversation is one chat, so an agent never
+sees another's rows. Every question of categories 1–4 (single-hop, temporal,
+multi-hop, open-domain; 5, the unanswerable ones, have no evidence) goes through the
+search the `search_memory` tool uses (MemorySearchService, its default limit of 5).
+
+Reported (one JSON line):
+- recall_at_5: LoCoMo's evidence recall (share of a question's evidence turns among the
+  5 results), averaged over questions; also per category;
+- hit_at_5: share of questions with any evidence turn among the results;
+- shown_at_5: share with an evidence turn shown at all: a result, or in a result's
+  context (the two messages either side of it);
+- session_recall_at_5: share of a question's evidence sessions that a result comes from;
+- p50_ms / p95_ms of one search (through aiosqlite, as in the daemon);
+- leaked: results from another agent's rows (must be 0).
+Targets: shown_at_5 >= 0.92, recall_at_5 >= 0.65, p95_ms <= 30.
+Not included: the model writing its own query, or its answer from the results.
+
+The data is for evaluation only (CC BY-NC 4.0) and is never copied into the project; the
+bench says so in one line and exits when the file is missing.
+
+Run: `python -m bench.recall_locomo [--data FILE]`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import re
+import sqlite3
+import sys
+import tempfile
+import time
+from collections import defaultdict
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+if __package__ in (None, ""):  # `python bench/recall_locomo.py`
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench._common import HostLoad, emit, make_config, ms, percentile, quiet_logs
+from bot.app import open_core
+from bot.storage import search_text
+from memory.recall import MemorySearchService
+
+DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "locomo-dev.json"
+CATEGORIES = {1: "multi_hop", 2: "temporal", 3: "open_domain", 4: "single_hop"}
+TURN_SECONDS = 30
+LIMIT = 5
+_EVIDENCE = re.compile(r"D(\d+):(\d+)")
+_SESSION_TIME = "%I:%M %p on %d %B, %Y"
+
+
+@dataclass(frozen=True, slots=True)
+class Question:
+    agent_id: int
+    text: str
+    category: int
+    evidence: frozenset[str]  # dia ids, e.g. "D1:3"
+
+
+@dataclass(slots=True)
+class Corpus:
+    questions: list[Question] = field(default_factory=list)
+    dia_of: dict[int, str] = field(default_factory=dict)  # message id -> dia id
+    agent_of: dict[int, int] = field(default_factory=dict)  # message id -> agent id
+    messages: int = 0
+
+
+def session_time(text: str) -> datetime:
+    """LoCoMo writes "1:56 pm on 8 May, 2023"."""
+    return datetime.strptime(" ".join(text.split()), _SESSION_TIME)
+
+
+def evidence_ids(raw: list[Any]) -> frozenset[str]:
+    """Evidence as "D<session>:<turn>"; a few labels are written oddly ("D8:6; D9:17")."""
+    found: set[str] = set()
+    for item in raw:
+        found.update(f"D{s}:{t}" for s, t in _EVIDENCE.findall(str(item)))
+    return frozenset(found)
+
+
+def session_of(dia_id: str) -> str:
+    return dia_id.split(":", 1)[0]
+
+
+def _sessions(conversation: dict[str, Any]) -> list[tuple[datetime, list[dict[str, Any]]]]:
+    numbers = sorted(int(key.split("_")[1]) for key in conversation
+                     if re.fullmatch(r"session_\d+", key) and isinstance(conversation[key], list))
+    return [(session_time(conversation[f"session_{n}_date_time"]), conversation[f"session_{n}"]) for n in numbers]
+
+
+def _build(path: str, samples: list[dict[str, Any]]) -> Corpus:
+    corpus = Corpus()
+    conn = sqlite3.connect(path, isolation_level=None)
+    conn.create_function(search_text.FUNCTION_NAME, 1, search_text.spaced, deterministic=True)
+    conn.execute("BEGIN")
+    for index, sample in enumerate(samples):
+        agent_id = index + 2  # agent 1 is the owner's, empty here
+        chat = f"tg:-100{index + 1}"
+        sessions = _sessions(sample["conversation"])
+        first = sessions[0][0].strftime("%Y-%m-%d %H:%M:%S")
+        conn.execute("INSERT INTO mate_agent(id, name, create_time, update_time) VALUES (?, ?, ?, ?)",
+                     (agent_id, f"Group {index + 1}", first, first))
+        conn.execute("INSERT INTO mate_chat_agent(chat_key, agent_id, create_time) VALUES (?, ?, ?)",
+                     (chat, agent_id, first))
+        conn.execute("INSERT INTO mate_conversation(id, agent_id, channel, chat_key, trigger_source, create_time, "
+                     "update_time) VALUES (?, ?, 'telegram', ?, 'channel', ?, ?)", (chat, agent_id, chat, first, first))
+        for began, turns in sessions:
+            for number, turn in enumerate(turns):
+                stamp = (began + timedelta(seconds=TURN_SECONDS * number)).strftime("%Y-%m-%d %H:%M:%S")
+                speaker = str(turn["speaker"])
+                cursor = conn.execute(
+                    "INSERT INTO mate_message(conversation_id, role, content, token_count, sender_id, sender_name, "
+                    "create_time, content_format) VALUES (?, 'user', ?, 10, ?, ?, ?, 'text')",
+                    (chat, f"[{speaker}] {turn['text']}", speaker.lower(), speaker, stamp))
+                message_id = int(cursor.lastrowid or 0)
+                corpus.dia_of[message_id] = str(turn["dia_id"])
+                corpus.agent_of[message_id] = agent_id
+                corpus.messages += 1
+        for qa in sample["qa"]:
+            evidence = evidence_ids(qa.get("evidence") or [])
+            if qa.get("category") in CATEGORIES and evidence:
+                corpus.questions.append(Question(agent_id, str(qa["question"]), int(qa["category"]), evidence))
+    conn.execute("COMMIT")
+    conn.close()
+    return corpus
+
+
+@dataclass(slots=True)
+class _Tally:
+    questions: int = 0
+    recall: float = 0.0
+    hit: int = 0
+    shown: int = 0
+    session_recall: float = 0.0
+
+    def add(self, recall: float, hit: bool, shown: bool, session_recall: float) -> None:
+        self.questions += 1
+        self.recall += recall
+        self.hit += hit
+        self.shown += shown
+        self.session_recall += session_recall
+
+    def figures(self) -> dict[str, Any]:
+        n = max(self.questions, 1)
+        return {"questions": self.questions, "recall_at_5": round(self.recall / n, 3),
+                "hit_at_5": round(self.hit / n, 3), "shown_at_5": round(self.shown / n, 3),
+                "session_recall_at_5": round(self.session_recall / n, 3)}
+
+
+async def _ask(path: Path, corpus: Corpus) -> dict[str, Any]:
+    total = _Tally()
+    by_category: dict[int, _Tally] = defaultdict(_Tally)
+    latencies: list[float] = []
+    leaked = 0
+    async with open_core(make_config(path.parent)) as core:
+        service = MemorySearchService(core.repos.search)
+        for question in corpus.questions:
+            began = time.perf_counter()
+            result = await service.search(question.agent_id, question.text, LIMIT)
+            latencies.append(time.perf_counter() - began)
+            hits = [int(r["messageId"]) for r in result["results"] if r.get("messageId") is not None]
+            leaked += sum(1 for m in hits if corpus.agent_of.get(m) != question.agent_id)
+            found = {corpus.dia_of[m] for m in hits if m in corpus.dia_of}
+            shown = found | {corpus.dia_of[int(c["messageId"])] for r in result["results"]
+                             for c in r.get("context", ()) if int(c["messageId"]) in corpus.dia_of}
+            sessions = {session_of(d) for d in question.evidence}
+            figures = (len(found & question.evidence) / len(question.evidence), bool(found & question.evidence),
+                       bool(shown & question.evidence), len(sessions & {session_of(d) for d in found}) / len(sessions))
+            total.add(*figures)
+            by_category[question.category].add(*figures)
+    return {
+        **total.figures(),
+        "by_category": {CATEGORIES[c]: by_category[c].figures() for c in sorted(by_category)},
+        "p50_ms": ms(percentile(latencies, 50)),
+        "p95_ms": ms(percentile(latencies, 95)),
+        "messages": corpus.messages,
+        "leaked": leaked,
+    }
+
+
+async def _schema(path: Path) -> None:
+    async with open_core(make_config(path.parent)) as core:
+        await core.agents.ensure_configured()
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any] | None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--data", type=Path, default=DEFAULT_DATA, help="a LoCoMo JSON file")
+    args = parser.parse_args(argv)
+    if not args.data.is_file():
+        print(f"recall_locomo: {args.data} not found; this bench needs LoCoMo data (evaluation only, "
+              "not shipped with matebot)", file=sys.stderr)
+        return None
+    quiet_logs()
+    load = HostLoad()
+    samples = json.loads(args.data.read_text(encoding="utf-8"))
+    with tempfile.TemporaryDirectory(prefix="matebot-locomo-") as folder:
+        path = Path(folder) / "mate.db"
+        asyncio.run(_schema(path))
+        corpus = _build(str(path), samples)
+        result = {"bench": "recall_locomo", "data": args.data.name, "conversations": len(samples),
+                  **asyncio.run(_ask(path, corpus)),
+                  "target": "shown_at_5 >= 0.92, recall_at_5 >= 0.65, p95_ms <= 30"}
+    return emit(result, load)
+
+
+if __name__ == "__main__":
+    main()
