@@ -244,3 +244,36 @@ async def test_pending_event_survives_a_restart(tmp_path: Path) -> None:
             assert (await core.workspace.read_text(1, "MEMORY.md"))[0] == "# Memory\n- after restart\n"
             statuses = [r.status for r in await core.repos.memory_runs.for_conversation(CONVERSATION)]
             assert statuses == ["failed", "completed"]  # the interrupted attempt is not left "running"
+
+
+async def test_the_cooldown_is_per_agent_so_a_second_conversation_waits_for_it(tmp_path: Path) -> None:
+    other = "console:other"
+    clock = ManualClock()
+    async with memory_env(tmp_path, clock=clock, **{"cooldown-minutes": 5}) as env, running(env, clock) as worker:
+        first = await add_messages(env.core, chat(2))
+        second = await add_messages(env.core, chat(2, 10), conversation_id=other)
+        env.fake.reply_text(memory_reply(daily="- first"))
+        await worker.publish(completed(4), first[-1])
+        assert await worker.drain(5)
+        await worker.publish(ConversationCompletedEvent(1, other, "please note the other deadline", "noted", 4,
+                                                        "console"), second[-1])
+        assert await worker.drain(5)
+        assert len(env.fake.requests) == 1  # the same agent: the other conversation waits out its cooldown
+        pending = await env.core.repos.memory_pending.get(other)
+        assert pending is not None and pending.upto_message_id == second[-1]
+        env.fake.reply_text(memory_reply(daily="- other"))
+        clock.advance(5 * 60)
+        for _ in range(200):  # the deferred run wakes on the clock; wait for its request, bounded
+            if await env.core.repos.memory_pending.get(other) is None:
+                break
+            await asyncio.sleep(0.02)
+        requests = env.fake.messages_requests()
+        assert len(requests) == 2
+        assert "question number 10" in user_prompt(requests[1])
+
+
+def test_config_yaml_says_the_cooldown_is_per_agent() -> None:
+    config_yaml = Path(__file__).resolve().parent.parent / "config.yaml"
+    (line,) = [line for line in config_yaml.read_text(encoding="utf-8").splitlines() if "cooldown-minutes:" in line]
+    comment = line.split("#", 1)[1]
+    assert "per agent" in comment and "per conversation" not in comment
