@@ -1,6 +1,18 @@
-"""Text that SQLite and every client can store and show: no lone surrogates, no NUL."""
+"""Text that SQLite and every client can store and show, and text that shows nothing at all."""
 
 from __future__ import annotations
+
+import unicodedata
+
+# Letters that render as nothing (Hangul fillers, Braille blank, Mongolian vowel separator)
+# and variation selectors; everything else invisible is found by its category.
+_INVISIBLE_LETTERS = frozenset("\u115f\u1160\u3164\uffa0\u2800\u180e") | frozenset(
+    chr(c) for c in (*range(0xFE00, 0xFE10), *range(0xE0100, 0xE01F0)))
+# Controls, format characters (bidi marks, zero-width joiners), surrogates, unassigned code
+# points, separators, and combining marks (Mn, Me): a mark has no base of its own to sit on,
+# so a message of marks alone shows at most a dotted circle and says nothing.
+_INVISIBLE_CATEGORIES = frozenset({"Cf", "Cc", "Cs", "Cn", "Zs", "Zl", "Zp", "Mn", "Me"})
+_ASCII_INVISIBLE = "".join(map(chr, (*range(0x21), 0x7F)))  # space and the C0 controls, DEL
 
 
 def storable(text: str) -> str:
@@ -8,3 +20,11 @@ def storable(text: str) -> str:
     if not text.isascii():  # ASCII has no surrogates: skip the round trip for most texts
         text = text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
     return text.replace("\x00", "")
+
+
+def is_blank(text: str) -> bool:
+    """Nothing a person could read: whitespace, controls, zero-width characters and lone marks only."""
+    if text.isascii():
+        return not text.strip(_ASCII_INVISIBLE)
+    return all(ch.isspace() or ch in _INVISIBLE_LETTERS or unicodedata.category(ch) in _INVISIBLE_CATEGORIES
+               for ch in text)
