@@ -12,7 +12,7 @@ from typing import Any
 from bot.clock import Clock, local_date, utc_now
 from bot.config import MateConfig
 from bot.errors import LLMError, VersionConflict
-from bot.llm import LLMClient, LLMRequest
+from bot.llm import LLMClient, LLMRequest, OfflineClient
 from bot.prompts import LOCALES, PromptLibrary
 from bot.storage import Repositories
 from bot.storage.records import MessageRecord
@@ -34,6 +34,7 @@ from memory.workspace import (
 log = logging.getLogger(__name__)
 
 RUN_KIND = "summarize"
+OFFLINE_REASON = "offline mode: no model configured; these messages are extracted once one is"
 REPLY_FIELDS = ("daily_entry", "memory_update", "profile_update")
 EDIT_FIELDS = ("memory_edits", "profile_edits")
 # The JSON around the fields, and the reason.
@@ -112,6 +113,9 @@ class MemorySummarizationService:
         self._repos = repos
         self._workspace = workspace
         self._llm = llm
+        # The canned offline client reads nothing: an extraction by it would mark messages
+        # analysed that no model ever saw, so they wait for a configured model instead.
+        self.offline = answers_offline(llm)
         self._prompts = prompts
         self._clock = clock
         self._sleep = sleep
@@ -159,6 +163,8 @@ class MemorySummarizationService:
         conversation = await self._repos.conversations.get(conversation_id)
         if conversation is None or conversation.agent_id != agent_id:
             return await self._skip(agent_id, conversation_id, "no such conversation for this agent", 0)
+        if self.offline:  # the watermark stays: a later start with a model extracts these messages
+            return await self._skip(agent_id, conversation_id, OFFLINE_REASON, conversation.memory_upto_message_id)
         upto = upto_message_id if upto_message_id is not None else (
             await self._repos.messages.last_id(conversation_id)
         )
@@ -427,6 +433,16 @@ class MemorySummarizationService:
         log.info("memory extraction for %s wrote %s: %s", conversation_id, ", ".join(written) or "nothing",
                  reason, extra={"conversation_id": conversation_id})
         return AnalysisOutcome(status, bool(written), reason, written, end)
+
+
+def answers_offline(llm: LLMClient) -> bool:
+    """True when the client, under any wrappers (usage recording...), is the canned offline one."""
+    client: object = llm
+    for _ in range(8):  # wrappers nest a level or two; a loop of them must not hang start-up
+        if isinstance(client, OfflineClient):
+            return True
+        client = getattr(client, "inner", None)
+    return False
 
 
 def _tail(text: str, limit: int) -> tuple[str, int]:

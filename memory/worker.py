@@ -54,6 +54,7 @@ class MemoryWorker:
         self._last_start: dict[int, datetime] = {}
         self._deferred: dict[int, tuple[datetime, asyncio.Task[None]]] = {}
         self._tasks: set[asyncio.Task[None]] = set()
+        self._offline_noted = False
 
     async def __aenter__(self) -> MemoryWorker:
         await self.start()
@@ -242,6 +243,12 @@ class MemoryWorker:
 
     async def _run_due(self, agent_id: int) -> None:
         """Analyse every due pending row of the agent (lock held); reschedule the rest."""
+        if self._service.offline:
+            # No model reads them: the rows stay, and the next start with a model analyses them.
+            if not self._offline_noted:
+                self._offline_noted = True
+                log.info("memory extraction waits for a model: offline mode keeps the pending conversations")
+            return
         now = self._clock()
         self._last_start[agent_id] = now
         later: list[datetime] = []
