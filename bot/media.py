@@ -4,12 +4,12 @@ Images become image blocks (scaled so the long side is at most 1568 px, the size
 provider works at; larger only costs upload time), PDFs document blocks, and text-like
 files their text. Each image or PDF is kept under data/media/<sha256>.<ext>; the
 conversation's history keeps a marker ("[image]") instead of the bytes, so later turns
-do not pay for the picture again.
+do not pay for the picture again. The reading itself runs in worker threads under a time
+limit (bot/bounded_work.py), so no file can stall the event loop.
 """
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import contextlib
 import hashlib
@@ -17,15 +17,16 @@ import io
 import logging
 import math
 import os
-import re
 import tempfile
-import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
+from bot.bounded_work import Deadline, ThreadWorkRunner, WorkTimedOut
 from bot.config import MediaConfig
+from bot.pdf_pages import pdf_pages
 from channels.base import IncomingFile
 
 log = logging.getLogger(__name__)
@@ -44,6 +45,9 @@ MAX_IMAGE_PIXELS = 40_000_000  # decoding more would take gigabytes of memory fo
 # What Pillow may open: formats that hold pictures, not programs (EPS would run Ghostscript).
 _OPENABLE = ("JPEG", "PNG", "GIF", "WEBP", "BMP", "TIFF", "AVIF")
 TEXT_FILE_MAX_BYTES = 256 * 1024
+# Seconds one file may take to read. Real files take well under a second (PDF pages are
+# counted in linear time, pictures are bounded by MAX_IMAGE_PIXELS); this answers the rest.
+MEDIA_TIME_LIMIT = 15.0
 
 _IMAGE_TYPES = {"JPEG": "image/jpeg", "PNG": "image/png", "GIF": "image/gif", "WEBP": "image/webp"}
 _TEXT_SUFFIXES = frozenset(
@@ -52,7 +56,6 @@ _TEXT_SUFFIXES = frozenset(
     ".r .tex .srt .vtt .env .gitignore .dockerfile".split())
 _TEXT_TYPES = frozenset({"application/json", "application/xml", "application/x-yaml", "application/yaml",
                          "application/toml", "application/x-sh", "application/javascript", "application/sql"})
-_PDF_PAGE = re.compile(rb"/Type\s*/Page(?![a-zA-Z])")
 
 
 class MediaRefused(Exception):
@@ -81,18 +84,31 @@ class PreparedMedia:
 
 
 class MediaPreparer:
-    """Checks, converts and stores the files of one message."""
+    """Checks, converts and stores the files of one message.
 
-    def __init__(self, config: MediaConfig, root: Path) -> None:
+    Reading a file (decoding a picture, counting a PDF's pages, decoding text, hashing)
+    runs in worker threads, never on the event loop, and each file gets `time_limit`
+    seconds: past it the user is told so and nothing of the message is kept.
+    """
+
+    def __init__(self, config: MediaConfig, root: Path, *, time_limit: float = MEDIA_TIME_LIMIT,
+                 runner: ThreadWorkRunner | None = None) -> None:
         self._config = config
         self._root = root
         self._max_bytes = int(config.max_file_mb * 1024 * 1024)
+        self._time_limit = time_limit
+        self._runner = runner if runner is not None else ThreadWorkRunner(name="matebot-media")
+
+    def close(self) -> None:
+        """Drops queued work; a file being read stops at its next deadline check."""
+        self._runner.close()
 
     async def prepare(self, files: Sequence[IncomingFile]) -> PreparedMedia:
         """Raises MediaRefused with the answer to give when a file cannot be read."""
         if len(files) > self._config.max_files:
             raise MediaRefused("media_too_many", count=len(files), limit=self._config.max_files)
         prepared = PreparedMedia()
+        keep: list[tuple[bytes, str]] = []
         for file in files:
             name = _display_name(file)
             if file.size > self._max_bytes:
@@ -106,38 +122,43 @@ class MediaPreparer:
                 raise MediaRefused("media_download_failed", name=name) from None
             if len(data) > self._max_bytes:
                 raise MediaRefused("media_too_large", name=name, limit=_mb(self._max_bytes))
-            await self._add(prepared, file, name, data)
+            read = await self._read(file, name, data)
+            self._check_total(prepared, read.sent_bytes, name)
+            read.add_to(prepared)
+            if read.keep is not None:
+                keep.append(read.keep)
+        if keep:  # only once every file was read: a refused message leaves nothing behind
+            await self._keep(keep)
         return prepared
 
-    async def _add(self, prepared: PreparedMedia, file: IncomingFile, name: str, data: bytes) -> None:
-        if data.startswith(b"%PDF-"):
-            pages = await asyncio.to_thread(pdf_pages, data)
-            if pages > PDF_MAX_PAGES:
-                raise MediaRefused("media_pdf_too_long", name=name, limit=PDF_MAX_PAGES)
-            self._check_total(prepared, len(data), name)
-            await asyncio.to_thread(self._store, data, "pdf")
-            prepared.blocks.append(_block("document", "application/pdf", data))
-            prepared.markers.append(f"[document: {name}]")
-            prepared.tokens += pages * PDF_PAGE_TOKENS
-            return
-        if _looks_textual(file):
-            prepared.texts.append(f"[file: {name}]\n{_text_of(data, name)}")
-            return
-        image = await asyncio.to_thread(_image, data, file.is_photo or file.media_type.startswith("image/"))
-        if image is None:
-            raise MediaRefused("media_unsupported", name=name)
-        media_type, encoded, width, height = image
-        self._check_total(prepared, len(encoded), name)
-        await asyncio.to_thread(self._store, encoded, media_type.partition("/")[2])
-        prepared.blocks.append(_block("image", media_type, encoded))
-        prepared.markers.append("[image]")
-        prepared.tokens += image_tokens(width, height)
+    async def _read(self, file: IncomingFile, name: str, data: bytes) -> _Read:
+        textual = _looks_textual(file)
+        expected_image = file.is_photo or file.media_type.startswith("image/")
+        try:
+            return await self._runner.run(partial(_read, data, name, textual, expected_image), self._time_limit)
+        except WorkTimedOut:
+            log.warning("reading an attachment took more than %g s; it was refused", self._time_limit)
+            raise MediaRefused("media_too_slow", name=name, seconds=f"{self._time_limit:g}") from None
 
     @staticmethod
     def _check_total(prepared: PreparedMedia, size: int, name: str) -> None:
         prepared.sent_bytes += size
         if prepared.sent_bytes > MAX_MESSAGE_BYTES:  # the provider takes 32 MB per request, in base64
             raise MediaRefused("media_too_large_together", name=name, limit=_mb(MAX_MESSAGE_BYTES))
+
+    async def _keep(self, files: list[tuple[bytes, str]]) -> None:
+        """A copy for the owner, not needed for the answer: a slow disk costs a log line."""
+        try:
+            await self._runner.run(partial(self._store_all, files), self._time_limit)
+        except WorkTimedOut:
+            # The thread finishes the file it is writing (whole, under a temporary name,
+            # then renamed) and skips the rest.
+            log.warning("keeping a copy of the attachments took more than %g s", self._time_limit)
+
+    def _store_all(self, files: list[tuple[bytes, str]], deadline: Deadline) -> None:
+        for data, extension in files:
+            deadline.check()
+            self._store(data, extension)
 
     def _store(self, data: bytes, extension: str) -> None:
         """data/media/<sha256>.<ext>, written once (the same picture sent twice is one file).
@@ -146,21 +167,63 @@ class MediaPreparer:
         path = self._root / f"{hashlib.sha256(data).hexdigest()}.{extension}"
         if path.exists():
             return
-        partial: Path | None = None
+        partial_path: Path | None = None
         try:
             self._root.mkdir(parents=True, exist_ok=True)
             # A name of its own: the same picture arriving twice at once must not share one.
             with tempfile.NamedTemporaryFile(dir=self._root, suffix=".part", delete=False) as out:
-                partial = Path(out.name)
+                partial_path = Path(out.name)
                 out.write(data)
                 out.flush()
                 os.fsync(out.fileno())
-            os.replace(partial, path)
+            os.replace(partial_path, path)
         except OSError as exc:
             log.warning("could not keep a copy of an attachment in %s: %s", self._root, exc)
-            if partial is not None:
+            if partial_path is not None:
                 with contextlib.suppress(OSError):
-                    partial.unlink(missing_ok=True)
+                    partial_path.unlink(missing_ok=True)
+
+
+@dataclass(frozen=True, slots=True)
+class _Read:
+    """What one file adds to the message, made in a worker thread."""
+
+    block: dict[str, Any] | None = None
+    marker: str = ""
+    text: str = ""
+    tokens: int = 0
+    sent_bytes: int = 0
+    keep: tuple[bytes, str] | None = None  # (bytes, extension) to store under data/media
+
+    def add_to(self, prepared: PreparedMedia) -> None:
+        if self.block is not None:
+            prepared.blocks.append(self.block)
+        if self.marker:
+            prepared.markers.append(self.marker)
+        if self.text:
+            prepared.texts.append(self.text)
+        prepared.tokens += self.tokens
+
+
+def _read(data: bytes, name: str, textual: bool, expected_image: bool, deadline: Deadline) -> _Read:
+    """Runs in a worker thread; raises MediaRefused, or WorkTimedOut once `deadline` passes."""
+    deadline.check()  # it may have waited its turn past the limit
+    if data.startswith(b"%PDF-"):
+        pages = pdf_pages(data, stop_after=PDF_MAX_PAGES, deadline=deadline)
+        if pages > PDF_MAX_PAGES:
+            raise MediaRefused("media_pdf_too_long", name=name, limit=PDF_MAX_PAGES)
+        deadline.check()
+        return _Read(_block("document", "application/pdf", data), f"[document: {name}]",
+                     tokens=pages * PDF_PAGE_TOKENS, sent_bytes=len(data), keep=(data, "pdf"))
+    if textual:
+        return _Read(text=f"[file: {name}]\n{_text_of(data, name)}")
+    image = _image(data, expected_image, deadline)
+    if image is None:
+        raise MediaRefused("media_unsupported", name=name)
+    media_type, encoded, width, height = image
+    deadline.check()
+    return _Read(_block("image", media_type, encoded), "[image]", tokens=image_tokens(width, height),
+                 sent_bytes=len(encoded), keep=(encoded, media_type.partition("/")[2]))
 
 
 def image_tokens(width: int, height: int) -> int:
@@ -172,8 +235,11 @@ def _block(kind: str, media_type: str, data: bytes) -> dict[str, Any]:
                                      "data": base64.b64encode(data).decode("ascii")}}
 
 
-def _image(data: bytes, expected: bool) -> tuple[str, bytes, int, int] | None:
-    """(media type, bytes to send, width, height), or None when it is not an image we can read."""
+def _image(data: bytes, expected: bool, deadline: Deadline) -> tuple[str, bytes, int, int] | None:
+    """(media type, bytes to send, width, height), or None when it is not an image we can read.
+
+    Decoding cannot be interrupted; the pixel limit and JPEG drafting bound it, and the
+    deadline is checked between the steps."""
     from PIL import Image, ImageOps, UnidentifiedImageError
 
     try:
@@ -190,7 +256,9 @@ def _image(data: bytes, expected: bool) -> tuple[str, bytes, int, int] | None:
             if (fmt in _IMAGE_TYPES and max(original) <= MAX_IMAGE_SIDE and not rotated
                     and len(data) <= IMAGE_MAX_BYTES and opened.mode != "CMYK"):
                 return _IMAGE_TYPES[fmt], data, original[0], original[1]
+            deadline.check()
             opened.thumbnail((MAX_IMAGE_SIDE, MAX_IMAGE_SIDE), Image.Resampling.LANCZOS)
+            deadline.check()
             image = ImageOps.exif_transpose(opened) if rotated else opened
             width, height = image.size
             out = io.BytesIO()
@@ -199,6 +267,7 @@ def _image(data: bytes, expected: bool) -> tuple[str, bytes, int, int] | None:
                 image.save(out, "PNG", optimize=True)
                 if out.tell() <= IMAGE_MAX_BYTES:
                     return "image/png", out.getvalue(), width, height
+                deadline.check()
                 out = io.BytesIO()
             image.convert("RGB").save(out, "JPEG", quality=85)
             return "image/jpeg", out.getvalue(), width, height
@@ -209,22 +278,6 @@ def _image(data: bytes, expected: bool) -> tuple[str, bytes, int, int] | None:
 
 
 _ORIENTATION = 0x0112  # the EXIF tag phones use instead of turning the pixels
-_STREAM = re.compile(rb"stream\r?\n(.*?)\r?\nendstream", re.S)
-
-
-def pdf_pages(data: bytes) -> int:
-    """The pages of a PDF: page objects in the file and in its compressed object streams
-    (where most modern writers put them), at least 1."""
-    pages = len(_PDF_PAGE.findall(data))
-    for match in _STREAM.finditer(data):
-        chunk = match.group(1)
-        if not chunk.startswith((b"x", b"H")):  # only zlib (FlateDecode) streams can hold objects
-            continue
-        try:
-            pages += len(_PDF_PAGE.findall(zlib.decompressobj().decompress(chunk, 8 * 1024 * 1024)))
-        except zlib.error:
-            continue
-    return max(1, pages)
 
 
 _UNREADABLE_KINDS = ("video/", "audio/")
