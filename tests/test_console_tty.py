@@ -114,7 +114,7 @@ class Terminal:
             await self.type(text)
 
 
-async def wait_for(condition: Callable[[], object], what: str, terminal: Terminal, timeout: float = 30) -> None:
+async def wait_for(condition: Callable[[], object], what: str, terminal: Terminal, timeout: float = 60) -> None:
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout
     while not condition():
@@ -161,7 +161,7 @@ async def chat_on_a_terminal(tmp_path: Path, fake: FakeAnthropic, *,
         if output_on_terminal:
             await wait_for(lambda: _prompt_waiting(terminal), "the first prompt", terminal)
         yield terminal
-        await asyncio.wait_for(process.wait(), 30)
+        await asyncio.wait_for(process.wait(), 60)
         # The slave side is still open here, so its modes can be read: the program put the
         # terminal back as it found it (line editing and echo on), however it was stopped.
         modes = termios.tcgetattr(slave)[3]
@@ -181,7 +181,7 @@ async def _leave(terminal: Terminal, keys: str = "/quit\n") -> None:
         await terminal.type(keys)
     else:
         terminal.process.terminate()
-    await asyncio.wait_for(terminal.process.wait(), 30)
+    await asyncio.wait_for(terminal.process.wait(), 60)
     assert terminal.process.returncode == 0, "\n".join(terminal.lines)
 
 

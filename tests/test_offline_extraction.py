@@ -33,7 +33,7 @@ def _is_memory_request(recorded: RecordedRequest) -> bool:
     return "should_update" in json.dumps(recorded.body.get("system", ""))
 
 
-async def _wait_for(condition: Callable[[], Any], what: str, timeout: float = 20) -> None:
+async def _wait_for(condition: Callable[[], Any], what: str, timeout: float = 60) -> None:
     """Poll `condition` (plain or async) until it holds, bounded by `timeout`."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout
