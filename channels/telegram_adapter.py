@@ -35,14 +35,14 @@ from channels.formatting import (
     split_message,
     utf16_len,
 )
-from channels.telegram_bot import build_bot, close_bot, render_chunks, require_token, retry_seconds
-from channels.telegram_polling import UpdateLedger
+from channels.telegram_bot import PollingBot, build_bot, close_bot, render_chunks, require_token, retry_seconds
+from channels.telegram_polling import UpdateLedger, read_updates, skip_unreadable
 from channels.telegram_stream import TelegramReplyPreview, chat_ref, thread_ref
 
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
-BotFactory = Callable[[], Bot]
+BotFactory = Callable[[], PollingBot]
 
 TYPING_INTERVAL = 4.0
 SEND_ATTEMPTS = 3
@@ -97,8 +97,8 @@ class TelegramChannel:
         self._tasks: set[asyncio.Task[None]] = set()
         # Albums being collected: (chat, media group) -> its messages with their update ids.
         self._albums: dict[tuple[int, str], list[tuple[Message, int]]] = {}
-        self._bot: Bot | None = None  # the connected bot replies go through
-        self._retired: list[Bot] = []  # earlier bots, closed once no update task may use them
+        self._bot: PollingBot | None = None  # the connected bot replies go through
+        self._retired: list[PollingBot] = []  # earlier bots, closed once no update task may use them
         self._bot_id = 0
         self._username = ""
         self._commands_set = False
@@ -153,7 +153,7 @@ class TelegramChannel:
                 if failures == 0:
                     log.info("telegram channel polling as @%s", self._username)
                 else:
-                    log.info("telegram channel polling as @%s again, after %.1f s unreachable",
+                    log.info("telegram channel polling as @%s again, after %.1f s of retries",
                              self._username, time.monotonic() - down_since)
                 await self._poll(bot)
             except _Stopping:
@@ -193,20 +193,21 @@ class TelegramChannel:
             except TelegramError as exc:  # the bot still works without its command menu
                 log.warning("telegram setMyCommands failed: %s", self._describe(exc))
 
-    def _adopt(self, bot: Bot) -> None:
+    def _adopt(self, bot: PollingBot) -> None:
         if self._bot is not None:
             self._retired.append(self._bot)
         self._bot, self._bot_id, self._username = bot, bot.id, bot.username or ""
         self._state = CHANNEL_OK
 
-    async def _poll(self, bot: Bot) -> None:
-        """getUpdates until an error; the offset only confirms updates the router has stored."""
+    async def _poll(self, bot: PollingBot) -> None:
+        """getUpdates until an error; the offset only confirms updates the router has stored
+        (or that cannot be read: those are skipped, so they cannot hold up the rest)."""
         ledger = self._ledger
         while True:
             ledger.progress.clear()
             offset = ledger.offset()
             try:
-                updates = await self._unless_stopped(bot.get_updates(
+                entries = await self._unless_stopped(bot.get_update_dicts(
                     offset=offset, timeout=dtm.timedelta(seconds=self._poll_timeout),
                     allowed_updates=ALLOWED_UPDATES))
             except RetryAfter as exc:
@@ -218,7 +219,9 @@ class TelegramChannel:
             ledger.acknowledged(offset)
             self._polled_since_connect = True
             self._state = CHANNEL_OK
-            fresh = [update for update in updates if ledger.is_new(update.update_id)]
+            batch = read_updates(entries, bot)
+            skipped = skip_unreadable(batch, ledger)
+            fresh = [update for update in batch.updates if ledger.is_new(update.update_id)]
             for update in fresh:
                 ledger.fetched(update.update_id)
                 self._spawn(update)
@@ -226,7 +229,7 @@ class TelegramChannel:
                 for old in self._retired:
                     await close_bot(old)
                 self._retired.clear()
-            if updates and not fresh:
+            if entries and not fresh and not skipped:
                 # Telegram answers at once while older updates are still unstored: wait for
                 # one to be stored (or a short while, for other chats' news) instead of spinning.
                 await self._wait_for(ledger.progress, self._busy_poll_interval)
@@ -242,13 +245,13 @@ class TelegramChannel:
         if not self._state.startswith(STOPPED):
             self._state = STOPPED_SHUT_DOWN
 
-    async def _confirm(self, bot: Bot) -> None:
+    async def _confirm(self, bot: PollingBot) -> None:
         """One last getUpdates whose offset confirms what was stored since the previous one."""
         offset = self._ledger.offset()
         try:
-            async with asyncio.timeout(CONFIRM_TIMEOUT):
-                await bot.get_updates(offset=offset, timeout=dtm.timedelta(0), limit=1,
-                                      allowed_updates=ALLOWED_UPDATES)
+            async with asyncio.timeout(CONFIRM_TIMEOUT):  # the answer is not read: unread updates come again
+                await bot.get_update_dicts(offset=offset, timeout=dtm.timedelta(0), limit=1,
+                                           allowed_updates=ALLOWED_UPDATES)
             self._ledger.acknowledged(offset)
         except Exception as exc:  # they are delivered again; the router answers each once
             log.warning("telegram could not confirm the last updates: %s", self._describe(exc))
@@ -345,10 +348,10 @@ class TelegramChannel:
             for part_id in [part_id for _, part_id in album] or [update_id]:
                 self._ledger.done(part_id)
             if isinstance(exc, TelegramError):
-                log.error("telegram update failed: %s", self._describe(exc),
+                log.error("telegram update %d failed: %s", update_id, self._describe(exc),
                           extra={"channel": self.name, "chat_id": chat})
             else:
-                log.exception("telegram update failed", extra={"channel": self.name, "chat_id": chat})
+                log.exception("telegram update %d failed", update_id, extra={"channel": self.name, "chat_id": chat})
 
     async def _dispatch(self, message: Message, stored: Stored, *, album: Sequence[Message] = ()) -> bool:
         """Answer one message (with the rest of its album); True when it went to the router,
@@ -499,7 +502,7 @@ class TelegramChannel:
             except TelegramError as exc:
                 self._log_dropped(message, exc)
 
-    def _connected(self) -> Bot:
+    def _connected(self) -> PollingBot:
         """The bot replies go through; between connections a NetworkError, retried like one."""
         if self._bot is None:
             raise NetworkError("the telegram channel is not connected")
@@ -545,7 +548,10 @@ class TelegramChannel:
 
     def _log_retry(self, exc: BaseException, failures: int, delay: float) -> None:
         """One WARNING line per retry; the traceback joins it only at DEBUG level."""
-        line = f"telegram Bot API unreachable ({self._describe(exc)}); retry {failures} in {delay:.1f} s"
+        # "Unreachable" only where the network failed: an odd answer is the server's doing.
+        network = isinstance(exc, (NetworkError, OSError)) and not isinstance(exc, BadRequest)
+        what = "unreachable" if network else "answered unexpectedly"
+        line = f"telegram Bot API {what} ({self._describe(exc)}); retry {failures} in {delay:.1f} s"
         if log.isEnabledFor(logging.DEBUG):
             line += "\n" + self._blank("".join(traceback.format_exception(exc)).rstrip())
         log.warning("%s", line, extra={"channel": self.name})

@@ -1,14 +1,15 @@
-"""The python-telegram-bot pieces the adapter builds on: the Bot for a config, how it is
-closed, replies rendered into Telegram HTML chunks, and a 429's wait."""
+"""The python-telegram-bot pieces the adapter builds on: the Bot for a config (with getUpdates
+answers as JSON), how it is closed, replies rendered into Telegram HTML chunks, and a 429's wait."""
 
 from __future__ import annotations
 
 import datetime as dtm
 import logging
 import warnings
+from collections.abc import Sequence
 
 from telegram import Bot
-from telegram.error import RetryAfter
+from telegram.error import RetryAfter, TelegramError
 from telegram.request import HTTPXRequest
 from telegram.warnings import PTBDeprecationWarning
 
@@ -30,12 +31,40 @@ MIN_CHUNK = 256
 CONNECTIONS = 128
 
 
+class UnexpectedAnswer(TelegramError):
+    """The Bot API answered with something that is not what the method returns."""
+
+
+class PollingBot(Bot):
+    """A Bot whose getUpdates answer comes back as JSON, to be read update by update.
+
+    Bot.get_updates reads a whole answer at once: one update python-telegram-bot cannot read
+    fails every update with it, the offset never moves past it, and PTB logs the whole answer
+    (what users wrote included) at CRITICAL level.
+    """
+
+    async def get_update_dicts(
+        self, *, offset: int | None, timeout: dtm.timedelta, allowed_updates: Sequence[str], limit: int | None = None,
+    ) -> list[object]:
+        """getUpdates as Bot.get_updates sends it (same request object, timeouts and errors), unread."""
+        # As get_updates does: a long poll may take `timeout` on top of the request's own read timeout.
+        read_timeout = (self._request[0].read_timeout or 0) + timeout.total_seconds()
+        result = await self._post(
+            "getUpdates",
+            {"offset": offset, "limit": limit, "timeout": timeout, "allowed_updates": list(allowed_updates)},
+            read_timeout=read_timeout,
+        )
+        if not isinstance(result, list):
+            raise UnexpectedAnswer(f"getUpdates answered a {type(result).__name__}, not a list")
+        return result
+
+
 def require_token(config: TelegramConfig) -> None:
     if not config.token:
         raise MateError("channels.telegram.token is empty")
 
 
-def build_bot(config: TelegramConfig) -> Bot:
+def build_bot(config: TelegramConfig) -> PollingBot:
     """A fresh PTB Bot for a config (its own HTTP clients), optionally on an own Bot API server."""
     require_token(config)
     base, file_base = "https://api.telegram.org/bot", "https://api.telegram.org/file/bot"
@@ -44,9 +73,9 @@ def build_bot(config: TelegramConfig) -> Bot:
         if not base.endswith("/bot"):
             base += "/bot"  # PTB appends the token right after it
         file_base = base[: -len("/bot")] + "/file/bot"
-    return Bot(config.token, base_url=base, base_file_url=file_base,
-               request=HTTPXRequest(connection_pool_size=CONNECTIONS),
-               get_updates_request=HTTPXRequest(connection_pool_size=1))
+    return PollingBot(config.token, base_url=base, base_file_url=file_base,
+                      request=HTTPXRequest(connection_pool_size=CONNECTIONS),
+                      get_updates_request=HTTPXRequest(connection_pool_size=1))
 
 
 async def close_bot(bot: Bot) -> None:

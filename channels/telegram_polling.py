@@ -1,9 +1,16 @@
-"""Telegram long polling bookkeeping: which fetched updates may be confirmed (SPEC S20)."""
+"""Telegram long polling bookkeeping: which fetched updates may be confirmed (SPEC S20), and a
+getUpdates answer read update by update, so one unreadable update is skipped alone (S30)."""
 
 from __future__ import annotations
 
 import asyncio
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
 
+from telegram import Bot, Update
+
+log = logging.getLogger(__name__)
 
 
 class UpdateLedger:
@@ -21,6 +28,11 @@ class UpdateLedger:
 
     def fetched(self, update_id: int) -> None:
         self._open[update_id] = False
+
+    def skipped(self, update_id: int) -> None:
+        """An update that needs no handling: the next offset confirms it (Telegram forgets it)."""
+        self.fetched(update_id)
+        self.done(update_id)
 
     def done(self, update_id: int) -> None:
         if update_id in self._open and not self._open[update_id]:
@@ -44,3 +56,44 @@ class UpdateLedger:
     @property
     def unconfirmed(self) -> bool:
         return self.offset() != self._confirmed
+
+
+@dataclass(frozen=True, slots=True)
+class UpdateBatch:
+    """One getUpdates answer, read update by update."""
+
+    updates: tuple[Update, ...]
+    unreadable: tuple[tuple[int, str], ...]  # (update id, error type) of updates PTB cannot read
+    anonymous: int  # entries without an integer update_id: no offset can confirm them
+
+
+def read_updates(entries: Sequence[object], bot: Bot) -> UpdateBatch:
+    """Each entry as an Update; the ones python-telegram-bot cannot read are set aside."""
+    updates: list[Update] = []
+    unreadable: list[tuple[int, str]] = []
+    anonymous = 0
+    for entry in entries:
+        if not isinstance(entry, dict) or type(update_id := entry.get("update_id")) is not int:
+            anonymous += 1  # "7" and True included: only an int can be confirmed by an offset
+            continue
+        try:
+            updates.append(Update.de_json(entry, bot))
+        except Exception as exc:  # a field of the wrong shape trips whatever PTB does with it
+            unreadable.append((update_id, type(exc).__name__))
+    return UpdateBatch(tuple(updates), tuple(unreadable), anonymous)
+
+
+def skip_unreadable(batch: UpdateBatch, ledger: UpdateLedger) -> bool:
+    """Mark the unreadable updates confirmable, one log line each (the first time it is seen);
+    True when there was a new one. Only the id is logged: the rest is what a user wrote."""
+    skipped = False
+    for update_id, error in batch.unreadable:
+        if ledger.is_new(update_id):
+            ledger.skipped(update_id)
+            skipped = True
+            log.warning("telegram update %d skipped: python-telegram-bot cannot read it (%s)", update_id, error,
+                        extra={"channel": "telegram"})
+    if batch.anonymous:
+        log.warning("telegram skipped %d getUpdates entries without an update id", batch.anonymous,
+                    extra={"channel": "telegram"})
+    return skipped

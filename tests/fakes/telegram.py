@@ -57,6 +57,8 @@ class FakeTelegram:
     ones until `restore_network()`. `reject_token()` answers every method 401 (or 404), and
     `polling_conflict` answers getUpdates 409 as Telegram does when another poller is active.
     `offsets` records the offset of every getUpdates call: what the client confirmed.
+    `push_update()` queues an update dict as given and `push_raw()` any JSON value, so updates
+    the client cannot read can be handed out; `answer_next()` scripts one odd answer.
 
     sendMessage, sendMessageDraft and editMessageText follow Telegram's rules (HTML parse mode
     parsed into text and entities, length limits, drafts only in private chats, "message is not
@@ -87,14 +89,14 @@ class FakeTelegram:
         self._files: dict[str, tuple[bytes, str]] = {}  # file_id -> (content, file_path)
         self.visible: list[Visible] = []
         self.commands: list[dict[str, Any]] = []
-        self._updates: list[dict[str, Any]] = []
+        self._updates: list[Any] = []  # update dicts, or whatever push_raw() queued
         self._update_ids = itertools.count(1)
         self._message_ids = itertools.count(1)
         self._messages: dict[tuple[Any, int], dict[str, Any]] = {}
         self._chat_types: dict[Any, str] = {}
-        self._failures: dict[str, deque[dict[str, Any]]] = defaultdict(deque)
+        self._failures: dict[str, deque[dict[str, Any]]] = defaultdict(deque)  # scripted next answers
         self.offsets: list[int | None] = []  # the offset of each getUpdates call, in order
-        self.handed_out: list[list[int]] = []  # the update ids each getUpdates answer held
+        self.handed_out: list[list[int | None]] = []  # the update ids each getUpdates answer held
         self.polling_conflict = False
         self._rejected_status: int | None = None
         self._start_serving = serving
@@ -202,9 +204,16 @@ class FakeTelegram:
         return [params for name, params in self.calls if name == method]
 
     def push_update(self, update: dict[str, Any]) -> None:
+        """Queue an update as given (malformed ones too), numbered if it has no update_id."""
         if "update_id" not in update:
             update["update_id"] = next(self._update_ids)
         self._updates.append(update)
+        self._notify()
+
+    def push_raw(self, entry: Any) -> None:
+        """Queue any JSON value as a getUpdates entry, as is. One without an integer update_id
+        cannot be confirmed by an offset: it is handed out once."""
+        self._updates.append(entry)
         self._notify()
 
     def push_text(
@@ -310,6 +319,10 @@ class FakeTelegram:
             error["parameters"] = {"retry_after": retry_after}
         self._failures[method].append(error)
 
+    def answer_next(self, method: str, result: Any) -> None:
+        """Answer the next call of `method` with `{"ok": true, "result": result}`, whatever `result` is."""
+        self._failures[method].append({"ok": True, "result": result})
+
     async def wait_for_sent(self, count: int = 1, timeout: float = 5.0) -> list[dict[str, Any]]:
         if not await self._wait_until(lambda: len(self.sent) >= count, timeout):
             raise AssertionError(
@@ -366,7 +379,7 @@ class FakeTelegram:
             result: Any = await self._get_updates(params)
             if not self._serving:  # the network dropped during the long poll: no answer arrives
                 return web.Response(status=503)
-            self.handed_out.append([u["update_id"] for u in result])
+            self.handed_out.append([_update_id(u) for u in result])
         else:
             handler = self._handlers.get(method, self._fallback(method))
             try:
@@ -407,14 +420,17 @@ class FakeTelegram:
         offset = int(params.get("offset") or 0)
         if offset > 0:
             # Telegram forgets everything below the offset: that is the confirmation.
-            self._updates = [u for u in self._updates if u["update_id"] >= offset]
+            self._updates = [u for u in self._updates if _update_id(u) is None or _update_id(u) >= offset]
         elif offset < 0:
             self._updates = self._updates[offset:]
         # Capped at 1 s so a test never blocks on a long poll.
         wait = min(float(params.get("timeout") or 0), 1.0)
         await self._wait_until(lambda: bool(self._updates) or self._closing or not self._serving, wait)
         limit = int(params.get("limit") or 100)
-        return self._updates[:limit]
+        result = self._updates[:limit]
+        once = {id(u) for u in result if _update_id(u) is None}
+        self._updates = [u for u in self._updates if id(u) not in once]
+        return result
 
     def _send_message(self, params: dict[str, Any]) -> dict[str, Any]:
         reply = params.get("reply_parameters")
@@ -638,6 +654,12 @@ class FakeTelegram:
             except TimeoutError:
                 return predicate()
         return True
+
+
+def _update_id(entry: Any) -> int | None:
+    """The entry's update_id when it is an integer (what an offset can confirm)."""
+    update_id = entry.get("update_id") if isinstance(entry, dict) else None
+    return update_id if type(update_id) is int else None
 
 
 def _inline_markup(params: dict[str, Any]) -> dict[str, Any] | None:
