@@ -13,12 +13,17 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from bot.errors import MateError
+from bot.prompts import PromptLibrary
 from bot.storage.search import ContextMessage, SearchHit, SqliteSearchRepository
 from bot.storage.search_text import CJK_CHARS, normalised, spaced
 
 DEFAULT_LIMIT = 5
 MAX_LIMIT = 20
-MAX_TERMS = 32  # a 10 000-character paste must not become a 10 000-term query
+# A query is a few words or a question: a pasted page is refused with the reason, not
+# searched. One rule for the tool, the API, /memory search and the CLI.
+MAX_QUERY_CHARS = 1_000
+MAX_TERMS = 32  # a long question must not become hundreds of OR-ed terms
 PHRASE_CHARS = (3, 200)  # substrings need 3 characters; longer than this is not a phrase anyone means
 PHRASE_TOKENS = 8  # a longer query is a question, not a phrase anyone expects word for word
 SNIPPET_CHARS = 240
@@ -26,6 +31,9 @@ CONTEXT_CHARS = 160
 CONTEXT_MESSAGES = 2
 
 _TOKEN = re.compile(rf"[{CJK_CHARS}]+|[^\W_]+", re.UNICODE)
+# Unicode's control characters (Cc) but tab, line feed and carriage return, which are only
+# spaces in a query. A NUL would end an FTS5 string early; none of them is ever searched for.
+_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
 _CJK_RUN = re.compile(rf"^[{CJK_CHARS}]+$")
 
 # Words too common to mean anything in a question: English and Chinese.
@@ -42,6 +50,30 @@ thank
 _STOP_ZH_WORDS = frozenset({"什么", "怎么", "哪里", "哪儿", "哪个", "为什么", "是不是", "有没有", "记得", "告诉", "说过",
                             "一下", "知道", "时候", "我们", "你们", "他们", "她们", "这个", "那个", "一个"})
 _STOP_ZH_CHARS = frozenset("吗呢吧啊呀的了是我你他她它们在有和也都就要会能这那个还说过请谁哪几对把被给")
+
+
+class SearchQueryRefused(MateError):
+    """A query the search does not run: too long, or holding a control character.
+
+    The message is the English text; `text(prompts)` says it in the caller's language.
+    """
+
+    def __init__(self, key: str, **values: object) -> None:
+        self.key = key
+        self.values = values
+        super().__init__(self.text(PromptLibrary("en")))
+
+    def text(self, prompts: PromptLibrary) -> str:
+        return prompts.text(self.key, **self.values)
+
+
+def query_problem(query: str) -> SearchQueryRefused | None:
+    """Why `query` is refused, or None; checked before any search work."""
+    if len(query) > MAX_QUERY_CHARS:
+        return SearchQueryRefused("search_query_too_long", length=len(query), limit=MAX_QUERY_CHARS)
+    if found := _CONTROL.search(query):
+        return SearchQueryRefused("search_query_control", character=f"U+{ord(found.group()):04X}")
+    return None
 
 
 def word_terms(query: str) -> list[str]:
@@ -64,9 +96,6 @@ def word_terms(query: str) -> list[str]:
     return unique[:MAX_TERMS]
 
 
-
-
-
 def fts_phrase(term: str) -> str:
     """A term (or words) as an FTS5 phrase; CJK characters are spaced as the index stores them."""
     return '"' + spaced(term).strip().replace('"', '""') + '"'
@@ -83,7 +112,12 @@ class MemorySearchService:
 
     async def search(self, agent_id: int, query: str, limit: int = DEFAULT_LIMIT, source: str = "all",
                      exclude_message: int | None = None) -> dict[str, Any]:
-        """The search result as the tool, the API and the commands show it."""
+        """The search result as the tool, the API and the commands show it.
+
+        Raises SearchQueryRefused for a query `query_problem` refuses.
+        """
+        if (refused := query_problem(query)) is not None:
+            raise refused
         query = " ".join(normalised(query).split())  # newlines and runs of spaces mean nothing here
         limit = max(1, min(int(limit), MAX_LIMIT))
         hits: dict[int, SearchHit] = {}
@@ -92,7 +126,7 @@ class MemorySearchService:
         if 1 < len(phrase) <= PHRASE_TOKENS:  # the whole query word for word ranks first
             for hit in await self._search.words(agent_id, fts_phrase(" ".join(phrase)), source, wanted):
                 hits.setdefault(hit.key, hit)
-        terms = word_terms(query[:4000])
+        terms = word_terms(query)
         if terms and len(hits) < wanted:
             for hit in await self._search.words(agent_id, fts_expression(terms), source, wanted):
                 hits.setdefault(hit.key, hit)

@@ -9,12 +9,11 @@ from typing import Any
 
 from bot.prompts import PromptLibrary
 from bot.tools import ToolResult
-from memory.recall import DEFAULT_LIMIT, MAX_LIMIT, MemorySearchService
+from memory.recall import DEFAULT_LIMIT, MAX_LIMIT, MAX_QUERY_CHARS, MemorySearchService, query_problem
 
 log = logging.getLogger(__name__)
 
 SEARCH_TOOL = "search_memory"
-MAX_QUERY_CHARS = 10_000
 
 _DEFINITION: dict[str, Any] = {
     "name": SEARCH_TOOL,
@@ -27,7 +26,8 @@ _DEFINITION: dict[str, Any] = {
     "input_schema": {
         "type": "object",
         "properties": {
-            "query": {"type": "string", "description": "Key words or a short question."},
+            "query": {"type": "string", "maxLength": MAX_QUERY_CHARS,
+                      "description": "Key words or a short question."},
             "limit": {"type": "integer", "minimum": 1, "maximum": MAX_LIMIT,
                       "description": f"How many results (default {DEFAULT_LIMIT})."},
             "source": {"type": "string", "enum": ["all", "notes", "conversations"],
@@ -53,6 +53,8 @@ class MemorySearchTool:
         """Search the running agent's own data (an agentId inside `arguments` is ignored),
         leaving out the question being answered: it would always be the best hit."""
         problem = _problem(arguments)
+        if problem is None and (refused := query_problem(arguments["query"])) is not None:
+            problem = refused.text(self._prompts)
         if problem is not None:
             return ToolResult(json.dumps({"error": self._prompts.text("tool_bad_input", error=problem)}),
                               is_error=True)
@@ -67,8 +69,6 @@ def _problem(arguments: Any) -> str | None:
     query = arguments.get("query")
     if not isinstance(query, str) or not query.strip():
         return "query must be a non-empty string"
-    if len(query) > MAX_QUERY_CHARS:
-        return f"query must be at most {MAX_QUERY_CHARS} characters"
     limit = arguments.get("limit", DEFAULT_LIMIT)
     if not isinstance(limit, int) or isinstance(limit, bool) or not 1 <= limit <= MAX_LIMIT:
         return f"limit must be an integer from 1 to {MAX_LIMIT}"

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from bot.app import Core, open_core
-from memory.recall import MemorySearchService, word_terms
+from memory.recall import MAX_QUERY_CHARS, MemorySearchService, SearchQueryRefused, word_terms
 from tests.conftest import make_config
 
 
@@ -111,13 +111,27 @@ async def test_the_index_follows_edits_deletes_and_new_conversations(core: Core)
 
 @pytest.mark.parametrize("query", [
     '"', '" OR 1=1 --', "NEAR(a b)", "*", "^start", "-minus", "a:b", "(((", "'; DROP TABLE mate_message; --",
-    "\x00\x01", "🙂🙂🙂", "the of and", "x" * 10_000, " ".join(["word"] * 5_000),
+    "🙂🙂🙂", "the of and", "x" * MAX_QUERY_CHARS, " ".join(["word"] * 200), "tab\tand\nnew line\r",
 ])
 async def test_hostile_queries_answer_without_errors(core: Core, query: str) -> None:
     await talk(core, "console:me", 1, "a normal message about words", "ok")
     result = await search(core).search(1, query)
     assert result["count"] == len(result["results"])
     assert (await core.db.fetchone("SELECT COUNT(*) FROM mate_message"))[0] == 2
+
+
+@pytest.mark.parametrize(("query", "reason"), [
+    ("a\x00b", "U+0000"), ("abc\x00", "U+0000"), ("\x00\x01", "U+0000"), ("bell\x07", "U+0007"),
+    ("del\x7f", "U+007F"), ("c1\x85x", "U+0085"), ("x" * (MAX_QUERY_CHARS + 1), f"at most {MAX_QUERY_CHARS}"),
+    (" ".join(["word"] * 5_000), "24999 characters"),
+])
+async def test_control_characters_and_long_queries_are_refused_with_the_reason(core: Core, query: str,
+                                                                              reason: str) -> None:
+    await talk(core, "console:me", 1, "abc a normal message", "ok")
+    with pytest.raises(SearchQueryRefused) as refused:
+        await search(core).search(1, query)
+    assert reason in str(refused.value)
+    assert reason in refused.value.text(core.prompts)
 
 
 async def test_the_migration_indexes_what_was_stored_before(tmp_path: Path) -> None:
@@ -210,7 +224,7 @@ def test_cli_search(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
 
 @pytest.mark.parametrize(("arguments", "problem"), [
     ({"query": ""}, "non-empty"), ({"query": "   "}, "non-empty"), ({}, "non-empty"), ("just text", "JSON object"),
-    ({"query": "x" * 10_001}, "at most 10000"), ({"query": "key", "limit": 0}, "limit"),
+    ({"query": "x" * 10_000}, "at most 1000"), ({"query": "key\x00"}, "U+0000"), ({"query": "key", "limit": 0}, "limit"),
     ({"query": "key", "limit": True}, "limit"), ({"query": "key", "source": "files"}, "source"),
 ])
 async def test_the_tool_refuses_bad_input_with_a_reason(core: Core, arguments: Any, problem: str) -> None:
@@ -220,11 +234,11 @@ async def test_the_tool_refuses_bad_input_with_a_reason(core: Core, arguments: A
     assert result.is_error and problem in json.loads(result.content)["error"]
 
 
-async def test_the_tool_searches_ten_thousand_characters(core: Core) -> None:
+async def test_the_tool_searches_the_longest_query_it_takes(core: Core) -> None:
     from memory.search_tool import MemorySearchTool
 
     await talk(core, "console:me", 1, "the spare key is under the pot", "ok")
-    query = ("where is the spare key " * 500)[:10_000]
+    query = ("where is the spare key " * 500)[:MAX_QUERY_CHARS]
     result = await MemorySearchTool(search(core), core.prompts).call(1, "search_memory", {"query": query})
     assert not result.is_error and "spare key" in json.loads(result.content)["results"][0]["snippet"]
 
@@ -251,6 +265,20 @@ async def test_another_agents_many_hits_never_crowd_out_ours(core: Core) -> None
     await talk(core, "console:me", 1, "The team meeting is moved to Friday.", "ok")
     result = await search(core).search(1, "did the team meeting run long?")
     assert [r["conversationId"] for r in result["results"]] == ["console:me"]
+
+
+async def test_another_agents_newer_substring_hits_never_crowd_out_ours(core: Core) -> None:
+    # Agent 1's one hit is older than 3 000 of agent 2's: more than the substring scan's 2 000.
+    [mine, _] = await talk(core, "console:me", 1, "I am allergic to penicillin.", "Noted.")
+    await core.repos.conversations.create("tg:-100", agent_id=2, channel="telegram", chat_key="tg:-100",
+                                          trigger_source="channel")
+    await core.repos.messages.add_many("tg:-100", [("user", f"[Bob] story {i} about penicillin", 5)
+                                                   for i in range(3000)])
+    for query, source in (("penicil", "all"), ("penicil", "conversations"), ("icilli", "all")):
+        result = await search(core).search(1, query, source=source)
+        assert [r["messageId"] for r in result["results"]] == [mine], (query, source)
+    theirs = await search(core).search(2, "penicil", limit=3)
+    assert theirs["count"] == 3 and all("[Bob]" in r["snippet"] for r in theirs["results"])
 
 
 async def test_odd_characters_in_a_query_are_answered(core: Core) -> None:

@@ -8,8 +8,8 @@ from typing import Any
 from bot.storage.database import Database
 
 SOURCES = ("all", "notes", "conversations")
-# Substring matches look at no more than this many rows (the newest): a common substring
-# of a short query must not make one search read the whole index.
+# Substring matches look at no more than this many of the agent's rows (its newest
+# matches): a common substring of a short query must not make one search read them all.
 SUBSTRING_SCAN = 2000
 
 
@@ -59,14 +59,18 @@ class SqliteSearchRepository:
 
     async def substring(self, agent_id: int, text: str, source: str, limit: int) -> list[SearchHit]:
         """The agent's newest rows containing `text` (3 characters or more, any case), also
-        inside words ("penicil" finds "penicillin")."""
+        inside words ("penicil" finds "penicillin").
+
+        The agent and source are checked inside the scan, before its limit: another agent's
+        thousands of newer matches never take the places of this agent's own.
+        """
         quoted = '"' + text.replace('"', '""') + '"'
         sources = ("notes", "conversations") if source == "all" else (source,)
         rows = await self._db.fetchall(
-            f"SELECT {_HIT_COLUMNS} FROM (SELECT rowid AS id FROM mate_search_trigram WHERE mate_search_trigram "
-            "MATCH ? ORDER BY rowid DESC LIMIT ?) c JOIN mate_search_trigram t ON t.rowid = c.id "
-            f"WHERE t.agent_id = ? AND t.source IN ({', '.join('?' for _ in sources)}) ORDER BY t.time DESC LIMIT ?",
-            (quoted, SUBSTRING_SCAN, agent_id, *sources, limit))
+            f"SELECT * FROM (SELECT {_HIT_COLUMNS} FROM mate_search_trigram t WHERE mate_search_trigram MATCH ? "
+            f"AND t.agent_id = ? AND t.source IN ({', '.join('?' for _ in sources)}) ORDER BY t.rowid DESC LIMIT ?) "
+            "ORDER BY time DESC LIMIT ?",
+            (quoted, agent_id, *sources, SUBSTRING_SCAN, limit))
         return [_hit(row) for row in rows]
 
     async def around(self, conversation_id: str, message_id: int, count: int) -> list[ContextMessage]:
