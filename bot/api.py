@@ -17,6 +17,7 @@ from importlib import resources
 from typing import Any
 
 from aiohttp import web
+from aiohttp.http_exceptions import HttpProcessingError
 
 from bot.config import ApiConfig
 from bot.errors import VersionConflict, WorkspaceError
@@ -24,8 +25,7 @@ from bot.router import is_blank
 from bot.runtime import Runtime
 from channels.base import InboundMessage, IncomingFile
 from memory.filenames import validate_workspace_filename
-from memory.recall import DEFAULT_LIMIT, MAX_LIMIT
-from memory.search_tool import MAX_QUERY_CHARS
+from memory.recall import DEFAULT_LIMIT, MAX_LIMIT, query_problem
 from memory.tool import DEFAULT_MAX_CONTENT_BYTES, LIST_TOOL, READ_TOOL
 
 log = logging.getLogger(__name__)
@@ -33,10 +33,15 @@ log = logging.getLogger(__name__)
 MAX_BODY_BYTES = 2 * 1024 * 1024
 _MAX_LISTED = 500  # conversations or messages in one answer (messages page on with ?after=)
 MAX_JSON_DEPTH = 32
+# A request line may carry a long search query (percent-encoded CJK is 9 bytes a character):
+# the route answers it with a JSON 400, where aiohttp's own 8 190-byte limit answers in plain text.
+MAX_REQUEST_LINE = 128 * 1024
+_INT64_MAX = 2**63 - 1  # SQLite's largest INTEGER: a bigger id or number can name nothing stored
 _RUNTIME = web.AppKey("runtime", Runtime)
 _TOKEN = web.AppKey("token", str)
 _HOST = web.AppKey("host", str)
 _AGENT_ID = re.compile(r"[0-9]{1,18}")  # ASCII digits only: "²".isdigit() is True
+_WHOLE_NUMBER = re.compile(r"[0-9]{1,19}")  # checked before int(): 5 000 digits would raise
 _CLIENT_ID = re.compile(r"[A-Za-z0-9_.:-]{1,128}")
 _OWN_SUFFIX = re.compile(r"#[0-9]{1,9}$")  # what /new appends to a conversation id
 _WILDCARD_HOSTS = ("0.0.0.0", "::", "")
@@ -110,9 +115,21 @@ async def _errors(request: web.Request, handler: Any) -> web.StreamResponse:
         if exc.status >= 400:
             return _fail(exc.status, exc.reason)
         raise
+    except ConnectionError:
+        if not _client_gone(request):
+            log.exception("API request failed: %s %s", request.method, request.path)
+            return _fail(500, "internal error")
+        # A closed tab is no failure of ours: one line, and an answer nobody will read.
+        log.info("API client left before its answer: %s %s", request.method, request.path)
+        return _fail(400, "the client closed the connection")
     except Exception:  # a bug in one request must not take the daemon down
         log.exception("API request failed: %s %s", request.method, request.path)
         return _fail(500, "internal error")
+
+
+def _client_gone(request: web.Request) -> bool:
+    transport = request.transport
+    return transport is None or transport.is_closing()
 
 
 async def _agent_id(request: web.Request) -> int:
@@ -144,9 +161,17 @@ async def _client_errors(request: web.Request, handler: Any) -> web.StreamRespon
 async def _json_body(request: web.Request) -> dict[str, Any]:
     if not request.can_read_body:
         return {}
+    raw = await request.read()
+    charset = request.charset or "utf-8"
     try:
-        body = await request.json(loads=json.loads)
-    except (json.JSONDecodeError, UnicodeDecodeError):
+        text = raw.decode(charset)
+    except LookupError:  # no such codec, or one that is not a text encoding (rot13, hex)
+        raise _BadRequest(f"unknown charset {charset[:40]!r}: send UTF-8") from None
+    except UnicodeDecodeError:
+        raise _BadRequest(f"the body is not valid {charset[:40]} text") from None
+    try:
+        body = json.loads(text, parse_int=_json_int)
+    except json.JSONDecodeError:
         raise _BadRequest("the body is not valid JSON") from None
     except RecursionError:
         raise _BadRequest(f"the JSON is nested deeper than {MAX_JSON_DEPTH} levels") from None
@@ -155,6 +180,20 @@ async def _json_body(request: web.Request) -> dict[str, Any]:
     if _depth(body) > MAX_JSON_DEPTH:
         raise _BadRequest(f"the JSON is nested deeper than {MAX_JSON_DEPTH} levels")
     return body
+
+
+def _json_int(digits: str) -> int:
+    """A JSON integer, refused beyond SQLite's 64 bits (and before int() meets 5 000 digits)."""
+    if len(digits) > 20 or not -_INT64_MAX - 1 <= int(digits) <= _INT64_MAX:
+        raise _BadRequest("numbers in the body must fit in 64 bits")
+    return int(digits)
+
+
+def _whole_number(raw: str, name: str, low: int, high: int = _INT64_MAX) -> int:
+    """A query parameter as an integer from `low` to `high`, or a 400 naming it."""
+    if not _WHOLE_NUMBER.fullmatch(raw) or not low <= int(raw) <= high:
+        raise _BadRequest(f"{name} must be a whole number from {low} to {high}")
+    return int(raw)
 
 
 def _depth(value: Any) -> int:
@@ -229,19 +268,17 @@ async def list_files(request: web.Request) -> web.Response:
 
 async def search(request: web.Request) -> web.Response:
     rt = request.app[_RUNTIME]
-    agent_id = await _agent_id(request)
     query = request.query.get("q", "")
     if not query.strip():
         raise _BadRequest("q must be a non-empty search query")
-    if len(query) > MAX_QUERY_CHARS:
-        raise _BadRequest(f"q must be at most {MAX_QUERY_CHARS} characters")
-    raw_limit = request.query.get("limit", str(DEFAULT_LIMIT))
-    if not (raw_limit.isascii() and raw_limit.isdigit()) or not 1 <= int(raw_limit) <= MAX_LIMIT:
-        raise _BadRequest(f"limit must be an integer from 1 to {MAX_LIMIT}")
+    if (refused := query_problem(query)) is not None:  # before any other work, the agent's lookup too
+        raise _BadRequest(refused.text(rt.core.prompts))
+    limit = _whole_number(request.query.get("limit", str(DEFAULT_LIMIT)), "limit", 1, MAX_LIMIT)
     source = request.query.get("source", "all")
     if source not in ("all", "notes", "conversations"):
         raise _BadRequest('source must be "all", "notes" or "conversations"')
-    return _ok(await rt.extras["search"].search(agent_id, query, int(raw_limit), source))
+    agent_id = await _agent_id(request)
+    return _ok(await rt.extras["search"].search(agent_id, query, limit, source))
 
 
 async def read_file(request: web.Request) -> web.Response:
@@ -313,10 +350,8 @@ async def conversation_messages(request: web.Request) -> web.Response:
     found = await rt.core.repos.conversations.get(conversation_id)
     if found is None or found.agent_id != agent_id:
         raise _NotFound(rt.core.prompts.text("api_unknown_conversation", conversation_id=conversation_id[:64]))
-    raw_after = request.query.get("after", "0")
-    if not (raw_after.isascii() and raw_after.isdigit()):
-        raise _BadRequest("after must be a message id")
-    records = await rt.core.repos.messages.after(conversation_id, int(raw_after), limit=_MAX_LISTED)
+    after = _whole_number(request.query.get("after", "0"), "after (a message id)", 0)
+    records = await rt.core.repos.messages.after(conversation_id, after, limit=_MAX_LISTED)
     items = [{"messageId": m.id, "role": m.role, "content": m.content, "senderName": m.sender_name,
               "time": m.create_time}
              for m in records if m.role in ("user", "assistant") and m.content_format == "text"]
@@ -476,6 +511,17 @@ def build_app(rt: Runtime, config: ApiConfig, token: str | None = None) -> web.A
     return app
 
 
+class _ProtocolErrorsInOneLine(logging.LoggerAdapter):
+    """aiohttp logs a request it cannot parse (a request line too long, not HTTP) with a
+    traceback: that is the client's mistake, answered 400, and worth one line here."""
+
+    def exception(self, msg: object, *args: object, exc_info: Any = True, **kwargs: Any) -> None:
+        if isinstance(exc_info, HttpProcessingError):
+            self.logger.info("API request refused as malformed HTTP: %s", exc_info.message or exc_info.code)
+            return
+        self.logger.exception(msg, *args, exc_info=exc_info, **kwargs)
+
+
 class ApiServer:
     """The aiohttp site as an async context manager; `port` is the bound port (0 = any)."""
 
@@ -488,7 +534,9 @@ class ApiServer:
     async def __aenter__(self) -> ApiServer:
         # By the time the site closes, the daemon has drained what it will wait for: requests
         # still running are cancelled within 2 s instead of aiohttp's default minute.
-        self._runner = web.AppRunner(self._app, access_log=None, shutdown_timeout=2.0)
+        self._runner = web.AppRunner(self._app, access_log=None, shutdown_timeout=2.0,
+                                     max_line_size=MAX_REQUEST_LINE,
+                                     logger=_ProtocolErrorsInOneLine(logging.getLogger("aiohttp.server")))
         await self._runner.setup()
         site = web.TCPSite(self._runner, self._config.host, self._config.port)
         await site.start()
