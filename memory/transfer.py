@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -98,6 +99,31 @@ def _flags(where: str, name: str, entry: Any) -> FileFlags:
     return FileFlags(enabled, sort_order)
 
 
+def refuse_links(folder: Path) -> None:
+    """A WorkspaceError naming the first symbolic link the import would read or enter.
+
+    A link reaches outside the folder (`PROFILE.md -> /etc/passwd`, a linked folder of
+    someone else's notes): an import reads only the files that are in the folder itself.
+    The whole import is refused, so a link is never half-followed and nothing half-imported.
+    """
+    links: list[Path] = []
+    for parent, folders, files in os.walk(folder, followlinks=False):  # never walks into a link
+        for name in sorted(folders) + sorted(files):
+            path = Path(parent, name)
+            if path.is_symlink() and (name in folders or name.endswith(".md") or name == MANIFEST):
+                links.append(path)
+    if not links:
+        return
+    first = min(links)
+    try:
+        target = f" (to {os.readlink(first)})"
+    except OSError:
+        target = ""
+    more = f", and {len(links) - 1} more" if len(links) > 1 else ""
+    raise WorkspaceError(f"{first.relative_to(folder).as_posix()} is a symbolic link{target}{more}: an import "
+                         "reads only real files inside the folder, so nothing was imported")
+
+
 def _read_folder(folder: Path) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
     """(name, content) of every importable .md file, and (name, why) of those refused."""
     found: list[tuple[str, str]] = []
@@ -124,10 +150,12 @@ async def import_workspace(workspace: WorkspaceFileService, agent_id: int, folde
     """Read every .md file under `folder` back; files absent from the folder are left alone.
 
     The manifest's `enabled` / `sort_order` are applied to changed and unchanged files alike.
-    Everything is read and checked before the first write, so a malformed manifest changes nothing.
+    Everything is read and checked before the first write, so a malformed manifest or a
+    symbolic link in the folder changes nothing.
     """
     if not folder.is_dir():
         raise WorkspaceError(f"{folder} is not a folder")
+    refuse_links(folder)
     flags = read_manifest(folder)
     found, refused = _read_folder(folder)
     written: list[str] = []
