@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import sqlite3
+import stat
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -18,7 +20,7 @@ from bot.clock import iso
 from bot.clock import utc_now as clock_now
 from bot.errors import StorageError
 from bot.storage import search_text
-from bot.storage.migrations import MIGRATIONS
+from bot.storage.migrations import LATEST_VERSION, MIGRATIONS, newer_schema_message
 
 log = logging.getLogger(__name__)
 
@@ -83,6 +85,34 @@ def utc_now() -> str:
     return iso(clock_now())
 
 
+def keep_private(database: Path) -> None:
+    """The database's folder 0700 and its files 0600, also when an older version made them.
+
+    New files get these modes from the process's umask (set by the command line); this
+    tightens what was made before. Only what this user owns is changed, and never a shared
+    folder such as /tmp (sticky) or the home folder, should the database be put there."""
+    folder = database.parent
+    try:
+        info = folder.stat()
+        loose = stat.S_IMODE(info.st_mode) & 0o077
+        if loose and info.st_uid == os.geteuid() and not info.st_mode & stat.S_ISVTX and not _is_home(folder):
+            folder.chmod(0o700)
+            log.info("made %s private to its owner (it was %o)", folder, stat.S_IMODE(info.st_mode))
+        for suffix in ("", "-wal", "-shm", "-journal", ".lock"):
+            path = database.with_name(database.name + suffix)
+            if path.exists() and stat.S_IMODE(path.stat().st_mode) & 0o077:
+                path.chmod(0o600)
+    except OSError as exc:  # not ours to change: say so, keep going
+        log.warning("could not make %s private: %s", folder, exc.strerror or exc)
+
+
+def _is_home(folder: Path) -> bool:
+    try:
+        return folder.resolve() == Path.home().resolve()
+    except (RuntimeError, KeyError):  # no home folder known for this user
+        return False
+
+
 class Database:
     """Owns the SQLite file: writes are serialised on one connection, reads use another."""
 
@@ -105,24 +135,46 @@ class Database:
 
     async def open(self) -> None:
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+            keep_private(self.path)
             self._writer = await self._connect()
+            await self._refuse_newer_schema()  # before anything writes, even the journal mode
             await self._writer.execute("PRAGMA journal_mode=WAL")
             await self._migrate()
             self._reader = await self._connect()
-        except (OSError, aiosqlite.Error) as exc:
+        except (OSError, aiosqlite.Error, StorageError) as exc:
             await self.close()
+            if isinstance(exc, StorageError):
+                raise
             raise StorageError(f"cannot open database {self.path}: {exc}") from exc
 
     async def _connect(self) -> aiosqlite.Connection:
         # isolation_level=None: we issue BEGIN IMMEDIATE ourselves so a transaction is explicit.
         conn = await aiosqlite.connect(self.path, isolation_level=None)
-        conn.row_factory = aiosqlite.Row
-        await conn.create_function(search_text.FUNCTION_NAME, 1, search_text.spaced, deterministic=True)
-        await conn.execute("PRAGMA foreign_keys=ON")
-        await conn.execute("PRAGMA busy_timeout=10000")
-        await conn.execute("PRAGMA synchronous=NORMAL")
+        try:
+            conn.row_factory = aiosqlite.Row
+            await conn.create_function(search_text.FUNCTION_NAME, 1, search_text.spaced, deterministic=True)
+            await conn.execute("PRAGMA foreign_keys=ON")
+            await conn.execute("PRAGMA busy_timeout=10000")
+            await conn.execute("PRAGMA synchronous=NORMAL")
+        except BaseException:
+            # Its thread is not a daemon thread: left open, it keeps the process alive after
+            # the error was reported (a damaged file fails here, on the first read).
+            await conn.close()
+            raise
         return conn
+
+    async def _refuse_newer_schema(self) -> None:
+        assert self._writer is not None
+        async with self._writer.execute(
+                "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'schema_version'") as cur:
+            if await cur.fetchone() is None:
+                return
+        async with self._writer.execute("SELECT COALESCE(MAX(version), 0) FROM schema_version") as cur:
+            row = await cur.fetchone()
+        found = int(row[0]) if row else 0
+        if found > LATEST_VERSION:
+            raise StorageError(newer_schema_message(self.path, found))
 
     async def close(self) -> None:
         if self._flusher is not None and not self._flusher.done():

@@ -243,3 +243,12 @@ MIGRATIONS: tuple[tuple[int, str, tuple[str, ...]], ...] = (
         ),
     ),
 )
+
+LATEST_VERSION = max(version for version, _, _ in MIGRATIONS)
+
+
+def newer_schema_message(database: object, found: int) -> str:
+    """One line for a database a newer matebot has upgraded: this code must not touch it."""
+    return (f"the database {database} was upgraded by a newer matebot (schema version {found}; this "
+            f"version knows up to {LATEST_VERSION}); install that version again, or restore a backup "
+            f"made by this one")
