@@ -8,6 +8,7 @@ import logging
 import os
 import sys
 from collections.abc import Callable, Coroutine, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -48,6 +49,11 @@ def build_parser() -> argparse.ArgumentParser:
     commands.add_parser("check-config", parents=[common], help="print the effective configuration")
     backup = commands.add_parser("backup", parents=[common], help="copy the database and media files into DIR")
     backup.add_argument("dir", type=Path)
+    restore = commands.add_parser(
+        "restore", parents=[common],
+        help="put a backup back in place of the database (the daemon must be stopped)")
+    restore.add_argument("backup", type=Path,
+                         help="a file `matebot backup` wrote, or its folder (the newest one is taken)")
     memory = commands.add_parser("memory", parents=[common], help="inspect and maintain memory")
     actions = memory.add_subparsers(dest="action", required=True, parser_class=_Parser)
     emerge = actions.add_parser("emerge", parents=[common], help="consolidate daily notes now")
@@ -78,7 +84,21 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+PRIVATE_UMASK = 0o077  # what matebot writes holds conversations and tokens: the owner's alone
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    # Every file this process creates (database, WAL, log, token, backups, exports) is made
+    # 0600 and every folder 0700; the umask is put back on return for callers in-process.
+    previous = os.umask(PRIVATE_UMASK)
+    os.umask(previous | PRIVATE_UMASK)
+    try:
+        return _main(argv)
+    finally:
+        os.umask(previous)
+
+
+def _main(argv: Sequence[str] | None) -> int:
     # python-telegram-bot warns on every rate-limit answer unless its timedelta API is chosen.
     os.environ.setdefault("PTB_TIMEDELTA", "true")
     args = build_parser().parse_args(argv)
@@ -98,6 +118,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         except ConfigError as exc:
             print(f"matebot: config error: {exc}", file=sys.stderr)
             return EXIT_USAGE
+        _keep_log_private(config.mate.log.file)
     elif config.mate.log.level and not cli_level:
         configure_terminal(config.mate.log.level)
     redact = Redactor(config_secrets(config))
@@ -118,6 +139,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         where = f" ({exc.filename})" if exc.filename else ""
         print(redact(f"matebot: {exc.strerror or exc}{where}"), file=sys.stderr)
         return EXIT_RUNTIME
+
+
+def _keep_log_private(file: str) -> None:
+    """A log file an older version made readable by others becomes the owner's (new ones are, by umask)."""
+    if not file:
+        return
+    try:
+        os.chmod(file, 0o600)
+    except OSError as exc:  # not ours, or gone: the log still works
+        log.debug("could not make %s private: %s", file, exc.strerror or exc)
 
 
 async def _check_config(config: Config, args: argparse.Namespace) -> int:
@@ -228,6 +259,29 @@ async def _backup(config: Config, args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+async def _restore(config: Config, args: argparse.Namespace) -> int:
+    import sqlite3
+
+    from bot.backup import restore
+
+    database = Path(config.mate.database.path)
+    try:
+        report = await asyncio.to_thread(restore, database, args.backup)
+    except (MateError, sqlite3.Error) as exc:
+        print(f"matebot: nothing restored: {exc}", file=sys.stderr)
+        return EXIT_RUNTIME
+    except OSError as exc:
+        where = f" ({exc.filename})" if exc.filename else ""
+        print(f"matebot: nothing restored: {exc.strerror or exc}{where}", file=sys.stderr)
+        return EXIT_RUNTIME
+    media = f", {report.media_copied} media files added" if report.media_copied else ""
+    kept = (f"the previous files are kept as {', '.join(str(p) for p in report.set_aside)}"
+            if report.set_aside else "there was no database before")
+    print(f"restored {report.database} from {report.source} (schema version {report.schema_version}, "
+          f"integrity ok{media}); {kept}")
+    return EXIT_OK
+
+
 async def _conversations(config: Config, args: argparse.Namespace) -> int:
     from bot.app import open_core
 
@@ -282,6 +336,12 @@ async def _memory_emerge(config: Config, args: argparse.Namespace) -> int:
     from bot.commands import emergence_text
     from bot.runtime import open_runtime
 
+    answer = await _ask_daemon(config, f"/api/v1/memory/{args.agent}/emergence")
+    if answer is not None:
+        from bot.prompts import PromptLibrary
+
+        print(emergence_text(PromptLibrary(config.mate.locale), _Outcome.of(answer)))
+        return EXIT_OK
     async with open_runtime(config) as rt:
         await rt.core.agents.get(args.agent)
         outcome = await rt.extras["emergence"].emerge(args.agent)
@@ -290,8 +350,17 @@ async def _memory_emerge(config: Config, args: argparse.Namespace) -> int:
 
 
 async def _memory_summarize(config: Config, args: argparse.Namespace) -> int:
+    from urllib.parse import quote
+
     from bot.runtime import open_runtime
 
+    answer = await _ask_daemon(config, f"/api/v1/memory/{args.agent}/summarize/{quote(args.conversation, safe='')}")
+    if answer is not None:
+        from bot.prompts import PromptLibrary
+
+        outcome = _Outcome.of(answer)
+        print(PromptLibrary(config.mate.locale).text("summarize_done", status=outcome.status, reason=outcome.reason))
+        return EXIT_OK
     async with open_runtime(config) as rt:
         await rt.core.agents.get(args.agent)
         conversation = await rt.core.repos.conversations.get(args.conversation)
@@ -307,9 +376,63 @@ async def _memory_summarize(config: Config, args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+@dataclass(frozen=True, slots=True)
+class _Outcome:
+    """A memory run's outcome as the daemon's API reports it."""
+
+    status: str
+    updated: bool
+    reason: str
+
+    @classmethod
+    def of(cls, data: dict[str, Any]) -> _Outcome:
+        return cls(str(data.get("status", "")), bool(data.get("updated")), str(data.get("reason") or ""))
+
+
+async def _ask_daemon(config: Config, path: str) -> dict[str, Any] | None:
+    """Memory work for a database a running daemon holds is done by that daemon, through its API.
+
+    Two processes must not run memory work on one database at once, and this command may
+    not have the daemon's model (its API key lives in the daemon's environment): run here,
+    it would report success having asked no model. None: no daemon runs, do it here."""
+    from bot.chat_client import api_token, daemon_running
+
+    if not daemon_running(config):
+        return None
+    database = config.mate.database.path
+    api = config.mate.api
+    if not api.enabled:
+        if config.mate.llm.uses_anthropic:
+            return None  # this command has a model of its own: as before, it runs here
+        raise MateError(f"a matebot daemon is running on {database} with its API off (mate.api.enabled), "
+                        f"and this command has no model (no API key here); run it with the daemon's "
+                        f"ANTHROPIC_API_KEY, turn the API on, or use /memory in a chat")
+    import aiohttp
+
+    host = "127.0.0.1" if api.host in ("0.0.0.0", "::", "") else api.host
+    netloc = f"[{host}]" if ":" in host else host
+    print(f"matebot: a daemon is running on {database}: asking it ({netloc}:{api.port})", file=sys.stderr)
+    # No total limit: a consolidation by a slow model takes minutes; the daemon bounds it.
+    timeout = aiohttp.ClientTimeout(total=None, sock_connect=10)
+    headers = {"Authorization": f"Bearer {api_token(config)}"}
+    try:
+        async with aiohttp.ClientSession(headers=headers, timeout=timeout) as http:
+            async with http.post(f"http://{netloc}:{api.port}{path}") as response:
+                body = await response.json(content_type=None)
+    except (aiohttp.ClientError, TimeoutError, ValueError) as exc:
+        raise MateError(f"a matebot daemon is running on {database} but its API at {netloc}:{api.port} "
+                        f"did not answer ({type(exc).__name__})") from None
+    if response.status != 200 or not isinstance(body, dict) or not isinstance(body.get("data"), dict):
+        detail = body.get("msg") if isinstance(body, dict) else None
+        raise MateError(f"the running matebot refused: HTTP {response.status} {detail or response.reason}")
+    data: dict[str, Any] = body["data"]
+    return data
+
+
 _HANDLERS: dict[str, Callable[[Config, argparse.Namespace], Coroutine[Any, Any, int]]] = {
     "check-config": _check_config,
     "backup": _backup,
+    "restore": _restore,
     "memory show": _memory_show,
     "memory search": _memory_search,
     "memory export": _memory_export,

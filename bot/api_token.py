@@ -6,6 +6,8 @@ import os
 import secrets
 from pathlib import Path
 
+from bot.config import Config
+
 TOKEN_FILE = "api-token"
 
 
@@ -29,3 +31,15 @@ def resolve_api_token(configured: str, data_dir: Path) -> str:
         file.write(token + "\n")
     os.chmod(path, 0o600)
     return token
+
+
+def token_file(database: str | Path) -> Path:
+    """Where the generated token is kept: data/api-token, beside the database."""
+    return Path(database).parent / TOKEN_FILE
+
+
+def token_whereabouts(config: Config) -> str:
+    """Where an operator finds the token, for a line that must not contain it."""
+    if config.mate.api.token.strip():
+        return "mate.api.token in the configuration (MATE_API_TOKEN)"
+    return f"in {token_file(config.mate.database.path).resolve()}"

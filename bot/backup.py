@@ -1,13 +1,23 @@
-"""`matebot backup DIR`: the database and the kept media files, copied while the daemon runs."""
+"""`matebot backup DIR` copies the database and the kept media files while the daemon runs;
+`matebot restore BACKUP` puts such a copy back in place of the database."""
 
 from __future__ import annotations
 
+import os
 import shutil
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
-from bot.storage.backup import copy_database
+from bot.errors import MateError, StorageError
+from bot.instance_lock import DatabaseLock
+from bot.storage.backup import copy_database, settle_for_restore, verify_restored
+
+BACKUP_PATTERN = "mate-*.db"
+SET_ASIDE = ".before-restore"
+# Everything SQLite may keep beside the database file; a leftover one would be read as
+# belonging to the restored file and corrupt it.
+SIDE_FILES = ("", "-wal", "-shm", "-journal")
 
 
 @dataclass(frozen=True, slots=True)
@@ -16,11 +26,20 @@ class BackupReport:
     media_copied: int  # files new since the last backup into the same folder
 
 
+@dataclass(frozen=True, slots=True)
+class RestoreReport:
+    database: Path
+    source: Path
+    schema_version: int
+    set_aside: tuple[Path, ...]  # the files the restore replaced, renamed
+    media_copied: int  # media files of the backup that data/media lacked
+
+
 def back_up(database: Path, target_dir: Path, *, now: datetime | None = None) -> BackupReport:
     """DIR/mate-<UTC time>.db, plus DIR/media/ (a file kept once, under its hash, is copied once)."""
     if not database.exists():
         raise FileNotFoundError(f"no database at {database}")
-    target_dir.mkdir(parents=True, exist_ok=True)
+    target_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
     stamp = (now or datetime.now(timezone.utc)).strftime("%Y%m%d-%H%M%S")
     target = target_dir / f"mate-{stamp}.db"
     if target.exists():
@@ -29,10 +48,94 @@ def back_up(database: Path, target_dir: Path, *, now: datetime | None = None) ->
     copied = 0
     media = database.parent / "media"
     if media.is_dir():
-        kept = target_dir / "media"
-        kept.mkdir(exist_ok=True)
-        for file in media.iterdir():
-            if file.is_file() and not file.name.endswith(".part") and not (kept / file.name).exists():
-                shutil.copy2(file, kept / file.name)
-                copied += 1
+        copied = _copy_new_files(media, target_dir / "media")
     return BackupReport(target, copied)
+
+
+def find_backup(given: Path) -> Path:
+    """The database file to restore: `given` itself, or the newest mate-<UTC time>.db in that folder."""
+    if given.is_dir():
+        found = sorted(given.glob(BACKUP_PATTERN))  # the UTC stamp sorts by time
+        if not found:
+            raise FileNotFoundError(f"no backup ({BACKUP_PATTERN}) in {given}")
+        return found[-1]
+    if not given.exists():
+        raise FileNotFoundError(f"no backup at {given}")
+    return given
+
+
+def restore(database: Path, backup: Path) -> RestoreReport:
+    """Replaces `database` by the backup `backup` (a file, or the folder `matebot backup` wrote).
+
+    Refused while a daemon holds the database. Nothing is changed unless the backup passes
+    the integrity check; the replaced files are renamed `<name>.before-restore` (numbered
+    when an earlier restore left some), never deleted. The backup's media files are added to
+    data/media: they are named by their content, so none overwrites another."""
+    source = find_backup(backup)
+    if source.resolve() == database.resolve():
+        raise MateError(f"{source} is the database itself; name a backup")
+    with DatabaseLock(database):  # also keeps a daemon from starting halfway through
+        staging = database.with_name(database.name + ".restoring")
+        _remove_with_side_files(staging)
+        try:
+            _copy_private(source, staging)
+            beside = source.with_name(source.name + "-wal")
+            if beside.exists():  # a copy of a live database taken by hand: its log holds recent writes
+                _copy_private(beside, staging.with_name(staging.name + "-wal"))
+            settle_for_restore(staging, source=source)
+        except BaseException:
+            _remove_with_side_files(staging)
+            raise
+        set_aside = _set_aside(database)
+        staging.rename(database)
+        _remove_with_side_files(staging)
+        try:
+            version = verify_restored(database)
+        except StorageError as exc:  # checked a moment ago: a failing disk, most likely
+            kept = ", ".join(str(path) for path in set_aside) or "nothing"
+            raise StorageError(f"{exc}; the replaced files are kept as {kept}") from None
+    media = source.parent / "media"
+    copied = _copy_new_files(media, database.parent / "media") if media.is_dir() else 0
+    return RestoreReport(database, source, version, set_aside, copied)
+
+
+def _set_aside(database: Path) -> tuple[Path, ...]:
+    """Renames the database and its side files to `<name>.before-restore` (`-wal`, `-shm` after
+    it, so SQLite still pairs them: the set-aside file opens with its last writes)."""
+    present = [side for side in SIDE_FILES if database.with_name(database.name + side).exists()]
+
+    def renamed(suffix: str, side: str) -> Path:
+        return database.with_name(database.name + suffix + side)
+
+    suffix, number = SET_ASIDE, 1
+    while any(renamed(suffix, side).exists() for side in SIDE_FILES):
+        number += 1  # an earlier restore's files stay: one set per restore, never overwritten
+        suffix = f"{SET_ASIDE}.{number}"
+    moved = []
+    for side in present:
+        database.with_name(database.name + side).rename(renamed(suffix, side))
+        moved.append(renamed(suffix, side))
+    return tuple(moved)
+
+
+def _copy_private(source: Path, target: Path) -> None:
+    shutil.copyfile(source, target)
+    os.chmod(target, 0o600)
+
+
+def _copy_new_files(source_dir: Path, target_dir: Path) -> int:
+    target_dir.mkdir(mode=0o700, exist_ok=True)
+    copied = 0
+    for file in source_dir.iterdir():
+        target = target_dir / file.name
+        if file.is_file() and not file.name.endswith(".part") and not target.exists():
+            partial = target.with_name(target.name + ".part")  # an interrupted copy is redone next time
+            _copy_private(file, partial)
+            partial.rename(target)
+            copied += 1
+    return copied
+
+
+def _remove_with_side_files(database: Path) -> None:
+    for side in SIDE_FILES:
+        database.with_name(database.name + side).unlink(missing_ok=True)

@@ -12,6 +12,7 @@ from collections.abc import Awaitable, Callable
 from contextlib import AsyncExitStack
 from typing import Any
 
+from bot.api_token import token_whereabouts
 from bot.clock import iso, utc_now
 from bot.config import Config
 from bot.instance_lock import DatabaseLock
@@ -118,7 +119,13 @@ async def _serve(
                 running.append(tasks.create_task(_recover(config, rt, channels), name="recovery"))
             tune_garbage_collector()
             log.info(READY_LINE)
-            print(startup_line(config, rt, channels, with_console), file=sys.stderr, flush=True)
+            # The token rides in the page's address only when a person reads the line: under
+            # systemd or docker it would land in the journal, which others may read.
+            on_terminal = sys.stderr.isatty()
+            if not on_terminal and rt.extras.get("api_port") is not None:
+                log.info("web chat: the API token is %s", token_whereabouts(config))
+            print(startup_line(config, rt, channels, with_console, show_token=on_terminal),
+                  file=sys.stderr, flush=True)
             if ready is not None:
                 ready(rt)
             await stop.wait()
@@ -133,8 +140,12 @@ async def _serve(
     return 0
 
 
-def startup_line(config: Config, rt: Runtime, channels: list[Any], with_console: bool) -> str:
-    """One line: which provider, model and channels are live, and where the web page is."""
+def startup_line(config: Config, rt: Runtime, channels: list[Any], with_console: bool,
+                 *, show_token: bool) -> str:
+    """One line: which provider, model and channels are live, and where the web page is.
+
+    With `show_token` the page's address carries the token (the page logs in by itself);
+    otherwise the line says where the token is kept."""
     mate = config.mate
     provider = "offline (no API key: canned replies)" if rt.offline else f"anthropic, model {mate.llm.model}"
     names = [channel.name for channel in channels] + (["console"] if with_console else [])
@@ -142,8 +153,11 @@ def startup_line(config: Config, rt: Runtime, channels: list[Any], with_console:
     port, token = rt.extras.get("api_port"), rt.extras.get("api_token")
     if port is not None:
         host = "127.0.0.1" if mate.api.host in ("0.0.0.0", "::", "") else mate.api.host
-        # Printed, not logged: the address carries the token, which no log file may hold.
-        line += f"; web chat: http://{host}:{port}/" + (f"#token={token}" if token else "")
+        line += f"; web chat: http://{host}:{port}/"
+        if token and show_token:  # printed, never logged: no log file may hold the token
+            line += f"#token={token}"
+        elif token:
+            line += f" (the token is {token_whereabouts(config)})"
     return line
 
 

@@ -7,6 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import aiohttp
 import pytest
 
 from bot.__main__ import main
@@ -260,3 +261,65 @@ def test_check_config_masks_url_credentials_and_names_the_provider(tmp_path: Pat
     assert main(["check-config", "--config", str(keyed)]) == 0
     out = capsys.readouterr().out
     assert "sk-ant-abcdef123456" not in out and "# provider auto resolves to: anthropic, model " in out
+
+
+def _is_request_for(recorded: object, marker: str) -> bool:
+    return marker in json.dumps(getattr(recorded, "body", {}).get("system", ""))
+
+
+async def test_memory_commands_beside_a_daemon_are_done_by_the_daemon_and_its_model(tmp_path: Path) -> None:
+    """The key lives in the daemon's environment (systemd's env file), not in the shell that
+    runs the command: run here, the command had no model and reported success all the same."""
+    from tests.daemon_process import clean_env, daemon, free_port, matebot
+    from tests.fakes.anthropic import FakeAnthropic, RecordedRequest, Script, TextReply
+
+    extraction = json.dumps({"should_update": True, "reason": "stable facts", "daily_entry": "- Bruno keeps bees",
+                             "memory_update": "", "profile_update": ""})
+    consolidation = json.dumps({"should_update": True, "reason": "bees", "memory_content": "# Memory\n- bees"})
+
+    def respond(recorded: RecordedRequest) -> Script:
+        if _is_request_for(recorded, "memory_content"):
+            return TextReply(consolidation)
+        return TextReply(extraction if _is_request_for(recorded, "daily_entry") else "Nice!")
+
+    port = free_port()
+    config = tmp_path / "config.yaml"
+    config.write_text(
+        "mate:\n  timezone: UTC\n  llm:\n    api-key: ${ANTHROPIC_API_KEY:-}\n    base-url: ${ANTHROPIC_BASE_URL:-}\n"
+        "    max-retries: 0\n  memory:\n    auto-summarize-enabled: false\n"
+        f"  channels:\n    console:\n      enabled: false\n  api:\n    port: {port}\n", encoding="utf-8")
+    async with FakeAnthropic() as fake:
+        fake.responder = respond
+        with_key = clean_env(ANTHROPIC_API_KEY="test-key", ANTHROPIC_BASE_URL=fake.url)
+        async with daemon(config, port, env=with_key) as running, aiohttp.ClientSession() as http:
+            for text in ("Hi, my name is Bruno.", "I keep bees on my roof in Lisbon."):
+                async with http.post(f"{running.base}/api/v1/chat/1", headers=running.auth,
+                                     json={"conversationId": "c1", "message": text}) as response:
+                    assert response.status == 200
+            summarized = await matebot("memory", "summarize", "--agent", "1", "--conversation", "web:c1",
+                                       cwd=tmp_path)  # no key in this command's environment
+            emerged = await matebot("memory", "emerge", "--agent", "1", cwd=tmp_path)
+            missing = await matebot("memory", "summarize", "--agent", "1", "--conversation", "web:nope",
+                                    cwd=tmp_path)
+    assert summarized.code == 0, summarized.err
+    assert summarized.out.startswith("Memory extraction: completed"), summarized.out
+    assert emerged.code == 0 and emerged.out.startswith("Memory consolidated: MEMORY.md updated"), emerged
+    assert [_is_request_for(r, "daily_entry") or _is_request_for(r, "memory_content")
+            for r in fake.requests].count(True) == 2  # the daemon's model did both
+    assert missing.code == 1 and missing.err.splitlines()[-1].startswith("matebot: the running matebot refused: "
+                                                                         "HTTP 404"), missing.err
+    for done in (summarized, emerged, missing):
+        assert "test-key" not in done.out + done.err and "Traceback" not in done.err
+
+
+async def test_memory_commands_without_a_model_beside_a_daemon_without_api_refuse(tmp_path: Path) -> None:
+    from tests.daemon_process import daemon, matebot
+
+    config = tmp_path / "config.yaml"
+    config.write_text("mate:\n  timezone: UTC\n  channels:\n    console:\n      enabled: false\n"
+                      "  api:\n    enabled: false\n", encoding="utf-8")
+    async with daemon(config, 0):
+        done = await matebot("memory", "emerge", "--agent", "1", cwd=tmp_path)
+    assert done.code == 1
+    [line] = done.err.splitlines()
+    assert line.startswith("matebot: a matebot daemon is running on data/mate.db with its API off"), line

@@ -6,22 +6,19 @@ import asyncio
 import json
 import os
 import signal
-import socket
 import sqlite3
 import sys
-from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager, closing
+from collections.abc import Callable
+from contextlib import closing
 from pathlib import Path
 from typing import Any
 
 import aiohttp
-import pytest
 import yaml
 
+from tests.daemon_process import Daemon, daemon, free_port, wait_for
 from tests.fakes.anthropic import FakeAnthropic, RecordedRequest, Script, TextReply, untimed
 
-READY_LINE = "matebot ready"
-POLL = 0.05
 MEMORY_REPLY = json.dumps({
     "should_update": True, "reason": "stable facts about the user",
     "daily_entry": "- Bruno keeps bees on his roof in Lisbon",
@@ -47,12 +44,6 @@ def echo_replies(memory_reply: TextReply, chat_delay: Callable[[], float]) -> Ca
     return respond
 
 
-def free_port() -> int:
-    with closing(socket.socket(socket.AF_INET, socket.SOCK_STREAM)) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 def write_config(tmp_path: Path, fake: FakeAnthropic, port: int, **mate: Any) -> Path:
     config = {"mate": {
         "timezone": "UTC",
@@ -66,73 +57,6 @@ def write_config(tmp_path: Path, fake: FakeAnthropic, port: int, **mate: Any) ->
     path = tmp_path / "config.yaml"
     path.write_text(yaml.safe_dump(config), encoding="utf-8")
     return path
-
-
-async def wait_for(condition: Callable[[], bool], timeout: float, what: str) -> None:
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while not condition():
-        if loop.time() > deadline:
-            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
-        await asyncio.sleep(POLL)
-
-
-class Daemon:
-    """`python -m bot run` in its own process, its stderr collected line by line."""
-
-    def __init__(self, process: asyncio.subprocess.Process, port: int) -> None:
-        self.process = process
-        self.base = f"http://127.0.0.1:{port}"
-        self.lines: list[str] = []
-        self._reader = asyncio.create_task(self._read())
-
-    async def _read(self) -> None:
-        assert self.process.stderr is not None
-        async for raw in self.process.stderr:
-            self.lines.append(raw.decode("utf-8", "replace").rstrip("\n"))
-
-    def logged(self, text: str) -> bool:
-        return any(text in line for line in self.lines)
-
-    @property
-    def auth(self) -> dict[str, str]:
-        """The generated API token, from the page address printed at start-up."""
-        line = next(line for line in self.lines if "#token=" in line)
-        return {"Authorization": "Bearer " + line.rsplit("#token=", 1)[1].strip()}
-
-    @property
-    def log(self) -> str:
-        return "\n".join(self.lines[-40:])
-
-    async def wait(self, timeout: float) -> int:
-        code = await asyncio.wait_for(self.process.wait(), timeout)
-        await asyncio.wait_for(self._reader, 5)
-        return code
-
-    async def kill(self) -> None:
-        if self.process.returncode is None:
-            self.process.kill()
-        await self.wait(10)
-
-
-@asynccontextmanager
-async def daemon(config_path: Path, port: int) -> AsyncIterator[Daemon]:
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("ANTHROPIC_", "MATE_", "TELEGRAM_", "DISCORD_"))}
-    env.update(NO_PROXY="127.0.0.1,localhost", no_proxy="127.0.0.1,localhost", PTB_TIMEDELTA="true",
-               PYTHONUNBUFFERED="1")
-    process = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "bot", "run", "--config", str(config_path),
-        stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE,
-        cwd=config_path.parent, env=env,
-    )
-    running = Daemon(process, port)
-    try:
-        await wait_for(lambda: running.logged(READY_LINE) or process.returncode is not None, 30, "ready")
-        assert process.returncode is None, running.log
-        yield running
-    finally:
-        await running.kill()
 
 
 async def post_chat(session: aiohttp.ClientSession, d: Daemon, conversation: str, text: str) -> tuple[int, Any]:
