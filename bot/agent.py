@@ -15,7 +15,7 @@ from bot.context.messages import Content, HistoryItem, encode_content, plain_tex
 from bot.context.tokens import PER_MESSAGE_OVERHEAD, TokenEstimator
 from bot.context.window import ConversationWindowManager, MessageTooLong, Window
 from bot.clock import Clock, iso, utc_now
-from bot.errors import LLMError, PromptTooLong, StreamBroken
+from bot.errors import LLMBusy, LLMError, PromptTooLong, StreamBroken
 from bot.llm import LLMClient, LLMRequest, LLMResponse, ToolCall
 from bot.media import PreparedMedia
 from bot.prompts import PromptLibrary
@@ -36,7 +36,9 @@ class AgentReply:
     user_message_id: int | None = None
     last_message_id: int | None = None
     message_count: int = 0  # user and assistant messages stored in the conversation
-    failure: str = ""  # "llm" (the model could not answer) | "storage" (the turn could not be stored)
+    # "llm" (the model could not answer) | "busy" (no model call could start in time)
+    # | "storage" (the turn could not be stored)
+    failure: str = ""
 
 
 class _StoredUser:
@@ -265,6 +267,11 @@ class Agent:
                 window = self._window.compact_for_retry(window)
                 retried = True
                 continue
+            except LLMBusy as exc:  # every slot is held by other answers: say so rather than wait on
+                log.warning("LLM call not started: %s", exc, extra={"conversation_id": conversation.id})
+                await self._settle_user(conversation, stored)
+                return AgentReply(self._prompts.text("llm_busy"), ok=False, user_message_id=stored.item.id,
+                                  failure="busy")
             except LLMError as exc:
                 log.warning("LLM call failed: %s", exc, extra={"conversation_id": conversation.id})
                 await self._settle_user(conversation, stored)

@@ -47,6 +47,10 @@ class PromptTooLong(LLMError):
     """The provider rejected the request because the prompt exceeds its window."""
 
 
+class LLMBusy(LLMError):
+    """No model call could start in time: every concurrency slot stayed taken by other answers."""
+
+
 class UnknownAgent(MateError):
     """No agent with that id exists."""
 

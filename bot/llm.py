@@ -7,14 +7,15 @@ import json
 import logging
 import random
 import re
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field, replace
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Protocol
 
 from bot.config import LlmConfig
 from bot.context.messages import TIME_LABEL, without_time
-from bot.errors import LLMError, PromptTooLong, StreamBroken
+from bot.errors import LLMBusy, LLMError, PromptTooLong, StreamBroken
 from bot.redaction import Redactor
 from bot.text import storable
 
@@ -197,7 +198,7 @@ class AnthropicClient:
     async def _mapped(self, params: dict[str, Any], on_text: TextListener | None, started: list[Any]) -> LLMResponse:
         anthropic = self._errors
         try:
-            async with self._limit:
+            async with self._slot():
                 if on_text is None:
                     message = await self._sdk.messages.create(**params)
                 else:
@@ -229,13 +230,34 @@ class AnthropicClient:
             # A 200 that is not a Messages API answer: a proxy's HTML page, {"foo": 1}...
             raise LLMError(f"malformed response from the model API: {type(exc).__name__}") from None
 
-    async def _streamed(self, params: dict[str, Any], on_text: TextListener, started: list[Any]) -> Any:
-        # The read timeout restarts with every event, so a server that trickles pings
-        # would hold the reply forever without a deadline for the whole answer.
+    @asynccontextmanager
+    async def _slot(self) -> AsyncIterator[None]:
+        """One of the max-concurrency slots, waited for at most timeout-seconds.
+
+        Stuck answers elsewhere must not queue a new message behind them for minutes: it
+        gets the busy apology instead (LLMBusy is not retried, that would be more waiting).
+        """
         try:
-            async with asyncio.timeout(max(STREAM_DEADLINE_S, self._timeout)):
+            async with asyncio.timeout(self._timeout):
+                await self._limit.acquire()
+        except TimeoutError:
+            raise LLMBusy(f"no free model call slot within {self._timeout:g} s") from None
+        try:
+            yield
+        finally:
+            self._limit.release()
+
+    async def _streamed(self, params: dict[str, Any], on_text: TextListener, started: list[Any]) -> Any:
+        # The SDK drops pings before we see them, but they restart its read timeout: a
+        # server that sends only pings would hold this call (and its slot) until the
+        # whole-answer deadline. So the gap between the events we do see is bounded too.
+        loop = asyncio.get_running_loop()
+        gap = asyncio.timeout(self._timeout)
+        try:
+            async with asyncio.timeout(max(STREAM_DEADLINE_S, self._timeout)), gap:
                 async with self._sdk.messages.stream(**params) as stream:
                     async for event in stream:
+                        gap.reschedule(loop.time() + self._timeout)
                         if event.type == "message_start":
                             started.append(event.message)
                         elif event.type == "text" and event.text:
@@ -247,6 +269,8 @@ class AnthropicClient:
                         raise _Retryable("the model's answer stream was empty")
                     message = await stream.get_final_message()
         except TimeoutError:
+            if gap.expired():  # a stalled stream is a timeout like any other: retried
+                raise _Retryable(f"the model's answer stream went silent for {self._timeout:g} s") from None
             # Not retried: the user has waited long enough for this answer.
             raise LLMError("the model's answer took too long") from None
         except (RuntimeError, IndexError, AttributeError, TypeError, KeyError) as exc:

@@ -42,7 +42,8 @@ class RoutedReply:
     text: str
     conversation_id: str
     agent_id: int
-    failure: str = ""  # "llm" | "storage": the text is an apology (the web API answers 502 / 503)
+    # "llm" | "busy" | "storage": the text is an apology (the web API answers 502 for "llm", else 503)
+    failure: str = ""
 
 
 def clean_text(text: str) -> str:

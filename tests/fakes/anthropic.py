@@ -23,6 +23,7 @@ from tests.fakes.anthropic_billing import (
     media_problem,
     request_tokens,
 )
+from tests.fakes.anthropic_stall import StalledReply, serve_stall
 
 # What the SDK does with reply_raw_tool_use (anthropic 2.16):
 # - non-streaming: models are built without validation, so a non-object input
@@ -58,6 +59,8 @@ class TextReply:
     # The connection drops once this many characters were streamed (no answer at all
     # when not streaming): a network cut half-way through an answer.
     break_after_chars: int | None = None
+    # Awaited before answering (after `delay`): a test holds the answer until a condition holds.
+    hold: Callable[[], Awaitable[None]] | None = None
 
 
 @dataclass(frozen=True)
@@ -126,7 +129,7 @@ class _Answer:
                 "cache_read_input_tokens": self.cache_read_input_tokens}
 
 
-Script = TextReply | ToolUseReply | ErrorReply | DisconnectReply | CustomReply
+Script = TextReply | ToolUseReply | ErrorReply | DisconnectReply | CustomReply | StalledReply
 Responder = Callable[[RecordedRequest], Script | None]
 
 
@@ -150,6 +153,7 @@ class FakeAnthropic:
         self._runner: web.AppRunner | None = None
         self._inflight: set[asyncio.Task[Any]] = set()
         self._counter = 0
+        self.stalled_open = 0  # StalledReply answers whose client is still connected
         self.now: Callable[[], float] = time.monotonic  # the cache's clock; tests may move it on
         self.cache = PromptCache(lambda: self.now())
 
@@ -314,6 +318,8 @@ class FakeAnthropic:
         delay = self.latency + getattr(script, "delay", 0.0)
         if delay > 0:
             await asyncio.sleep(delay)
+        if isinstance(script, TextReply) and script.hold is not None:
+            await script.hold()
         return await self._answer(request, recorded, script)
 
     def _next_script(self, recorded: RecordedRequest) -> Script:
@@ -335,6 +341,8 @@ class FakeAnthropic:
             request.transport.abort()
             # Raising is how aiohttp abandons a request without writing anything.
             raise asyncio.CancelledError
+        if isinstance(script, StalledReply):
+            return await self._stall(request, recorded, script)
         if isinstance(script, CustomReply):
             result = script.handler(recorded)
             if isinstance(result, dict):
@@ -475,11 +483,18 @@ class FakeAnthropic:
         await response.write_eof()
         return response
 
+    async def _stall(self, request: web.Request, recorded: RecordedRequest, script: StalledReply) -> web.StreamResponse:
+        self.stalled_open += 1
+        try:
+            return await serve_stall(request, recorded.body, script, self._next_id("msg"), self._headers())
+        finally:
+            self.stalled_open -= 1
+
     async def _stream_error(self, request: web.Request, recorded: RecordedRequest, script: ErrorReply) -> web.StreamResponse:
         response = web.StreamResponse(headers={**self._headers(), "Content-Type": "text/event-stream"})
         await response.prepare(request)
         input_tokens, created, read = self.cache.usage(recorded.body)
-        message = {"id": self._next_id("msg"), "type": "message", "role": "assistant",
+        message: dict[str, Any] = {"id": self._next_id("msg"), "type": "message", "role": "assistant",
                    "model": str(recorded.body.get("model", "claude-fake")), "content": [],
                    "stop_reason": None, "stop_sequence": None,
                    "usage": {"input_tokens": input_tokens, "output_tokens": 1,
