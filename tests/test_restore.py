@@ -103,8 +103,13 @@ async def test_restore_after_a_crash_gives_the_backed_up_data(tmp_path: Path) ->
         await say(restored, "after the restore")
         assert "Traceback" not in restored.log, restored.log
     assert said(data / "mate.db")[-1] == "after the restore"
-    # Nothing was lost: the crashed database, set aside with its -wal, has what the backup lacked.
-    assert "the red door" in said(data / "mate.db.before-restore")
+    # Nothing was lost: the crashed database is set aside with its -wal, which holds what the
+    # backup lacked; restoring that file (its -wal copied along) undoes the restore.
+    assert (data / "mate.db.before-restore-wal").stat().st_size > 0
+    undo = await matebot("restore", "data/mate.db.before-restore", cwd=live)
+    assert undo.code == 0, undo.err
+    assert said(data / "mate.db") == ["the first run", "the blue door", "the red door"]
+    assert not (data / "mate.db-wal").exists()
 
 
 async def test_restore_is_refused_while_the_daemon_runs(tmp_path: Path) -> None:
