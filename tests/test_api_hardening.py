@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -10,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from bot.api import build_app
 from bot.storage.search import SearchHit, SqliteSearchRepository
 from memory.recall import MAX_QUERY_CHARS, MemorySearchService
 from tests.test_api import Api, _open
@@ -17,40 +19,51 @@ from tests.test_api import Api, _open
 HUGE = "9" * 5000  # beyond Python's int-string conversion limit (4300 digits)
 INT64_PAST = str(2**63)  # one past SQLite's largest INTEGER
 UINT64_PAST = str(2**64 + 1)
+NUMBERS = (HUGE, INT64_PAST, UINT64_PAST, "-1", "0x10", "1e3", "١٢")  # the last: Arabic-Indic digits
 
-# Every route of the API that takes a number or a body, with each hostile number in each place.
-_NUMBER_CASES: list[tuple[str, str, dict[str, Any]]] = []
-for number in (HUGE, INT64_PAST, UINT64_PAST, "-1", "0x10", "1e3"):
-    _NUMBER_CASES += [
-        ("POST", f"/api/v1/memory/{number}/emergence", {}),
-        ("POST", f"/api/v1/memory/{number}/summarize/web:x", {}),
-        ("POST", f"/api/v1/memory/1/summarize/{number}", {}),
-        ("GET", f"/api/v1/memory/{number}/files", {}),
-        ("GET", f"/api/v1/memory/{number}/files/MEMORY.md", {}),
-        ("PUT", f"/api/v1/memory/{number}/files/NOTES.md", {"json": {"content": "x", "version": 0}}),
-        ("GET", f"/api/v1/chat/{number}/conversations", {}),
-        ("GET", f"/api/v1/chat/{number}/conversations/web:x/messages", {}),
-        ("GET", f"/api/v1/chat/1/conversations/{number}/messages", {}),
-        ("GET", f"/api/v1/chat/1/conversations/web:known/messages?after={number}", {}),
-        ("GET", f"/api/v1/memory/{number}/search?q=key", {}),
-        ("GET", f"/api/v1/memory/1/search?q=key&limit={number}", {}),
-        ("POST", f"/api/v1/chat/{number}", {"json": {"message": "hi"}}),
-        ("POST", f"/api/v1/chat/{number}/stream", {"json": {"message": "hi"}}),
-    ]
-# A conversationId is text: digits are a fine name, 5 000 of them are too long a name.
-_NUMBER_CASES += [("POST", path, {"json": {"message": "hi", "conversationId": HUGE}})
-                  for path in ("/api/v1/chat/1", "/api/v1/chat/1/stream")]
-# Numbers inside JSON bodies: a version past int64, and 5000 digits anywhere in the body.
-for number in (HUGE, INT64_PAST, UINT64_PAST):
-    raw = f'{{"content": "x", "version": {number}}}'.encode()
-    _NUMBER_CASES.append(("PUT", "/api/v1/memory/1/files/NOTES.md",
-                          {"data": raw, "headers": {"Content-Type": "application/json"}}))
-for path in ("/api/v1/chat/1", "/api/v1/chat/1/stream"):
-    _NUMBER_CASES.append(("POST", path, {"data": f'{{"message": "hi", "n": {HUGE}}}'.encode(),
-                                         "headers": {"Content-Type": "application/json"}}))
+# Every route of the API (a test below keeps this table complete): what each variable holds
+# when it is not the one under attack, the query parameters that are numbers, and the body.
+ROUTES: dict[tuple[str, str], tuple[tuple[str, ...], dict[str, Any] | None]] = {
+    ("POST", "/api/v1/memory/{agent_id}/emergence"): ((), None),
+    ("POST", "/api/v1/memory/{agent_id}/summarize/{conversation_id}"): ((), None),
+    ("GET", "/api/v1/memory/{agent_id}/files"): ((), None),
+    ("GET", "/api/v1/memory/{agent_id}/files/{filename}"): ((), None),
+    ("PUT", "/api/v1/memory/{agent_id}/files/{filename}"): ((), {"content": "x", "version": 0}),
+    ("GET", "/api/v1/chat/{agent_id}/conversations"): ((), None),
+    ("GET", "/api/v1/chat/{agent_id}/conversations/{conversation_id}/messages"): (("after",), None),
+    ("GET", "/api/v1/memory/{agent_id}/search"): (("limit",), None),
+    ("POST", "/api/v1/chat/{agent_id}"): ((), {"message": "hi"}),
+    ("POST", "/api/v1/chat/{agent_id}/stream"): ((), {"message": "hi"}),
+}
+_OPEN_ROUTES = {("GET", "/healthz"), ("GET", "/")}  # no variables, no body
+_DEFAULTS = {"agent_id": "1", "conversation_id": "web:known", "filename": "NOTES.md"}
+_BASE_QUERY = {"/api/v1/memory/{agent_id}/search": "q=key"}
 
-_BODY_ROUTES = [("POST", "/api/v1/chat/1"), ("POST", "/api/v1/chat/1/stream"),
-                ("PUT", "/api/v1/memory/1/files/NOTES.md")]
+
+def _requests(method: str, template: str) -> list[tuple[str, dict[str, Any]]]:
+    """(path, request options) with each odd number in each variable, number parameter and body."""
+    numbers, body = ROUTES[(method, template)]
+    base_query = _BASE_QUERY.get(template, "")
+    plain = {"json": body} if body is not None else {}
+    found: list[tuple[str, dict[str, Any]]] = []
+    for number in NUMBERS:
+        for variable in [v for v in _DEFAULTS if "{" + v + "}" in template]:
+            values = {**_DEFAULTS, variable: number}
+            if variable != "agent_id" and number != HUGE:
+                continue  # a conversation id or file name is text: only its length is odd
+            found.append((template.format(**values) + ("?" + base_query if base_query else ""), plain))
+        for name in numbers:
+            query = "&".join(q for q in (base_query, f"{name}={number}") if q)
+            found.append((template.format(**_DEFAULTS) + "?" + query, plain))
+    if body is not None:
+        path = template.format(**_DEFAULTS)
+        for number in (HUGE, INT64_PAST, UINT64_PAST, "-" + INT64_PAST + "1"):
+            for key in ("version", "extra"):  # a number the route reads, and one it does not
+                raw = json.dumps({**body, key: 0}).replace(": 0}", f": {number}}}")
+                found.append((path, {"data": raw.encode(), "headers": {"Content-Type": "application/json"}}))
+        if "conversationId" not in body and template.startswith("/api/v1/chat"):
+            found.append((path, {"json": {**body, "conversationId": HUGE}}))
+    return found
 
 
 @pytest.fixture
@@ -72,30 +85,37 @@ async def _raw(api: Api, method: str, path: str, **kwargs: Any) -> tuple[int, st
         return response.status, response.headers.get("Content-Type", ""), await response.text()
 
 
-@pytest.mark.parametrize(("method", "path", "kwargs"), _NUMBER_CASES,
-                         ids=[f"{m} {p[:60]} {str(k)[:40]}" for m, p, k in _NUMBER_CASES])
-async def test_odd_numbers_are_answered_as_client_errors(api: Api, caplog: pytest.LogCaptureFixture,
-                                                        method: str, path: str, kwargs: dict[str, Any]) -> None:
-    caplog.set_level(logging.INFO)
-    status, content_type, text = await _raw(api, method, path, **kwargs)
+def test_the_table_names_every_route(api: Api) -> None:
+    app = build_app(api.rt, api.rt.core.config.mate.api)
+    served = {(route.method, route.resource.canonical) for route in app.router.routes()
+              if route.resource is not None and route.method != "HEAD"}
+    assert served == set(ROUTES) | _OPEN_ROUTES
 
-    assert status in (400, 404), (status, text[:300])
-    assert content_type.startswith("application/json") and '"msg"' in text
+
+@pytest.mark.parametrize(("method", "template"), list(ROUTES), ids=[f"{m} {t}" for m, t in ROUTES])
+async def test_odd_numbers_are_answered_as_client_errors(api: Api, caplog: pytest.LogCaptureFixture,
+                                                        method: str, template: str) -> None:
+    caplog.set_level(logging.INFO)
+    for path, options in _requests(method, template):
+        status, content_type, text = await _raw(api, method, path, **options)
+
+        assert status in (400, 404), (path[:120], str(options)[:120], status, text[:300])
+        assert content_type.startswith("application/json") and '"msg"' in text
     assert _tracebacks(caplog) == []
     assert api.fake.messages_requests() == []
+    assert await api.rt.core.workspace.get(1, "NOTES.md") is None
 
 
-@pytest.mark.parametrize("charset", ["x-unknown", "utf-9", "rot13", "hex"])
-@pytest.mark.parametrize(("method", "path"), _BODY_ROUTES)
-async def test_an_unknown_charset_is_400(api: Api, caplog: pytest.LogCaptureFixture, method: str, path: str,
-                                         charset: str) -> None:
+@pytest.mark.parametrize(("method", "template"), [r for r, (_, body) in ROUTES.items() if body is not None])
+async def test_an_unknown_charset_is_400(api: Api, caplog: pytest.LogCaptureFixture, method: str,
+                                         template: str) -> None:
     caplog.set_level(logging.INFO)
     body = b'{"message": "hi", "content": "x", "version": 0}'
-    status, _, text = await _raw(api, method, path, data=body,
-                                 headers={"Content-Type": f"application/json; charset={charset}"})
-
-    assert status == 400, (status, text[:300])
-    assert "charset" in text
+    for charset in ("x-unknown", "utf-9", "rot13", "hex"):
+        status, _, text = await _raw(api, method, template.format(**_DEFAULTS), data=body,
+                                     headers={"Content-Type": f"application/json; charset={charset}"})
+        assert status == 400, (charset, status, text[:300])
+        assert f"unknown charset '{charset}'" in text
     assert _tracebacks(caplog) == []
     assert api.fake.messages_requests() == []
     assert await api.rt.core.workspace.get(1, "NOTES.md") is None
