@@ -19,6 +19,7 @@ from bot.api_token import TOKEN_FILE
 from bot.config import Config
 from bot.errors import MateError
 from bot.instance_lock import DatabaseLock
+from channels.console import LineCut, LineInput, StreamLineInput, open_line_input
 
 QUIT = ("/quit", "/exit")
 
@@ -52,32 +53,36 @@ async def attach(config: Config, agent_id: int, *, reader: asyncio.StreamReader 
     netloc = f"[{host}]" if ":" in host else host
     base = f"http://{netloc}:{api.port}/api/v1/chat/{agent_id}/stream"
     headers = {"Authorization": f"Bearer {api_token(config)}"}
-    lines = reader or await _stdin()
+    lines: LineInput = StreamLineInput(reader, out) if reader is not None else open_line_input(out)
     conversation: str | None = None
     write = _Writer(out)
     write(f"(talking to the running matebot at {host}:{api.port}; /quit to leave)\n")
     # No total limit: a reply with long tool rounds may take minutes; the daemon has its own.
     timeout = aiohttp.ClientTimeout(total=None, sock_connect=10)
     async with aiohttp.ClientSession(headers=headers, timeout=timeout) as http:
-        while True:
-            write("you> ")
-            raw = await lines.readline()
-            if not raw:
-                write("\n")
-                return 0
-            text = raw.decode("utf-8", "replace").strip()
-            if not text:
-                continue
-            if text in QUIT:
-                return 0
-            body: dict[str, Any] = {"message": text}
-            if conversation:
-                body["conversationId"] = conversation
-            try:
-                conversation = await _one_turn(http, base, body, write) or conversation
-            except (aiohttp.ClientError, TimeoutError, ValueError) as exc:
-                write(f"\n(the running matebot did not answer: {type(exc).__name__})\n")
-                return 1
+        with lines.owning_terminal():  # on a terminal: long lines, pastes, logs above the prompt
+            while True:
+                try:
+                    line = await lines.read("you> ")
+                except LineCut:
+                    write("(that line did not arrive whole, so it was not sent)\n")
+                    continue
+                if line is None:
+                    write("\n")
+                    return 0
+                text = line.strip()
+                if not text:
+                    continue
+                if text in QUIT:
+                    return 0
+                body: dict[str, Any] = {"message": text}
+                if conversation:
+                    body["conversationId"] = conversation
+                try:
+                    conversation = await _one_turn(http, base, body, write) or conversation
+                except (aiohttp.ClientError, TimeoutError, ValueError) as exc:
+                    write(f"\n(the running matebot did not answer: {type(exc).__name__})\n")
+                    return 1
 
 
 async def _one_turn(http: aiohttp.ClientSession, url: str, body: dict[str, Any], write: _Writer) -> str | None:
@@ -116,10 +121,3 @@ class _Writer:
     def __call__(self, text: str) -> None:
         self._out.write(text)
         self._out.flush()
-
-
-async def _stdin() -> asyncio.StreamReader:
-    loop = asyncio.get_running_loop()
-    reader = asyncio.StreamReader()
-    await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin)
-    return reader

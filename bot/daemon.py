@@ -210,7 +210,7 @@ async def _run_console(rt: Runtime, stop: asyncio.Event, exit_on_close: bool) ->
         reply = await rt.router.handle(message, stream=stream)
         return reply.text if reply else None
 
-    console = ConsoleChannel(handle)
+    console = ConsoleChannel(handle, prompts=rt.core.prompts)
     try:
         await console.run()
     except (OSError, ValueError) as exc:  # stdin not readable as a stream (closed, a plain file...)

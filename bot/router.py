@@ -6,7 +6,6 @@ import asyncio
 import logging
 import re
 import sqlite3
-import unicodedata
 from collections.abc import AsyncIterator, Coroutine
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, replace
@@ -22,6 +21,7 @@ from bot.ports import CommandPort
 from bot.prompts import PromptLibrary
 from bot.storage import Repositories
 from bot.storage.records import ConversationRecord
+from bot.text import is_blank as shows_nothing
 from channels.base import InboundMessage, ReplyStream, Stored, chat_key, conversation_key
 from memory.events import ConversationCompletedEvent, MemoryEventSink
 
@@ -30,11 +30,6 @@ log = logging.getLogger(__name__)
 
 MAX_MESSAGE_CHARS = 400_000
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
-# Letters that render as nothing (Hangul fillers, Braille blank) and variation selectors;
-# format characters (bidi marks and overrides, zero-width joiners...) are found by category.
-_INVISIBLE_LETTERS = frozenset("\u115f\u1160\u3164\uffa0\u2800\u180e") | frozenset(
-    chr(c) for c in (*range(0xFE00, 0xFE10), *range(0xE0100, 0xE01F0)))
-_INVISIBLE_CATEGORIES = frozenset({"Cf", "Cc", "Cs", "Cn", "Zs", "Zl", "Zp"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,10 +54,7 @@ def is_blank(text: str) -> bool:
 
 
 def _is_blank_cleaned(text: str) -> bool:
-    if text.isascii():
-        return not text.strip()
-    return all(ch.isspace() or ch in _INVISIBLE_LETTERS or unicodedata.category(ch) in _INVISIBLE_CATEGORIES
-               for ch in text)
+    return shows_nothing(text)
 
 
 def clean_message(message: InboundMessage) -> InboundMessage:
