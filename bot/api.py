@@ -517,7 +517,9 @@ class _ProtocolErrorsInOneLine(logging.LoggerAdapter):
 
     def exception(self, msg: object, *args: object, exc_info: Any = True, **kwargs: Any) -> None:
         if isinstance(exc_info, HttpProcessingError):
-            self.logger.info("API request refused as malformed HTTP: %s", exc_info.message or exc_info.code)
+            # The kind only: aiohttp's message quotes the start of the line, which may be a
+            # header carrying the API token.
+            self.logger.info("API request refused as malformed HTTP (%s)", type(exc_info).__name__)
             return
         self.logger.exception(msg, *args, exc_info=exc_info, **kwargs)
 
