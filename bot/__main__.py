@@ -6,6 +6,7 @@ import argparse
 import asyncio
 import logging
 import os
+import re
 import sys
 from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass
@@ -31,6 +32,16 @@ class _Parser(argparse.ArgumentParser):
         raise SystemExit(EXIT_USAGE)
 
 
+_ID = re.compile(r"[0-9]{1,18}")
+
+
+def _whole_number(text: str) -> int:
+    """An id or count as typed: digits only, small enough for the database (no traceback, no echo)."""
+    if not _ID.fullmatch(text) or int(text) < 1:
+        raise argparse.ArgumentTypeError("must be a whole number from 1 to 999999999999999999")
+    return int(text)
+
+
 def build_parser() -> argparse.ArgumentParser:
     common = _Parser(add_help=False)
     # SUPPRESS: the option may stand before or after the command without one erasing the other.
@@ -45,7 +56,7 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     commands.add_parser("run", parents=[common], help="run the daemon")
     chat = commands.add_parser("chat", parents=[common], help="console chat through the full pipeline")
-    chat.add_argument("--agent", type=int, default=1)
+    chat.add_argument("--agent", type=_whole_number, default=1)
     commands.add_parser("check-config", parents=[common], help="print the effective configuration")
     backup = commands.add_parser("backup", parents=[common], help="copy the database and media files into DIR")
     backup.add_argument("dir", type=Path)
@@ -57,30 +68,30 @@ def build_parser() -> argparse.ArgumentParser:
     memory = commands.add_parser("memory", parents=[common], help="inspect and maintain memory")
     actions = memory.add_subparsers(dest="action", required=True, parser_class=_Parser)
     emerge = actions.add_parser("emerge", parents=[common], help="consolidate daily notes now")
-    emerge.add_argument("--agent", type=int, required=True)
+    emerge.add_argument("--agent", type=_whole_number, required=True)
     summarize = actions.add_parser("summarize", parents=[common], help="extract memory from a conversation now")
-    summarize.add_argument("--agent", type=int, required=True)
+    summarize.add_argument("--agent", type=_whole_number, required=True)
     summarize.add_argument("--conversation", required=True)
     show = actions.add_parser("show", parents=[common], help="list files, or print one")
-    show.add_argument("--agent", type=int, required=True)
+    show.add_argument("--agent", type=_whole_number, required=True)
     show.add_argument("filename", nargs="?")
     search = actions.add_parser("search", parents=[common], help="search conversations and memory files")
-    search.add_argument("--agent", type=int, required=True)
-    search.add_argument("--limit", type=int, default=5)
+    search.add_argument("--agent", type=_whole_number, required=True)
+    search.add_argument("--limit", type=_whole_number, default=5)
     search.add_argument("--json", action="store_true", help="print the result as JSON")
     search.add_argument("query", nargs="+")
     for name in ("export", "import"):
         transfer = actions.add_parser(name, parents=[common], help=f"{name} the workspace files")
-        transfer.add_argument("--agent", type=int, required=True)
+        transfer.add_argument("--agent", type=_whole_number, required=True)
         transfer.add_argument("dir", type=Path)
     for name in ("enable", "disable"):
         toggle = actions.add_parser(name, parents=[common],
                                     help=f"{name} a file's injection into the system prompt")
-        toggle.add_argument("--agent", type=int, required=True)
+        toggle.add_argument("--agent", type=_whole_number, required=True)
         toggle.add_argument("filename")
     conversations = commands.add_parser("conversations", parents=[common],
                                         help="list conversation ids with their last activity")
-    conversations.add_argument("--agent", type=int)
+    conversations.add_argument("--agent", type=_whole_number)
     return parser
 
 

@@ -17,7 +17,7 @@ from bot.prompts import PromptLibrary
 from bot.storage import Repositories
 from bot.storage.records import ConversationRecord
 from channels.base import ChannelStateBoard, InboundMessage
-from memory.recall import MemorySearchService
+from memory.recall import MemorySearchService, SearchQueryRefused
 from memory.workspace import (
     MEMORY_FILE,
     PROFILE_FILE,
@@ -200,7 +200,10 @@ class CommandHandler:
             return self._prompts.text("direct_only")
         if not query.strip() or self._search is None:
             return self._prompts.text("search_usage")
-        result = await self._search.search(conversation.agent_id, query)
+        try:
+            result = await self._search.search(conversation.agent_id, query)
+        except SearchQueryRefused as refused:
+            return refused.text(self._prompts)
         return search_lines(self._prompts, result)
 
 

@@ -49,6 +49,15 @@ def test_bad_usage_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
     assert caught.value.code == 2
 
 
+@pytest.mark.parametrize("agent", ["9" * 5000, "99999999999999999999", "0", "-1", "1e3"])
+def test_an_odd_agent_id_is_a_usage_error_without_echo(agent: str, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as caught:
+        main(["memory", "show", "--agent", agent])
+    assert caught.value.code == 2
+    err = capsys.readouterr().err
+    assert "whole number" in err and "Traceback" not in err and "9" * 30 not in err
+
+
 def test_memory_show_lists_and_prints(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     config = _write_config(tmp_path)
     assert main(["memory", "show", "--agent", "1", "--config", str(config)]) == 0

@@ -192,12 +192,15 @@ async def test_api_and_command_search(tmp_path: Path) -> None:
         bad = await api.call("GET", "/api/v1/memory/1/search?q=")
         admin = InboundMessage("console", "me", "me", "me", "/memory search wifi", is_admin=True)
         in_chat = await api.rt.router.handle(admin)
+        too_long = await api.rt.router.handle(
+            InboundMessage("console", "me", "me", "me", "/memory search " + "x" * 1500, is_admin=True))
         group = await api.rt.router.handle(InboundMessage(
             "telegram", "-5", "7", "Ann", "/memory search wifi", is_direct=False, mentions_bot=True))
 
     assert status == 200 and body["data"]["count"] >= 1 and "green owl" in body["data"]["results"][0]["snippet"]
     assert bad[0] == 400
     assert in_chat is not None and "green owl" in in_chat.text
+    assert too_long is not None and "1500 characters" in too_long.text and not too_long.failure
     assert group is not None and "direct chat" in group.text
 
 
