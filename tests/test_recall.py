@@ -145,13 +145,35 @@ async def test_the_migration_indexes_what_was_stored_before(tmp_path: Path) -> N
             conn.execute(f"DROP TRIGGER {name}")
         conn.execute("DROP TABLE mate_search_text")
         conn.execute("DROP TABLE mate_search_trigram")
-        conn.execute("DELETE FROM schema_version WHERE version = 6")
+        conn.execute("DELETE FROM schema_version WHERE version >= 6")
     async with open_core(config) as core:
         result = await search(core).search(1, "what is the boat called")
         seeded = await search(core).search(1, "memory files")  # the seeded AGENTS.md is indexed too
 
     assert "Marlin" in result["results"][0]["snippet"]
     assert any(r.get("filename") == "AGENTS.md" for r in seeded["results"])
+
+
+async def test_a_version_6_index_gets_its_substring_scope(tmp_path: Path) -> None:
+    config = make_config(tmp_path)
+    async with open_core(config) as core:
+        await core.agents.ensure_configured()
+        await talk(core, "console:me", 1, "My locker code is QX7731.", "Got it.")
+    with sqlite3.connect(config.mate.database.path) as conn:  # the substring index as version 6 made it
+        conn.execute("DROP TABLE mate_search_trigram")
+        conn.execute("CREATE VIRTUAL TABLE mate_search_trigram USING fts5(body, source UNINDEXED, "
+                     "agent_id UNINDEXED, conversation_id UNINDEXED, ref_id UNINDEXED, filename UNINDEXED, "
+                     "time UNINDEXED, tokenize = 'trigram')")
+        conn.execute("DELETE FROM schema_version WHERE version >= 7")
+    async with open_core(config) as core:
+        inside = await search(core).search(1, "X773")  # part of a word: only the substring index has it
+        other = await search(core).search(2, "X773")
+        await talk(core, "console:me", 1, "The spare key is under pot 44Z9.", "Noted.")
+        added = await search(core).search(1, "4Z9")
+
+    assert [r["snippet"] for r in inside["results"]] == ["My locker code is QX7731."]
+    assert other["results"] == []
+    assert any("44Z9" in r["snippet"] for r in added["results"])
 
 
 # -- the tool, the API, the command and the CLI ------------------------------------------------------

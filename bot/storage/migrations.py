@@ -9,7 +9,7 @@ _MESSAGE_TEXT = (
     "INSERT INTO mate_search_text(rowid, body, scope) SELECT {r}.id * 2, mate_search_spaced({r}.content), "
     "'agent' || (SELECT c.agent_id FROM mate_conversation c WHERE c.id = {r}.conversation_id) || ' conversations'"
 )
-_MESSAGE_TRIGRAM = (
+_MESSAGE_TRIGRAM_V6 = (
     "INSERT INTO mate_search_trigram(rowid, body, source, agent_id, conversation_id, ref_id, filename, time) "
     "SELECT {r}.id * 2, {r}.content, 'conversations', "
     "(SELECT c.agent_id FROM mate_conversation c WHERE c.id = {r}.conversation_id), {r}.conversation_id, {r}.id, "
@@ -19,10 +19,67 @@ _FILE_TEXT = (
     "INSERT INTO mate_search_text(rowid, body, scope) SELECT {r}.id * 2 + 1, mate_search_spaced({r}.content), "
     "'agent' || {r}.agent_id || ' notes'"
 )
-_FILE_TRIGRAM = (
+_FILE_TRIGRAM_V6 = (
     "INSERT INTO mate_search_trigram(rowid, body, source, agent_id, conversation_id, ref_id, filename, time) "
     "SELECT {r}.id * 2 + 1, {r}.content, 'notes', {r}.agent_id, NULL, {r}.id, {r}.filename, {r}.update_time"
 )
+# From version 7 the substring index has a scope too ("=3=c": agent 3, conversations; "=3=n":
+# notes), so a substring search reads only its own agent's rows: a busy group's thousands of
+# matches cost another agent's search nothing. "=3=" is never a piece of "=13=" or "=31=".
+_MESSAGE_TRIGRAM = (
+    "INSERT INTO mate_search_trigram(rowid, body, scope, source, agent_id, conversation_id, ref_id, filename, "
+    "time) SELECT {r}.id * 2, {r}.content, "
+    "'=' || (SELECT c.agent_id FROM mate_conversation c WHERE c.id = {r}.conversation_id) || '=c', 'conversations', "
+    "(SELECT c.agent_id FROM mate_conversation c WHERE c.id = {r}.conversation_id), {r}.conversation_id, {r}.id, "
+    "NULL, {r}.create_time"
+)
+_FILE_TRIGRAM = (
+    "INSERT INTO mate_search_trigram(rowid, body, scope, source, agent_id, conversation_id, ref_id, filename, "
+    "time) SELECT {r}.id * 2 + 1, {r}.content, '=' || {r}.agent_id || '=n', 'notes', {r}.agent_id, NULL, {r}.id, "
+    "{r}.filename, {r}.update_time"
+)
+
+
+def _search_triggers(message_trigram: str, file_trigram: str) -> tuple[str, ...]:
+    """The triggers that keep both search tables in step with messages and workspace files."""
+    return (
+        f"""CREATE TRIGGER IF NOT EXISTS tr_search_message_insert AFTER INSERT ON mate_message
+            WHEN {_SEARCHED_MESSAGE.format(r="NEW")} BEGIN
+            {_MESSAGE_TEXT.format(r="NEW")};
+            {message_trigram.format(r="NEW")};
+        END""",
+        f"""CREATE TRIGGER IF NOT EXISTS tr_search_message_update AFTER UPDATE OF content, role, content_format
+            ON mate_message BEGIN
+            DELETE FROM mate_search_text WHERE rowid = OLD.id * 2;
+            DELETE FROM mate_search_trigram WHERE rowid = OLD.id * 2;
+            {_MESSAGE_TEXT.format(r="NEW")} WHERE {_SEARCHED_MESSAGE.format(r="NEW")};
+            {message_trigram.format(r="NEW")} WHERE {_SEARCHED_MESSAGE.format(r="NEW")};
+        END""",
+        """CREATE TRIGGER IF NOT EXISTS tr_search_message_delete AFTER DELETE ON mate_message BEGIN
+            DELETE FROM mate_search_text WHERE rowid = OLD.id * 2;
+            DELETE FROM mate_search_trigram WHERE rowid = OLD.id * 2;
+        END""",
+        f"""CREATE TRIGGER IF NOT EXISTS tr_search_file_insert AFTER INSERT ON mate_workspace_file
+            WHEN NEW.deleted = 0 BEGIN
+            {_FILE_TEXT.format(r="NEW")};
+            {file_trigram.format(r="NEW")};
+        END""",
+        f"""CREATE TRIGGER IF NOT EXISTS tr_search_file_update
+            AFTER UPDATE OF content, filename, deleted, agent_id, update_time ON mate_workspace_file BEGIN
+            DELETE FROM mate_search_text WHERE rowid = OLD.id * 2 + 1;
+            DELETE FROM mate_search_trigram WHERE rowid = OLD.id * 2 + 1;
+            {_FILE_TEXT.format(r="NEW")} WHERE NEW.deleted = 0;
+            {file_trigram.format(r="NEW")} WHERE NEW.deleted = 0;
+        END""",
+        """CREATE TRIGGER IF NOT EXISTS tr_search_file_delete AFTER DELETE ON mate_workspace_file BEGIN
+            DELETE FROM mate_search_text WHERE rowid = OLD.id * 2 + 1;
+            DELETE FROM mate_search_trigram WHERE rowid = OLD.id * 2 + 1;
+        END""",
+    )
+
+
+_TRIGGERS = ("tr_search_message_insert", "tr_search_message_update", "tr_search_message_delete",
+             "tr_search_file_insert", "tr_search_file_update", "tr_search_file_delete")
 
 MIGRATIONS: tuple[tuple[int, str, tuple[str, ...]], ...] = (
     (
@@ -203,42 +260,25 @@ MIGRATIONS: tuple[tuple[int, str, tuple[str, ...]], ...] = (
             """CREATE VIRTUAL TABLE IF NOT EXISTS mate_search_trigram USING fts5(
                 body, source UNINDEXED, agent_id UNINDEXED, conversation_id UNINDEXED, ref_id UNINDEXED,
                 filename UNINDEXED, time UNINDEXED, tokenize = 'trigram')""",
-            f"""CREATE TRIGGER IF NOT EXISTS tr_search_message_insert AFTER INSERT ON mate_message
-                WHEN {_SEARCHED_MESSAGE.format(r="NEW")} BEGIN
-                {_MESSAGE_TEXT.format(r="NEW")};
-                {_MESSAGE_TRIGRAM.format(r="NEW")};
-            END""",
-            f"""CREATE TRIGGER IF NOT EXISTS tr_search_message_update AFTER UPDATE OF content, role, content_format
-                ON mate_message BEGIN
-                DELETE FROM mate_search_text WHERE rowid = OLD.id * 2;
-                DELETE FROM mate_search_trigram WHERE rowid = OLD.id * 2;
-                {_MESSAGE_TEXT.format(r="NEW")} WHERE {_SEARCHED_MESSAGE.format(r="NEW")};
-                {_MESSAGE_TRIGRAM.format(r="NEW")} WHERE {_SEARCHED_MESSAGE.format(r="NEW")};
-            END""",
-            """CREATE TRIGGER IF NOT EXISTS tr_search_message_delete AFTER DELETE ON mate_message BEGIN
-                DELETE FROM mate_search_text WHERE rowid = OLD.id * 2;
-                DELETE FROM mate_search_trigram WHERE rowid = OLD.id * 2;
-            END""",
-            f"""CREATE TRIGGER IF NOT EXISTS tr_search_file_insert AFTER INSERT ON mate_workspace_file
-                WHEN NEW.deleted = 0 BEGIN
-                {_FILE_TEXT.format(r="NEW")};
-                {_FILE_TRIGRAM.format(r="NEW")};
-            END""",
-            f"""CREATE TRIGGER IF NOT EXISTS tr_search_file_update
-                AFTER UPDATE OF content, filename, deleted, agent_id, update_time ON mate_workspace_file BEGIN
-                DELETE FROM mate_search_text WHERE rowid = OLD.id * 2 + 1;
-                DELETE FROM mate_search_trigram WHERE rowid = OLD.id * 2 + 1;
-                {_FILE_TEXT.format(r="NEW")} WHERE NEW.deleted = 0;
-                {_FILE_TRIGRAM.format(r="NEW")} WHERE NEW.deleted = 0;
-            END""",
-            """CREATE TRIGGER IF NOT EXISTS tr_search_file_delete AFTER DELETE ON mate_workspace_file BEGIN
-                DELETE FROM mate_search_text WHERE rowid = OLD.id * 2 + 1;
-                DELETE FROM mate_search_trigram WHERE rowid = OLD.id * 2 + 1;
-            END""",
+            *_search_triggers(_MESSAGE_TRIGRAM_V6, _FILE_TRIGRAM_V6),
             # What was stored before this version.
             f"{_MESSAGE_TEXT.format(r='m')} FROM mate_message m WHERE {_SEARCHED_MESSAGE.format(r='m')}",
-            f"{_MESSAGE_TRIGRAM.format(r='m')} FROM mate_message m WHERE {_SEARCHED_MESSAGE.format(r='m')}",
+            f"{_MESSAGE_TRIGRAM_V6.format(r='m')} FROM mate_message m WHERE {_SEARCHED_MESSAGE.format(r='m')}",
             f"{_FILE_TEXT.format(r='f')} FROM mate_workspace_file f WHERE f.deleted = 0",
+            f"{_FILE_TRIGRAM_V6.format(r='f')} FROM mate_workspace_file f WHERE f.deleted = 0",
+        ),
+    ),
+    (
+        7,
+        "the substring index is scoped per agent, so a substring search reads only its agent's rows",
+        (
+            *(f"DROP TRIGGER IF EXISTS {name}" for name in _TRIGGERS),
+            "DROP TABLE IF EXISTS mate_search_trigram",
+            """CREATE VIRTUAL TABLE mate_search_trigram USING fts5(
+                body, scope, source UNINDEXED, agent_id UNINDEXED, conversation_id UNINDEXED, ref_id UNINDEXED,
+                filename UNINDEXED, time UNINDEXED, tokenize = 'trigram')""",
+            *_search_triggers(_MESSAGE_TRIGRAM, _FILE_TRIGRAM),
+            f"{_MESSAGE_TRIGRAM.format(r='m')} FROM mate_message m WHERE {_SEARCHED_MESSAGE.format(r='m')}",
             f"{_FILE_TRIGRAM.format(r='f')} FROM mate_workspace_file f WHERE f.deleted = 0",
         ),
     ),

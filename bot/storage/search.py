@@ -61,16 +61,15 @@ class SqliteSearchRepository:
         """The agent's newest rows containing `text` (3 characters or more, any case), also
         inside words ("penicil" finds "penicillin").
 
-        The agent and source are checked inside the scan, before its limit: another agent's
-        thousands of newer matches never take the places of this agent's own.
+        The scan reads only this agent's rows (the index's scope column): another agent's
+        thousands of newer matches neither take the places of this agent's own nor cost time.
         """
         quoted = '"' + text.replace('"', '""') + '"'
-        sources = ("notes", "conversations") if source == "all" else (source,)
+        scope = f"={int(agent_id)}=" + {"all": "", "notes": "n", "conversations": "c"}[source]
         rows = await self._db.fetchall(
             f"SELECT * FROM (SELECT {_HIT_COLUMNS} FROM mate_search_trigram t WHERE mate_search_trigram MATCH ? "
-            f"AND t.agent_id = ? AND t.source IN ({', '.join('?' for _ in sources)}) ORDER BY t.rowid DESC LIMIT ?) "
-            "ORDER BY time DESC LIMIT ?",
-            (quoted, agent_id, *sources, SUBSTRING_SCAN, limit))
+            "ORDER BY t.rowid DESC LIMIT ?) ORDER BY time DESC LIMIT ?",
+            (f'scope : "{scope}" AND body : {quoted}', SUBSTRING_SCAN, limit))
         return [_hit(row) for row in rows]
 
     async def around(self, conversation_id: str, message_id: int, count: int) -> list[ContextMessage]:
