@@ -118,9 +118,9 @@ async def test_an_answer_that_never_ends_is_cut_at_the_deadline(
 ) -> None:
     import time
 
-    import bot.llm
+    import bot.llm.anthropic
 
-    monkeypatch.setattr(bot.llm, "STREAM_DEADLINE_S", 0.6)
+    monkeypatch.setattr(bot.llm.anthropic, "STREAM_DEADLINE_S", 0.6)
     fake.tokens_per_s = 5.0  # every piece arrives well inside the read timeout
     options = {"llm": {"api-key": "k", "base-url": fake.url, "max-retries": 0, "timeout-seconds": 0.5}}
     async with running(tmp_path, fake, **options) as rt:
@@ -134,10 +134,11 @@ async def test_an_answer_that_never_ends_is_cut_at_the_deadline(
 
 
 def test_a_blank_system_prompt_is_left_out() -> None:
-    from bot.llm import LLMRequest, _params
+    from bot.llm import LLMRequest
+    from bot.llm.anthropic_messages import request_params
 
-    body = _params(LLMRequest(model="m", system="  \n", messages=[{"role": "user", "content": "hi"}],
-                              max_tokens=10, cache_messages=(-1,)))
+    body = request_params(LLMRequest(model="m", system="  \n", messages=[{"role": "user", "content": "hi"}],
+                                     max_tokens=10, cache_messages=(-1,)))
     assert "system" not in body
     assert body["messages"][0]["content"][0]["cache_control"] == {"type": "ephemeral"}
 

@@ -1,0 +1,224 @@
+"""AnthropicClient: the LLMClient over the anthropic SDK, with our retries, streaming and prompt caching."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import replace
+from types import TracebackType
+from typing import TYPE_CHECKING, Any
+
+from bot.config import LlmConfig
+from bot.errors import LLMBusy, LLMError, PromptTooLong, StreamBroken
+from bot.llm.anthropic_messages import (
+    CacheRejected,
+    error_message,
+    is_overload_event,
+    raise_if_unsupported,
+    read_response,
+    request_params,
+    safe,
+    usage_only,
+)
+from bot.llm.failures import RETRY_STATUSES, NotStreamed, Retryable, is_prompt_too_long, retry_after, transport_errors
+from bot.llm.port import LLMRequest, LLMResponse, TextListener
+from bot.redaction import Redactor
+
+if TYPE_CHECKING:
+    import anthropic
+
+log = logging.getLogger(__name__)
+
+# The longest a streamed answer may take in all: the SDK's own limit for one request.
+STREAM_DEADLINE_S = 600.0
+_BACKOFF_BASE = 0.5
+_BACKOFF_MAX = 8.0
+
+
+class AnthropicClient:
+    """LLMClient over anthropic.AsyncAnthropic; the retry policy is ours (see _retry_delay)."""
+
+    def __init__(self, config: LlmConfig, *, sdk: anthropic.AsyncAnthropic | None = None) -> None:
+        # Imported here: the SDK takes ~1.5 s to import, which offline mode need not pay.
+        import anthropic
+
+        self._errors = anthropic
+        self._transport_errors = transport_errors()
+        # The SDK would wait out any retry-after, even an hour: it does not retry, we do.
+        options: dict[str, Any] = {"max_retries": 0, "timeout": config.timeout_seconds}
+        if config.api_key:
+            options["api_key"] = config.api_key
+        elif config.base_url:  # local servers ignore the key, but the SDK insists on one
+            options["api_key"] = "local"
+        if config.base_url:
+            options["base_url"] = config.base_url
+        self._sdk = sdk or anthropic.AsyncAnthropic(**options)
+        self._max_retries = config.max_retries
+        self._timeout = config.timeout_seconds
+        self._limit = asyncio.Semaphore(config.max_concurrency)
+        # Upstream error texts end up in logs, replies and run records; a proxy may echo the key.
+        self._redact = Redactor([config.api_key])
+        # Turned off for good when the server shows it cannot do them (local servers, proxies).
+        self._streaming = True
+        self._caching = True
+
+    async def __aenter__(self) -> AnthropicClient:
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self._sdk.close()
+
+    async def complete(self, request: LLMRequest, on_text: TextListener | None = None) -> LLMResponse:
+        uncached = not (self._caching and request.cache)
+        params = request_params(request if not uncached else replace(request, cache=False))
+        shown: list[str] = []
+
+        def listen(text: str) -> None:
+            shown.append(text)
+            assert on_text is not None
+            on_text(text)
+
+        attempt = 0
+        while True:
+            streamed = on_text is not None and self._streaming
+            try:
+                return await self._once(params, listen if streamed else None)
+            except NotStreamed:
+                # A proxy or local server that answers `stream: true` with a plain body or refuses it.
+                log.warning("the model API does not stream answers; asking without streaming from now on")
+                self._streaming = False
+            except CacheRejected as rejected:
+                if uncached:  # asked without cache_control already: the error is about something else
+                    raise LLMError(f"request rejected: {rejected}") from None
+                if self._caching:
+                    log.warning("the model API refuses prompt caching (cache_control); sending requests without it")
+                self._caching = False
+                params, uncached = request_params(replace(request, cache=False)), True
+            except Retryable as retry:
+                if shown:  # the user saw part of an answer: a second one would not follow on
+                    raise StreamBroken(retry.message, "".join(shown), billed=retry.billed) from None
+                delay = self._retry_delay(retry, attempt)
+                if delay is None:
+                    raise LLMError(retry.message, billed=retry.billed) from None
+                log.info("model API: %s; retrying in %.1f s", retry.message, delay)
+                attempt += 1
+                await asyncio.sleep(delay)
+            except LLMError as exc:
+                if shown and not isinstance(exc, StreamBroken):
+                    raise StreamBroken(str(exc), "".join(shown), billed=exc.billed) from None
+                raise
+
+    def _retry_delay(self, retry: Retryable, attempt: int) -> float | None:
+        """Seconds to wait before the next try; None to give up now.
+
+        A retry-after longer than timeout-seconds is not waited out: the user gets the
+        apology now instead of an hour of "typing...".
+        """
+        if attempt >= self._max_retries:
+            return None
+        if retry.retry_after is not None:
+            if retry.retry_after > self._timeout:
+                retry.message += f" (asked to retry after {retry.retry_after:.0f} s)"
+                return None
+            return max(0.0, retry.retry_after)
+        backoff: float = min(_BACKOFF_BASE * 2 ** attempt, _BACKOFF_MAX)  # int ** int is typed Any
+        return backoff * (1 - 0.25 * random.random())
+
+    async def _once(self, params: dict[str, Any], on_text: TextListener | None) -> LLMResponse:
+        started: list[Any] = []  # the streamed message_start: what a broken answer was billed
+        try:
+            return await self._mapped(params, on_text, started)
+        except (Retryable, LLMError) as exc:
+            if started and exc.billed is None:
+                exc.billed = usage_only(started[0])
+            raise
+
+    async def _mapped(self, params: dict[str, Any], on_text: TextListener | None, started: list[Any]) -> LLMResponse:
+        anthropic = self._errors
+        try:
+            async with self._slot():
+                if on_text is None:
+                    message = await self._sdk.messages.create(**params)
+                else:
+                    message = await self._streamed(params, on_text, started)
+        except anthropic.BadRequestError as exc:
+            text = self._redact(error_message(exc))
+            if is_prompt_too_long(text):
+                raise PromptTooLong(text) from None
+            raise_if_unsupported(text, params, streamed=on_text is not None)
+            raise LLMError(f"request rejected: {text}") from None
+        except anthropic.APIStatusError as exc:
+            text = f"HTTP {exc.status_code}: {self._redact(error_message(exc))}"
+            if exc.status_code == 422:  # vLLM and other pydantic servers refuse unknown fields so
+                raise_if_unsupported(text, params, streamed=on_text is not None)
+            if exc.status_code in RETRY_STATUSES or exc.status_code >= 500 or is_overload_event(exc):
+                raise Retryable(text, retry_after(exc.response.headers)) from None
+            raise LLMError(text) from None
+        except anthropic.APITimeoutError:
+            raise Retryable("the model did not answer in time") from None
+        except anthropic.APIConnectionError:
+            raise Retryable("cannot reach the model API") from None
+        except self._transport_errors:  # the SDK passes a stream's read errors through as they are
+            raise Retryable("the connection to the model API broke off") from None
+        except ValueError as exc:  # json.JSONDecodeError included: a malformed response body
+            raise LLMError(f"malformed response from the model API: {self._redact(str(exc))[:200]}") from None
+        try:
+            return read_response(message)
+        except (AttributeError, TypeError, KeyError, ValueError) as exc:
+            # A 200 that is not a Messages API answer: a proxy's HTML page, {"foo": 1}...
+            raise LLMError(f"malformed response from the model API: {type(exc).__name__}") from None
+
+    @asynccontextmanager
+    async def _slot(self) -> AsyncIterator[None]:
+        """One of the max-concurrency slots, waited for at most timeout-seconds.
+
+        Stuck answers elsewhere must not queue a new message behind them for minutes: it
+        gets the busy apology instead (LLMBusy is not retried, that would be more waiting).
+        """
+        try:
+            async with asyncio.timeout(self._timeout):
+                await self._limit.acquire()
+        except TimeoutError:
+            raise LLMBusy(f"no free model call slot within {self._timeout:g} s") from None
+        try:
+            yield
+        finally:
+            self._limit.release()
+
+    async def _streamed(self, params: dict[str, Any], on_text: TextListener, started: list[Any]) -> Any:
+        # The SDK drops pings before we see them, but they restart its read timeout: a
+        # server that sends only pings would hold this call (and its slot) until the
+        # whole-answer deadline. So the gap between the events we do see is bounded too.
+        loop = asyncio.get_running_loop()
+        gap = asyncio.timeout(self._timeout)
+        try:
+            async with asyncio.timeout(max(STREAM_DEADLINE_S, self._timeout)), gap:
+                async with self._sdk.messages.stream(**params) as stream:
+                    async for event in stream:
+                        gap.reschedule(loop.time() + self._timeout)
+                        if event.type == "message_start":
+                            started.append(event.message)
+                        elif event.type == "text" and event.text:
+                            on_text(safe(event.text))
+                    if not started:
+                        kind = stream.response.headers.get("content-type", "")
+                        if "text/event-stream" not in kind:  # a plain body: the server does not stream
+                            raise NotStreamed()
+                        raise Retryable("the model's answer stream was empty")
+                    message = await stream.get_final_message()
+        except TimeoutError:
+            if gap.expired():  # a stalled stream is a timeout like any other: retried
+                raise Retryable(f"the model's answer stream went silent for {self._timeout:g} s") from None
+            # Not retried: the user has waited long enough for this answer.
+            raise LLMError("the model's answer took too long") from None
+        except (RuntimeError, IndexError, AttributeError, TypeError, KeyError) as exc:
+            # The SDK's event accumulation trips over events out of order or malformed.
+            raise LLMError(f"malformed stream from the model API: {type(exc).__name__}") from None
+        if getattr(message, "stop_reason", None) is None:  # the stream ended before message_delta
+            raise Retryable("the model's answer stopped half-way")
+        return message

@@ -1,0 +1,58 @@
+"""What a failed model call means, whatever the protocol: retry it, give up, or ask without streaming."""
+
+from __future__ import annotations
+
+import importlib
+import re
+from typing import Any
+
+from bot.llm.port import LLMResponse
+
+_PROMPT_TOO_LONG = re.compile(r"prompt is too long|context_length_exceeded|maximum context length", re.I)
+
+# Retried: timeouts, lock timeouts, rate limits, server errors and 529 overloaded.
+RETRY_STATUSES = frozenset({408, 409, 429})
+
+
+def is_prompt_too_long(message: str) -> bool:
+    return bool(_PROMPT_TOO_LONG.search(message))
+
+
+class Retryable(Exception):
+    """A failure worth another try; `retry_after` is what the server asked us to wait."""
+
+    def __init__(self, message: str, retry_after: float | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.retry_after = retry_after
+        self.billed: LLMResponse | None = None
+
+
+class NotStreamed(Exception):
+    """The server answered a streaming request with something that is not an event stream."""
+
+
+def retry_after(headers: Any) -> float | None:
+    """Seconds from retry-after-ms or retry-after (seconds); None when absent or unreadable."""
+    for name, scale in (("retry-after-ms", 0.001), ("retry-after", 1.0)):
+        raw = headers.get(name) if headers is not None else None
+        if raw is None:
+            continue
+        try:
+            return float(raw) * scale
+        except ValueError:
+            continue
+    return None
+
+
+def transport_errors() -> tuple[type[BaseException], ...]:
+    """The HTTP library's own errors, whichever the installed SDK is built on."""
+    found: list[type[BaseException]] = []
+    for name in ("httpx2", "httpx"):
+        try:
+            module = importlib.import_module(name)
+            # StreamError is not an HTTPError: a body closed under the reader raises it.
+            found.extend(getattr(module, attr) for attr in ("HTTPError", "StreamError") if hasattr(module, attr))
+        except (ImportError, AttributeError):
+            continue
+    return tuple(found)
