@@ -20,14 +20,16 @@ _DEFINITION: dict[str, Any] = {
     "description": (
         "Search everything you were told and wrote down: earlier conversations with this user or "
         "group, and the memory files (daily notes, MEMORY.md, PROFILE.md). Use it before saying "
-        "you do not know something the user may have told you before. Write the query as a few "
-        "key words or a short question, in the language the fact was likely said in."
+        "you do not know something the user may have told you before. Write the query with the "
+        "names, words and dates the answer itself would contain (e.g. \"Anna dentist May 2023\"), "
+        "not the question's own wording, in the language the fact was likely said in. Messages "
+        "are also found by their date (\"7 May 2023\", \"May 2023\", a weekday)."
     ),
     "input_schema": {
         "type": "object",
         "properties": {
             "query": {"type": "string", "maxLength": MAX_QUERY_CHARS,
-                      "description": "Key words or a short question."},
+                      "description": "Names, key words and dates the answer would contain."},
             "limit": {"type": "integer", "minimum": 1, "maximum": MAX_LIMIT,
                       "description": f"How many results (default {DEFAULT_LIMIT})."},
             "source": {"type": "string", "enum": ["all", "notes", "conversations"],

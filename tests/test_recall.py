@@ -32,6 +32,13 @@ async def talk(core: Core, conversation: str, agent_id: int, *texts: str) -> lis
     return ids
 
 
+async def group_talk(core: Core, conversation: str, agent_id: int, *texts: str) -> list[int]:
+    """Messages of people in a group: every turn a user turn."""
+    await core.repos.conversations.create(conversation, agent_id=agent_id, channel="telegram",
+                                          chat_key=conversation, trigger_source="channel")
+    return [await core.repos.messages.add(conversation, "user", text, 5) for text in texts]
+
+
 def search(core: Core) -> MemorySearchService:
     return MemorySearchService(core.repos.search)
 
@@ -86,7 +93,7 @@ async def test_an_agent_sees_only_its_own_conversations_and_files(core: Core) ->
     mine = await search(core).search(1, "passport")
     theirs = await search(core).search(2, "passport")
 
-    assert [r.get("conversationId") for r in mine["results"]] == ["console:me"]
+    assert {r.get("conversationId") for r in mine["results"]} == {"console:me"}
     assert {r.get("conversationId") or r.get("filename") for r in theirs["results"]} == {"tg:-100", "MEMORY.md"}
 
 
@@ -104,7 +111,7 @@ async def test_the_index_follows_edits_deletes_and_new_conversations(core: Core)
     await core.repos.conversations.archive("console:me")  # what /new does
     await talk(core, "console:me:2", 1, "hello again", "hi")
     hits = (await service.search(1, "plumber"))["results"]
-    assert [h["messageId"] for h in hits] == [first]  # an earlier conversation is still found
+    assert hits[0]["messageId"] == first  # an earlier conversation is still found (its reply may follow)
     await core.db.execute("DELETE FROM mate_message WHERE id = ?", (first,))
     assert (await service.search(1, "plumber"))["count"] == 0
 
@@ -285,11 +292,46 @@ async def test_korean_and_full_width_text_are_found(core: Core) -> None:
     assert "ｉＰｈｏｎｅ" in (await search(core).search(1, "iphone"))["results"][0]["snippet"]
 
 
+async def test_an_answer_is_found_by_the_words_of_its_question(core: Core) -> None:
+    # Real dialogue: the fact is in the reply, the keywords in the turn before it.
+    ids = await group_talk(core, "tg:-7", 2, "[Ann] What breed is your new dog?",
+                           "[Bo] A greyhound, three years old.", *CHATTER)
+    result = await search(core).search(2, "which dog breed")
+    assert ids[1] in [r["messageId"] for r in result["results"]]
+    # After the assistant's turn it is not: a hit shows its neighbours anyway.
+    [_, reply] = await talk(core, "console:me", 1, "What is the capital of Peru?", "Lima.")
+    assert reply not in [r["messageId"] for r in (await search(core).search(1, "capital Peru"))["results"]]
+
+
+async def test_a_message_is_found_by_its_date_in_words(core: Core) -> None:
+    await talk(core, "console:me", 1, *CHATTER)
+    for when, text in (("2023-05-07 10:00:00", "We went hiking with the kids."),
+                       ("2023-08-19 10:00:00", "We went swimming with the kids.")):
+        await core.db.execute("INSERT INTO mate_message(conversation_id, role, content, token_count, create_time) "
+                              "VALUES ('console:me', 'user', ?, 5, ?)", (text, when))
+    result = await search(core).search(1, "what did we do with the kids in May 2023?")
+    assert "hiking" in result["results"][0]["snippet"]
+    sunday = await search(core).search(1, "kids on Sunday")  # 7 May 2023 was a Sunday
+    assert "hiking" in sunday["results"][0]["snippet"]
+
+
+async def test_a_deleted_question_is_not_found_through_its_answer(core: Core) -> None:
+    [question, answer] = await group_talk(core, "tg:-7", 1, "[Ann] Bo, what is the bank PIN hint?",
+                                          "[Bo] The old street name.")
+    assert {r["messageId"] for r in (await search(core).search(1, "bank PIN hint"))["results"]} == {question, answer}
+    await core.db.execute("DELETE FROM mate_message WHERE id = ?", (question,))
+    assert (await search(core).search(1, "bank PIN hint"))["count"] == 0
+    [edited, reply] = await group_talk(core, "tg:-7", 1, "[Ann] The alarm code is 4417.", "[Bo] Thanks.")
+    await core.db.execute("UPDATE mate_message SET content = 'The alarm is off.' WHERE id = ?", (edited,))
+    assert (await search(core).search(1, "alarm code"))["results"][0]["messageId"] == edited
+    assert reply not in {r["messageId"] for r in (await search(core).search(1, "4417"))["results"]}
+
+
 async def test_another_agents_many_hits_never_crowd_out_ours(core: Core) -> None:
     await talk(core, "tg:-100", 2, *[f"[Bob] the meeting number {i} ran long" for i in range(400)])
     await talk(core, "console:me", 1, "The team meeting is moved to Friday.", "ok")
     result = await search(core).search(1, "did the team meeting run long?")
-    assert [r["conversationId"] for r in result["results"]] == ["console:me"]
+    assert {r["conversationId"] for r in result["results"]} == {"console:me"}
 
 
 async def test_another_agents_newer_substring_hits_never_crowd_out_ours(core: Core) -> None:

@@ -5,9 +5,50 @@ from __future__ import annotations
 # The search index rows of a message or workspace file `{r}` (NEW in triggers); callers add
 # FROM / WHERE. Only what people and the model said is searched: no tool turns.
 _SEARCHED_MESSAGE = "{r}.role IN ('user', 'assistant') AND {r}.content_format = 'text'"
-_MESSAGE_TEXT = (
+_MESSAGE_TEXT_V6 = (
     "INSERT INTO mate_search_text(rowid, body, scope) SELECT {r}.id * 2, mate_search_spaced({r}.content), "
     "'agent' || (SELECT c.agent_id FROM mate_conversation c WHERE c.id = {r}.conversation_id) || ' conversations'"
+)
+# From version 8 a message is also found by its date in words ("7 May 2023 Sunday": `date`),
+# so "what did she say in May 2023" can match, and a person's message by the words of the
+# person's message before it (`prev`, without the speaker's "[Name] "): in a group the answer
+# is found by its question's words. Only between people: after the assistant's turns it
+# would double what every search reads (twice the time) for little gain, since a hit already
+# shows the two messages either side of it.
+_MONTHS = ("January", "February", "March", "April", "May", "June", "July", "August", "September", "October",
+           "November", "December")
+_WEEKDAYS = ("Sunday", "Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday")
+
+
+def _date_words(time: str) -> str:
+    """SQL: a stored time ('YYYY-MM-DD HH:MM:SS', UTC) as "7 May 2023 Sunday"."""
+    months = " ".join(f"WHEN '{n:02d}' THEN '{name}'" for n, name in enumerate(_MONTHS, 1))
+    weekdays = " ".join(f"WHEN '{n}' THEN '{name}'" for n, name in enumerate(_WEEKDAYS))
+    return (f"(ltrim(strftime('%d', {time}), '0') || ' ' || (CASE strftime('%m', {time}) {months} ELSE '' END) "
+            f"|| ' ' || strftime('%Y', {time}) || ' ' || (CASE strftime('%w', {time}) {weekdays} ELSE '' END))")
+
+
+def _without_speaker(content: str) -> str:
+    """SQL: a group message without the "[Name] " the router puts before it."""
+    return (f"(CASE WHEN substr({content}, 1, 1) = '[' AND instr({content}, '] ') BETWEEN 2 AND 130 "
+            f"THEN substr({content}, instr({content}, '] ') + 2) ELSE {content} END)")
+
+
+_PREVIOUS_TURN = (
+    "(SELECT CASE WHEN p.role = 'user' THEN p.content END FROM mate_message p WHERE p.conversation_id = {r}.conversation_id AND p.id < {r}.id "
+    "AND p.role IN ('user', 'assistant') AND p.content_format = 'text' ORDER BY p.id DESC LIMIT 1)"
+)
+_MESSAGE_TEXT = (
+    "INSERT INTO mate_search_text(rowid, body, scope, prev, date) SELECT {r}.id * 2, "
+    "mate_search_spaced({r}.content), "
+    "'agent' || (SELECT c.agent_id FROM mate_conversation c WHERE c.id = {r}.conversation_id) || ' conversations', "
+    f"CASE WHEN {{r}}.role = 'user' THEN mate_search_spaced({_without_speaker(_PREVIOUS_TURN)}) END, "
+    f"{_date_words('{r}.create_time')}"
+)
+_FILE_TEXT = (
+    "INSERT INTO mate_search_text(rowid, body, scope, prev, date) SELECT {r}.id * 2 + 1, "
+    "mate_search_spaced({r}.content), 'agent' || {r}.agent_id || ' notes', '', "
+    f"{_date_words('{r}.update_time')}"
 )
 _MESSAGE_TRIGRAM_V6 = (
     "INSERT INTO mate_search_trigram(rowid, body, source, agent_id, conversation_id, ref_id, filename, time) "
@@ -15,7 +56,7 @@ _MESSAGE_TRIGRAM_V6 = (
     "(SELECT c.agent_id FROM mate_conversation c WHERE c.id = {r}.conversation_id), {r}.conversation_id, {r}.id, "
     "NULL, {r}.create_time"
 )
-_FILE_TEXT = (
+_FILE_TEXT_V6 = (
     "INSERT INTO mate_search_text(rowid, body, scope) SELECT {r}.id * 2 + 1, mate_search_spaced({r}.content), "
     "'agent' || {r}.agent_id || ' notes'"
 )
@@ -40,35 +81,46 @@ _FILE_TRIGRAM = (
 )
 
 
-def _search_triggers(message_trigram: str, file_trigram: str) -> tuple[str, ...]:
-    """The triggers that keep both search tables in step with messages and workspace files."""
+def _search_triggers(message_text: str, file_text: str, message_trigram: str, file_trigram: str,
+                     follow_next: bool = False) -> tuple[str, ...]:
+    """The triggers that keep both search tables in step with messages and workspace files.
+
+    `follow_next`: the word index holds each message's previous turn, so when a message is
+    edited or deleted the next one is indexed again (a deleted text must not stay findable).
+    """
+    next_id = ("(SELECT n.id FROM mate_message n WHERE n.conversation_id = OLD.conversation_id AND n.id > OLD.id "
+               f"AND {_SEARCHED_MESSAGE.format(r='n')} ORDER BY n.id LIMIT 1)")
+    again = (f"DELETE FROM mate_search_text WHERE rowid = {next_id} * 2; "
+             f"{message_text.format(r='x')} FROM mate_message x WHERE x.id = {next_id};") if follow_next else ""
     return (
         f"""CREATE TRIGGER IF NOT EXISTS tr_search_message_insert AFTER INSERT ON mate_message
             WHEN {_SEARCHED_MESSAGE.format(r="NEW")} BEGIN
-            {_MESSAGE_TEXT.format(r="NEW")};
+            {message_text.format(r="NEW")};
             {message_trigram.format(r="NEW")};
         END""",
         f"""CREATE TRIGGER IF NOT EXISTS tr_search_message_update AFTER UPDATE OF content, role, content_format
             ON mate_message BEGIN
             DELETE FROM mate_search_text WHERE rowid = OLD.id * 2;
             DELETE FROM mate_search_trigram WHERE rowid = OLD.id * 2;
-            {_MESSAGE_TEXT.format(r="NEW")} WHERE {_SEARCHED_MESSAGE.format(r="NEW")};
+            {message_text.format(r="NEW")} WHERE {_SEARCHED_MESSAGE.format(r="NEW")};
             {message_trigram.format(r="NEW")} WHERE {_SEARCHED_MESSAGE.format(r="NEW")};
+            {again}
         END""",
-        """CREATE TRIGGER IF NOT EXISTS tr_search_message_delete AFTER DELETE ON mate_message BEGIN
+        f"""CREATE TRIGGER IF NOT EXISTS tr_search_message_delete AFTER DELETE ON mate_message BEGIN
             DELETE FROM mate_search_text WHERE rowid = OLD.id * 2;
             DELETE FROM mate_search_trigram WHERE rowid = OLD.id * 2;
+            {again}
         END""",
         f"""CREATE TRIGGER IF NOT EXISTS tr_search_file_insert AFTER INSERT ON mate_workspace_file
             WHEN NEW.deleted = 0 BEGIN
-            {_FILE_TEXT.format(r="NEW")};
+            {file_text.format(r="NEW")};
             {file_trigram.format(r="NEW")};
         END""",
         f"""CREATE TRIGGER IF NOT EXISTS tr_search_file_update
             AFTER UPDATE OF content, filename, deleted, agent_id, update_time ON mate_workspace_file BEGIN
             DELETE FROM mate_search_text WHERE rowid = OLD.id * 2 + 1;
             DELETE FROM mate_search_trigram WHERE rowid = OLD.id * 2 + 1;
-            {_FILE_TEXT.format(r="NEW")} WHERE NEW.deleted = 0;
+            {file_text.format(r="NEW")} WHERE NEW.deleted = 0;
             {file_trigram.format(r="NEW")} WHERE NEW.deleted = 0;
         END""",
         """CREATE TRIGGER IF NOT EXISTS tr_search_file_delete AFTER DELETE ON mate_workspace_file BEGIN
@@ -260,11 +312,11 @@ MIGRATIONS: tuple[tuple[int, str, tuple[str, ...]], ...] = (
             """CREATE VIRTUAL TABLE IF NOT EXISTS mate_search_trigram USING fts5(
                 body, source UNINDEXED, agent_id UNINDEXED, conversation_id UNINDEXED, ref_id UNINDEXED,
                 filename UNINDEXED, time UNINDEXED, tokenize = 'trigram')""",
-            *_search_triggers(_MESSAGE_TRIGRAM_V6, _FILE_TRIGRAM_V6),
+            *_search_triggers(_MESSAGE_TEXT_V6, _FILE_TEXT_V6, _MESSAGE_TRIGRAM_V6, _FILE_TRIGRAM_V6),
             # What was stored before this version.
-            f"{_MESSAGE_TEXT.format(r='m')} FROM mate_message m WHERE {_SEARCHED_MESSAGE.format(r='m')}",
+            f"{_MESSAGE_TEXT_V6.format(r='m')} FROM mate_message m WHERE {_SEARCHED_MESSAGE.format(r='m')}",
             f"{_MESSAGE_TRIGRAM_V6.format(r='m')} FROM mate_message m WHERE {_SEARCHED_MESSAGE.format(r='m')}",
-            f"{_FILE_TEXT.format(r='f')} FROM mate_workspace_file f WHERE f.deleted = 0",
+            f"{_FILE_TEXT_V6.format(r='f')} FROM mate_workspace_file f WHERE f.deleted = 0",
             f"{_FILE_TRIGRAM_V6.format(r='f')} FROM mate_workspace_file f WHERE f.deleted = 0",
         ),
     ),
@@ -277,9 +329,58 @@ MIGRATIONS: tuple[tuple[int, str, tuple[str, ...]], ...] = (
             """CREATE VIRTUAL TABLE mate_search_trigram USING fts5(
                 body, scope, source UNINDEXED, agent_id UNINDEXED, conversation_id UNINDEXED, ref_id UNINDEXED,
                 filename UNINDEXED, time UNINDEXED, tokenize = 'trigram')""",
-            *_search_triggers(_MESSAGE_TRIGRAM, _FILE_TRIGRAM),
+            *_search_triggers(_MESSAGE_TEXT_V6, _FILE_TEXT_V6, _MESSAGE_TRIGRAM, _FILE_TRIGRAM),
             f"{_MESSAGE_TRIGRAM.format(r='m')} FROM mate_message m WHERE {_SEARCHED_MESSAGE.format(r='m')}",
             f"{_FILE_TRIGRAM.format(r='f')} FROM mate_workspace_file f WHERE f.deleted = 0",
+        ),
+    ),
+    (
+        8,
+        "the word index also holds each message's previous turn and its date in words",
+        (
+            *(f"DROP TRIGGER IF EXISTS {name}" for name in _TRIGGERS),
+            "DROP TABLE IF EXISTS mate_search_text",
+            """CREATE VIRTUAL TABLE mate_search_text USING fts5(
+                body, scope, prev, date, tokenize = 'porter unicode61 remove_diacritics 2')""",
+            *_search_triggers(_MESSAGE_TEXT, _FILE_TEXT, _MESSAGE_TRIGRAM, _FILE_TRIGRAM, follow_next=True),
+            f"{_MESSAGE_TEXT.format(r='m')} FROM mate_message m WHERE {_SEARCHED_MESSAGE.format(r='m')}",
+            f"{_FILE_TEXT.format(r='f')} FROM mate_workspace_file f WHERE f.deleted = 0",
+        ),
+    ),
+    (
+        9,
+        "mate_embedding: one vector per searched message or workspace file and model, for semantic search",
+        (
+            # key: the search index rowid (message id * 2, workspace file id * 2 + 1). The vector
+            # is quantized to one byte per dimension (value + 128, scaled per vector): a quarter
+            # of float32's size, and what the search compares. dim 0: the endpoint refused the
+            # text, so it is not asked again.
+            """CREATE TABLE IF NOT EXISTS mate_embedding (
+                key INTEGER NOT NULL,
+                model TEXT NOT NULL,
+                agent_id INTEGER NOT NULL,
+                dim INTEGER NOT NULL,
+                vector BLOB NOT NULL,
+                norm REAL NOT NULL,
+                create_time TEXT NOT NULL,
+                PRIMARY KEY (key, model)
+            )""",
+            "CREATE INDEX IF NOT EXISTS ix_embedding_agent ON mate_embedding(agent_id, model)",
+            # A changed or removed text loses its vector; the background backfill makes it again.
+            """CREATE TRIGGER IF NOT EXISTS tr_embedding_message_update
+                AFTER UPDATE OF content, role, content_format ON mate_message BEGIN
+                DELETE FROM mate_embedding WHERE key = OLD.id * 2;
+            END""",
+            """CREATE TRIGGER IF NOT EXISTS tr_embedding_message_delete AFTER DELETE ON mate_message BEGIN
+                DELETE FROM mate_embedding WHERE key = OLD.id * 2;
+            END""",
+            """CREATE TRIGGER IF NOT EXISTS tr_embedding_file_update
+                AFTER UPDATE OF content, filename, deleted, agent_id ON mate_workspace_file BEGIN
+                DELETE FROM mate_embedding WHERE key = OLD.id * 2 + 1;
+            END""",
+            """CREATE TRIGGER IF NOT EXISTS tr_embedding_file_delete AFTER DELETE ON mate_workspace_file BEGIN
+                DELETE FROM mate_embedding WHERE key = OLD.id * 2 + 1;
+            END""",
         ),
     ),
 )

@@ -40,7 +40,7 @@ def _scoped(agent_id: int, source: str, body_expression: str) -> str:
     scope = f'scope : "agent{int(agent_id)}"'
     if source != "all":
         scope += f' AND scope : "{source}"'
-    return f"{scope} AND body : ({body_expression})"
+    return f"{scope} AND {{body prev date}} : ({body_expression})"
 
 
 class SqliteSearchRepository:
@@ -51,7 +51,7 @@ class SqliteSearchRepository:
         """The agent's rows matching an FTS5 expression on the word index, best BM25 first
         (the scope column weighs nothing), newer first on a tie."""
         rows = await self._db.fetchall(
-            f"SELECT {_HIT_COLUMNS} FROM (SELECT rowid AS id, bm25(mate_search_text, 1.0, 0.0) AS score "
+            f"SELECT {_HIT_COLUMNS} FROM (SELECT rowid AS id, bm25(mate_search_text, 1.0, 0.0, 0.4, 1.0) AS score "
             "FROM mate_search_text WHERE mate_search_text MATCH ? ORDER BY score LIMIT ?) c "
             "JOIN mate_search_trigram t ON t.rowid = c.id ORDER BY c.score, t.time DESC LIMIT ?",
             (_scoped(agent_id, source, body_expression), limit * 2, limit))
