@@ -290,6 +290,10 @@ async def _restore(config: Config, args: argparse.Namespace) -> int:
             if report.set_aside else "there was no database before")
     print(f"restored {report.database} from {report.source} (schema version {report.schema_version}, "
           f"integrity ok{media}); {kept}")
+    if report.media_error:
+        print(f"matebot: the database is restored, but not every media file was copied: {report.media_error}",
+              file=sys.stderr)
+        return EXIT_RUNTIME
     return EXIT_OK
 
 

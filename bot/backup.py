@@ -33,6 +33,7 @@ class RestoreReport:
     schema_version: int
     set_aside: tuple[Path, ...]  # the files the restore replaced, renamed
     media_copied: int  # media files of the backup that data/media lacked
+    media_error: str | None = None  # the database is restored, but not every media file
 
 
 def back_up(database: Path, target_dir: Path, *, now: datetime | None = None) -> BackupReport:
@@ -87,16 +88,34 @@ def restore(database: Path, backup: Path) -> RestoreReport:
             _remove_with_side_files(staging)
             raise
         set_aside = _set_aside(database)
-        staging.rename(database)
-        _remove_with_side_files(staging)
         try:
+            staging.rename(database)
+            _remove_with_side_files(staging)
             version = verify_restored(database)
-        except StorageError as exc:  # checked a moment ago: a failing disk, most likely
-            kept = ", ".join(str(path) for path in set_aside) or "nothing"
-            raise StorageError(f"{exc}; the replaced files are kept as {kept}") from None
+        except (OSError, StorageError) as exc:  # checked a moment ago: a failing disk, most likely
+            _put_back(database, set_aside)
+            raise StorageError(f"{exc}; the database is as it was before") from None
     media = source.parent / "media"
-    copied = _copy_new_files(media, database.parent / "media") if media.is_dir() else 0
+    try:
+        copied = _copy_new_files(media, database.parent / "media") if media.is_dir() else 0
+    except OSError as exc:
+        return RestoreReport(database, source, version, set_aside, 0,
+                             f"{exc.strerror or exc} ({exc.filename or media})")
     return RestoreReport(database, source, version, set_aside, copied)
+
+
+def _put_back(database: Path, set_aside: tuple[Path, ...]) -> None:
+    """Undoes a restore that failed after the old files were set aside: the restored file goes
+    to `<name>.failed-restore`, the set-aside files back to their names."""
+    failed = database.with_name(database.name + ".failed-restore")
+    _remove_with_side_files(failed)
+    for side in SIDE_FILES:
+        current = database.with_name(database.name + side)
+        if current.exists():
+            current.rename(failed.with_name(failed.name + side))
+    for moved in set_aside:
+        side = next(s for s in sorted(SIDE_FILES, key=len, reverse=True) if moved.name.endswith(s))
+        moved.rename(database.with_name(database.name + side))
 
 
 def _set_aside(database: Path) -> tuple[Path, ...]:
@@ -112,7 +131,9 @@ def _set_aside(database: Path) -> tuple[Path, ...]:
         number += 1  # an earlier restore's files stay: one set per restore, never overwritten
         suffix = f"{SET_ASIDE}.{number}"
     moved = []
-    for side in present:
+    # The side files first, the database last: a crash in between must never leave an old
+    # -wal beside a new database (SQLite would read it as part of that one).
+    for side in sorted(present, key=lambda side: side == ""):
         database.with_name(database.name + side).rename(renamed(suffix, side))
         moved.append(renamed(suffix, side))
     return tuple(moved)

@@ -215,3 +215,49 @@ def test_restore_of_a_missing_backup_says_so(tmp_path: Path, capsys: pytest.Capt
         [line] = capsys.readouterr().err.splitlines()
         assert line.startswith("matebot: nothing restored: no backup"), line
     assert not (tmp_path / "mate.db").exists()
+
+
+def test_media_that_cannot_be_copied_is_reported_after_the_database_is_restored(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    db = asyncio.run(_database_with_a_message(tmp_path))
+    media = db.parent / "media"
+    media.mkdir()
+    (media / "a.png").write_bytes(b"a picture")
+    config = ["--config", str(config_naming(db))]
+    assert main(["backup", *config, str(tmp_path / "bk")]) == 0
+    shutil.rmtree(media)
+    media.write_bytes(b"a file where the media folder should be")  # copying into it must fail
+    assert main(["restore", *config, str(tmp_path / "bk")]) == 1
+    captured = capsys.readouterr()
+    assert captured.out.splitlines()[-1].startswith(f"restored {db} from ")
+    [line] = captured.err.splitlines()
+    assert line.startswith("matebot: the database is restored, but not every media file was copied: "), line
+    assert "nothing restored" not in captured.err
+    assert said(db) == ["the blue door"]
+
+
+def test_a_restore_that_fails_after_setting_aside_puts_the_database_back(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    import bot.backup
+    from bot.errors import StorageError
+
+    db = asyncio.run(_database_with_a_message(tmp_path))
+    config = ["--config", str(config_naming(db))]
+    assert main(["backup", *config, str(tmp_path / "bk")]) == 0
+    with closing(sqlite3.connect(db)) as conn:  # written after the backup: must survive the failed restore
+        conn.execute("UPDATE mate_conversation SET title = 'written after the backup'")
+        conn.commit()
+    before = digest(db)
+
+    def failing_disk(database: Path) -> int:  # the restored file reads back wrong: a failing disk
+        raise StorageError(f"{database}: disk I/O error")
+
+    monkeypatch.setattr(bot.backup, "verify_restored", failing_disk)
+    assert main(["restore", *config, str(tmp_path / "bk")]) == 1
+    [line] = capsys.readouterr().err.splitlines()
+    assert "the database is as it was before" in line, line
+    assert digest(db) == before
+    with closing(sqlite3.connect(db)) as conn:
+        assert conn.execute("SELECT title FROM mate_conversation").fetchone() == ("written after the backup",)
+    assert not db.with_name("mate.db.before-restore").exists()
+    assert db.with_name("mate.db.failed-restore").exists()
