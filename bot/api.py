@@ -167,7 +167,7 @@ async def _json_body(request: web.Request) -> dict[str, Any]:
         text = raw.decode(charset)
     except LookupError:  # no such codec, or one that is not a text encoding (rot13, hex)
         raise _BadRequest(f"unknown charset {charset[:40]!r}: send UTF-8") from None
-    except UnicodeDecodeError:
+    except UnicodeError:  # also codecs that fail in their own way (punycode, idna)
         raise _BadRequest(f"the body is not valid {charset[:40]} text") from None
     try:
         body = json.loads(text, parse_int=_json_int)

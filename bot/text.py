@@ -4,14 +4,17 @@ from __future__ import annotations
 
 import unicodedata
 
-# Letters that render as nothing (Hangul fillers, Braille blank, Mongolian vowel separator)
-# and variation selectors; everything else invisible is found by its category.
+# Letters that render as nothing (Hangul fillers, Braille blank, Mongolian vowel separator),
+# variation selectors and Unicode's noncharacters; everything else invisible is found by its
+# category.
 _INVISIBLE_LETTERS = frozenset("\u115f\u1160\u3164\uffa0\u2800\u180e") | frozenset(
-    chr(c) for c in (*range(0xFE00, 0xFE10), *range(0xE0100, 0xE01F0)))
-# Controls, format characters (bidi marks, zero-width joiners), surrogates, unassigned code
-# points, separators, and combining marks (Mn, Me): a mark has no base of its own to sit on,
-# so a message of marks alone shows at most a dotted circle and says nothing.
-_INVISIBLE_CATEGORIES = frozenset({"Cf", "Cc", "Cs", "Cn", "Zs", "Zl", "Zp", "Mn", "Me"})
+    chr(c) for c in (*range(0xFE00, 0xFE10), *range(0xE0100, 0xE01F0), *range(0xFDD0, 0xFDF0),
+                     *(plane * 0x10000 + low for plane in range(17) for low in (0xFFFE, 0xFFFF))))
+# Controls, format characters (bidi marks, zero-width joiners), surrogates, separators, and
+# combining marks (Mn, Me): a mark has no base of its own to sit on, so a message of marks
+# alone shows at most a dotted circle and says nothing. Not "Cn" (unassigned): this Python's
+# Unicode tables are older than the phones people type on, and a new emoji is unassigned here.
+_INVISIBLE_CATEGORIES = frozenset({"Cf", "Cc", "Cs", "Zs", "Zl", "Zp", "Mn", "Me"})
 _ASCII_INVISIBLE = "".join(map(chr, (*range(0x21), 0x7F)))  # space and the C0 controls, DEL
 
 

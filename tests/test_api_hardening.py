@@ -111,11 +111,12 @@ async def test_an_unknown_charset_is_400(api: Api, caplog: pytest.LogCaptureFixt
                                          template: str) -> None:
     caplog.set_level(logging.INFO)
     body = b'{"message": "hi", "content": "x", "version": 0}'
-    for charset in ("x-unknown", "utf-9", "rot13", "hex"):
+    for charset in ("x-unknown", "utf-9", "rot13", "hex", "punycode"):
         status, _, text = await _raw(api, method, template.format(**_DEFAULTS), data=body,
                                      headers={"Content-Type": f"application/json; charset={charset}"})
         assert status == 400, (charset, status, text[:300])
-        assert f"unknown charset '{charset}'" in text
+        # punycode is a text codec that fails with its own error (not a decode error) on such a body
+        assert f"unknown charset '{charset}'" in text or f"not valid {charset} text" in text
     assert _tracebacks(caplog) == []
     assert api.fake.messages_requests() == []
     assert await api.rt.core.workspace.get(1, "NOTES.md") is None
