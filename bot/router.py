@@ -11,10 +11,11 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass, replace
 from typing import Any
 
+from bot.access import Access, AccessPolicies, ChatKind, Decision
 from bot.agent import Agent
 from bot.agents import AgentDirectory
 from bot.command_names import command_name
-from bot.config import DiscordConfig, MateConfig, TelegramConfig
+from bot.config import MateConfig
 from bot.errors import StorageError
 from bot.media import MediaPreparer, MediaRefused, PreparedMedia
 from bot.ports import CommandPort
@@ -116,8 +117,10 @@ class ChannelMessageRouter:
     def __init__(
         self, config: MateConfig, repos: Repositories, agents: AgentDirectory, agent: Agent,
         memory: MemoryEventSink, prompts: PromptLibrary, media: MediaPreparer | None = None,
+        access: AccessPolicies | None = None,
     ) -> None:
         self._config = config
+        self._access = access or AccessPolicies.from_config(config.channels)
         self._media = media
         self._repos = repos
         self._agents = agents
@@ -188,37 +191,18 @@ class ChannelMessageRouter:
 
     # -- access -----------------------------------------------------------------------
 
-    def _policy(self, channel: str) -> TelegramConfig | DiscordConfig | None:
-        return getattr(self._config.channels, channel, None) if channel in ("telegram", "discord") else None
-
     def is_admin(self, message: InboundMessage) -> bool:
-        policy = self._policy(message.channel)
-        if policy is None:  # console and web callers are the owner (S13)
-            return message.channel in ("console", "web") or message.is_admin
-        return message.sender_id in policy.admins
+        return self._decide(message).is_admin
 
-    def _refusal(self, message: InboundMessage) -> str | None:
-        """None: allowed; "": ignore silently; text: answer with it and stop."""
-        policy = self._policy(message.channel)
-        if policy is None:
-            return None
-        allowed = message.sender_id in policy.admins or message.sender_id in policy.allowed_users
-        if message.is_direct:
-            if policy.dm_policy == "allowlist" and not allowed:
-                return self._prompts.text("not_allowed", user_id=message.sender_id)
-            return None
-        addressed = message.mentions_bot or command_name(message.text) is not None
-        group_policy = getattr(policy, "group_policy", "open")
-        if group_policy == "disabled":
-            return ""
-        if group_policy == "allowlist" and message.chat_id not in getattr(policy, "allowed_groups", ()):
-            # Only the owner learns how to allow it; anyone else gets silence and costs nothing.
-            if message.sender_id in policy.admins and addressed:
-                return self._prompts.text("group_not_allowed", chat_id=message.chat_id)
-            return ""
-        if policy.require_mention and not addressed:
-            return ""
-        return None
+    def _decide(self, message: InboundMessage) -> Decision:
+        """Answer, refuse with an id line, or ignore: as the channel's access policy says."""
+        policy = self._access.for_channel(message.channel)
+        return policy.decide(Access(
+            ChatKind.DIRECT if message.is_direct else ChatKind.GROUP, message.sender_id,
+            place_id=policy.place_of(message.chat_id),
+            addressed=message.mentions_bot or command_name(message.text) is not None,
+            vouched_admin=message.is_admin,
+        ))
 
     # -- handling ---------------------------------------------------------------------
 
@@ -252,13 +236,13 @@ class ChannelMessageRouter:
                 return None
             if _is_blank_cleaned(message.text) and not message.files:
                 return None
-            refusal = self._refusal(message)
-            if refusal == "":
-                return None
-            if refusal is not None:
+            decision = self._decide(message)
+            if decision.refuses:
                 log.info("refused a message from a user not on the allowlist",
                          extra={"channel": message.channel, "chat_id": message.chat_id})
-                return RoutedReply(refusal, conversation_key(message), 0)
+                return RoutedReply(decision.refusal_line(self._prompts), conversation_key(message), 0)
+            if not decision.answers:
+                return None
             self._in_flight += 1
             self._idle.clear()
             try:

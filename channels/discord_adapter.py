@@ -9,6 +9,7 @@ import random
 import re
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
+from dataclasses import replace
 from typing import Any, Literal
 
 import aiohttp
@@ -18,6 +19,7 @@ import discord.http
 import yarl
 from discord import app_commands
 
+from bot.access import Access, AccessPolicy, ChatKind
 from bot.config import DiscordConfig
 from bot.prompts import PromptLibrary
 from channels.backoff import backoff_delay
@@ -161,9 +163,10 @@ class DiscordChannel:
     def __init__(
         self, config: DiscordConfig, handler: MessageHandler, prompts: PromptLibrary, *,
         client_factory: ClientFactory | None = None, backoff_base: float = 1.0, backoff_max: float = 60.0,
-        rng: random.Random | None = None,
+        rng: random.Random | None = None, access: AccessPolicy | None = None,
     ) -> None:
         self._config = config
+        self._access = access or AccessPolicy.discord(config)
         self._handler = handler
         self._prompts = prompts
         self._factory: ClientFactory = client_factory or discord.Client  # called as factory(intents=...)
@@ -175,7 +178,6 @@ class DiscordChannel:
         self._stopping = False
         self._stop_event = asyncio.Event()
         self._commands_synced = False  # once per channel, not on every reconnect
-        self._allowed_guilds = frozenset(config.allowed_guilds)
 
     @property
     def client(self) -> discord.Client | None:
@@ -353,9 +355,6 @@ class DiscordChannel:
             log.exception("discord message handling failed",
                           extra={"channel": self.name, "chat_id": str(message.channel.id)})
 
-    def _guild_allowed(self, guild_id: int) -> bool:
-        return self._config.guild_policy == "open" or str(guild_id) in self._allowed_guilds
-
     async def _handle_message(self, message: discord.Message) -> None:
         client = self._client
         me = client.user if client is not None else None
@@ -364,20 +363,24 @@ class DiscordChannel:
         # An uncached guild gives message.guild None with a PartialMessageable: never take it for a DM.
         guild_id = message.guild.id if message.guild is not None else getattr(message.channel, "guild_id", None)
         inbound = self._inbound(message, me.id, is_direct=guild_id is None)
-        if guild_id is not None and not self._guild_allowed(guild_id):
-            # Only an admin who addresses the bot learns the id to allow; others get silence.
-            if inbound.sender_id in self._config.admins and self._addressed(inbound):
-                await message.channel.send(self._prompts.text("server_not_allowed", guild_id=str(guild_id)),
-                                           allowed_mentions=_NO_PINGS)
+        access = self._access_of(inbound, guild_id)
+        # Where every message is answered, every message counts as addressed to the bot.
+        access = replace(access, addressed=self._access.wants_answer(access))
+        # The server is checked here, the only place that sees it; the router decides the rest.
+        place = self._access.decide_place(access)
+        if not place.answers:
+            if place.refuses:
+                await message.channel.send(place.refusal_line(self._prompts), allowed_mentions=_NO_PINGS)
             return
         if not inbound.text and not inbound.files:
-            if message.stickers and self._addressed(inbound) and self._allowed(inbound):
+            # A sticker where the bot would answer; a stranger's in a direct chat gets silence.
+            if message.stickers and self._access.decide(access).answers:
                 await message.channel.send(self._prompts.text("text_only"), allowed_mentions=_NO_PINGS)
             return
         preview = _Preview(message)
         reply = None
         try:
-            if self._addressed(inbound):
+            if access.addressed:  # a typing indicator only where an answer is expected
                 async with _keep_typing(message.channel):
                     reply = await self._handler(inbound, stored=_no_confirmation, stream=preview.stream)
             else:
@@ -415,20 +418,15 @@ class DiscordChannel:
             channel=self.name, chat_id=chat_id, thread_id=thread_id, sender_id=sender_id,
             sender_name=message.author.display_name, text=_clean_text(message, bot_id),
             is_direct=is_direct, mentions_bot=mentioned or own_thread or replied_to_bot, chat_title=title,
-            is_admin=sender_id in self._config.admins, external_id=str(message.id),
+            is_admin=self._access.is_admin(sender_id), external_id=str(message.id),
             files=tuple(IncomingFile(a.filename, a.content_type or "", a.size, a.read) for a in message.attachments),
         )
 
-    def _addressed(self, inbound: InboundMessage) -> bool:
-        """Whether the message asks for an answer (so a typing indicator is honest)."""
-        return (inbound.is_direct or inbound.mentions_bot or not self._config.require_mention
-                or inbound.text.lstrip().startswith("/"))
-
-    def _allowed(self, inbound: InboundMessage) -> bool:
-        """The DM allowlist, for answers the router never sees (the "text only" notice)."""
-        if not inbound.is_direct or self._config.dm_policy == "open":
-            return True
-        return inbound.sender_id in self._config.admins or inbound.sender_id in self._config.allowed_users
+    @staticmethod
+    def _access_of(inbound: InboundMessage, guild_id: int | None) -> Access:
+        kind = ChatKind.DIRECT if inbound.is_direct else ChatKind.GROUP
+        return Access(kind, inbound.sender_id, place_id=None if guild_id is None else str(guild_id),
+                      addressed=inbound.mentions_bot or inbound.text.lstrip().startswith("/"))
 
     # -- app commands -------------------------------------------------------------------
 
@@ -475,14 +473,16 @@ class DiscordChannel:
 
     async def _on_command(self, interaction: discord.Interaction, text: str, *, ephemeral: bool = False) -> None:
         guild_id = interaction.guild_id
-        if guild_id is not None and not self._guild_allowed(guild_id):
-            return
-        chat_id, thread_id = _location(interaction.channel, interaction.channel_id)
         user = interaction.user
+        kind = ChatKind.DIRECT if guild_id is None else ChatKind.GROUP
+        place_id = None if guild_id is None else str(guild_id)
+        if not self._access.decide_place(Access(kind, str(user.id), place_id, addressed=True)).answers:
+            return  # a server not allowed: no answer at all, not even the id line a message gets
+        chat_id, thread_id = _location(interaction.channel, interaction.channel_id)
         inbound = InboundMessage(
             channel=self.name, chat_id=chat_id, thread_id=thread_id, sender_id=str(user.id),
             sender_name=user.display_name, text=text, is_direct=guild_id is None, mentions_bot=True,
-            is_admin=str(user.id) in self._config.admins, external_id=str(interaction.id),
+            is_admin=self._access.is_admin(str(user.id)), external_id=str(interaction.id),
         )
         try:
             await interaction.response.defer(ephemeral=ephemeral, thinking=True)  # 3 s to acknowledge

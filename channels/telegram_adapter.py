@@ -15,6 +15,7 @@ from telegram import Bot, BotCommand, Message, MessageEntity, ReplyParameters, U
 from telegram.constants import ChatAction, ChatType, ParseMode
 from telegram.error import BadRequest, Conflict, InvalidToken, NetworkError, RetryAfter, TelegramError
 
+from bot.access import Access, AccessPolicy, ChatKind
 from bot.command_names import COMMANDS
 from bot.config import TelegramConfig
 from bot.prompts import PromptLibrary
@@ -82,10 +83,12 @@ class TelegramChannel:
         bot_factory: BotFactory | None = None, poll_timeout: float = 30.0,
         backoff_base: float = BACKOFF_BASE, backoff_max: float = BACKOFF_MAX, backoff_jitter: float = BACKOFF_JITTER,
         busy_poll_interval: float = BUSY_POLL_INTERVAL, concurrent_updates: int = CONCURRENT_UPDATES,
+        access: AccessPolicy | None = None,
     ) -> None:
         if bot_factory is None:
             require_token(config)
         self._config = config
+        self._access = access or AccessPolicy.telegram(config)
         self._handler = handler
         self._prompts = prompts
         self._bot_factory = bot_factory or (lambda: build_bot(config))
@@ -378,7 +381,7 @@ class TelegramChannel:
             channel=self.name, chat_id=chat_id, sender_id=str(user.id), sender_name=user.full_name,
             text=message.text if message.text is not None else caption, is_direct=is_direct,
             mentions_bot=mentioned, thread_id=thread_id, chat_title=chat.title or "",
-            is_admin=str(user.id) in self._config.admins, external_id=str(message.message_id), files=files,
+            is_admin=self._access.is_admin(str(user.id)), external_id=str(message.message_id), files=files,
         )
         preview = TelegramReplyPreview(self._connected, self._with_retries, self._describe, chat_id, thread_id,
                                        reply_to, draft_id=message.message_id if is_direct else None)
@@ -440,16 +443,15 @@ class TelegramChannel:
 
     def _media_answer(self, is_direct: bool, sender_id: str, mentioned: bool, chat_id: str) -> str | None:
         """The polite "text only" answer to stickers, photos, voice... where the bot would answer."""
-        config = self._config
-        allowed = sender_id in config.admins or sender_id in config.allowed_users
-        if is_direct:
-            if config.dm_policy == "allowlist" and not allowed:
-                return self._prompts.text("not_allowed", user_id=sender_id)
+        kind = ChatKind.DIRECT if is_direct else ChatKind.GROUP
+        decision = self._access.decide(Access(kind, sender_id, self._access.place_of(chat_id), addressed=mentioned))
+        if is_direct and decision.refuses:
+            return decision.refusal_line(self._prompts)
+        # In a group only a mention earns the notice, even where every message is answered,
+        # and never the group's id line: a sticker is not a request.
+        if decision.answers and (is_direct or mentioned):
             return self._prompts.text("text_only")
-        policy = config.group_policy
-        if not mentioned or policy == "disabled" or (policy == "allowlist" and chat_id not in config.allowed_groups):
-            return None
-        return self._prompts.text("text_only")
+        return None
 
     # -- outbound ---------------------------------------------------------------------
 
