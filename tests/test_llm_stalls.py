@@ -15,6 +15,7 @@ import aiohttp
 import pytest
 
 from bot.api import ApiServer
+from bot.errors import LLMBusy
 from bot.llm import AnthropicClient
 from bot.runtime import Runtime, open_runtime
 from channels.base import InboundMessage
@@ -183,3 +184,31 @@ async def test_a_message_that_finds_every_slot_taken_gets_the_busy_apology(tmp_p
     for done in finished:  # the endless answers were not disturbed: they end when the model ends them
         assert "failure" not in done and done["reply"].startswith("Once more")
     assert (after[0], after[1]["reply"]) == (200, "ok")  # the wait that gave up took no slot with it
+
+
+async def test_memory_work_waits_for_a_slot_instead_of_failing(tmp_path: Path, fake: FakeAnthropic) -> None:
+    # Nobody waits for an extraction: it must not fail (and count a failed attempt) only
+    # because chat answers held every slot for longer than timeout-seconds.
+    from bot.llm import LLMRequest
+
+    release = asyncio.Event()
+    fake.responder = stuck_when_asked(StalledReply(text="Once", beat_every=BEAT, beat_text=" more", release=release))
+    async with running(tmp_path, fake, **{"max-concurrency": 1}) as rt:
+        busy = asyncio.create_task(ask(rt, "a", "stuck: a long story"))
+        await until(lambda: fake.stalled_open == 1, "the endless answer to hold the only slot")
+        memory = asyncio.create_task(rt.llm.complete(LLMRequest(
+            model="m", system="s", messages=[{"role": "user", "content": "extract"}], max_tokens=50,
+            purpose="memory")))
+        chat = asyncio.create_task(rt.llm.complete(LLMRequest(
+            model="m", system="s", messages=[{"role": "user", "content": "hello"}], max_tokens=50)))
+        await until(chat.done, "the chat request to give up")
+        began = time.monotonic()
+        await until(lambda: time.monotonic() - began > TIMEOUT * 1.5, "past timeout-seconds once more")
+        assert not memory.done()  # still waiting, well past timeout-seconds
+        release.set()
+        async with asyncio.timeout(LIMIT):
+            answer = await memory
+            await busy
+
+    assert isinstance(chat.exception(), LLMBusy)
+    assert answer.text == "ok"

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from bot.text_tool_calls import text_tool_call
+from bot.llm.text_tool_calls import text_tool_call
 from tests.fakes.anthropic import FakeAnthropic
 from tests.test_prompt_caching import Recorder
 from tests.test_stream_faults import ask

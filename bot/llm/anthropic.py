@@ -75,6 +75,9 @@ class AnthropicClient:
 
     async def complete(self, request: LLMRequest, on_text: TextListener | None = None) -> LLMResponse:
         uncached = not (self._caching and request.cache)
+        # Someone waits for a chat answer (or the summary it needs); memory work in the
+        # background may wait for a slot as long as it takes rather than fail and be retried.
+        bounded = request.purpose in ("chat", "summary")
         params = request_params(request if not uncached else replace(request, cache=False))
         shown: list[str] = []
 
@@ -87,7 +90,7 @@ class AnthropicClient:
         while True:
             streamed = on_text is not None and self._streaming
             try:
-                return await self._once(params, listen if streamed else None)
+                return await self._once(params, listen if streamed else None, bounded)
             except NotStreamed:
                 # A proxy or local server that answers `stream: true` with a plain body or refuses it.
                 log.warning("the model API does not stream answers; asking without streaming from now on")
@@ -129,19 +132,20 @@ class AnthropicClient:
         backoff: float = min(_BACKOFF_BASE * 2 ** attempt, _BACKOFF_MAX)  # int ** int is typed Any
         return backoff * (1 - 0.25 * random.random())
 
-    async def _once(self, params: dict[str, Any], on_text: TextListener | None) -> LLMResponse:
+    async def _once(self, params: dict[str, Any], on_text: TextListener | None, bounded: bool) -> LLMResponse:
         started: list[Any] = []  # the streamed message_start: what a broken answer was billed
         try:
-            return await self._mapped(params, on_text, started)
+            return await self._mapped(params, on_text, started, bounded)
         except (Retryable, LLMError) as exc:
             if started and exc.billed is None:
                 exc.billed = usage_only(started[0])
             raise
 
-    async def _mapped(self, params: dict[str, Any], on_text: TextListener | None, started: list[Any]) -> LLMResponse:
+    async def _mapped(self, params: dict[str, Any], on_text: TextListener | None, started: list[Any],
+                      bounded: bool) -> LLMResponse:
         anthropic = self._errors
         try:
-            async with self._slot():
+            async with self._slot(bounded):
                 if on_text is None:
                     message = await self._sdk.messages.create(**params)
                 else:
@@ -174,14 +178,14 @@ class AnthropicClient:
             raise LLMError(f"malformed response from the model API: {type(exc).__name__}") from None
 
     @asynccontextmanager
-    async def _slot(self) -> AsyncIterator[None]:
-        """One of the max-concurrency slots, waited for at most timeout-seconds.
+    async def _slot(self, bounded: bool) -> AsyncIterator[None]:
+        """One of the max-concurrency slots, waited for at most timeout-seconds when `bounded`.
 
         Stuck answers elsewhere must not queue a new message behind them for minutes: it
         gets the busy apology instead (LLMBusy is not retried, that would be more waiting).
         """
         try:
-            async with asyncio.timeout(self._timeout):
+            async with asyncio.timeout(self._timeout if bounded else None):
                 await self._limit.acquire()
         except TimeoutError:
             raise LLMBusy(f"no free model call slot within {self._timeout:g} s") from None
