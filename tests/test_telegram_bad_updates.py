@@ -47,7 +47,7 @@ def _date_out_of_range() -> dict[str, Any]:
     return {"message": {**_message(SECRET, ADMIN), "date": 10**20}}
 
 
-async def _until(predicate: Any, timeout: float = 5.0) -> None:
+async def _until(predicate: Any, timeout: float = 60.0) -> None:
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout
     while not predicate():
