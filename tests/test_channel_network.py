@@ -61,7 +61,7 @@ async def test_telegram_down_at_start_recovers_when_the_server_comes_up(
         env.llm.reply_text("back online")
         env.tg.push_text("are you there?", chat_id=ADMIN, user_id=ADMIN)
         await env.tg.serve()
-        [sent] = await env.tg.wait_for_sent(timeout=5)
+        [sent] = await env.tg.wait_for_sent(timeout=30)
         assert sent["text"] == "back online" and env.channel.state == CHANNEL_OK
     lines = _retry_lines(caplog, "channels.telegram")
     assert len(lines) >= 2 and _retry_numbers(lines) == list(range(1, len(lines) + 1))  # one line per retry
@@ -97,7 +97,7 @@ async def test_telegram_conflict_stops_the_channel_in_one_line(
     tg = FakeTelegram()
     tg.polling_conflict = True
     async with running(tmp_path, tg=tg) as env:
-        await asyncio.wait_for(env.task, timeout=5)  # run() returns by itself
+        await asyncio.wait_for(env.task, timeout=30)  # run() returns by itself
         assert env.channel.state == STOPPED_CONFLICT
         polls = len(env.tg.calls_of("getUpdates"))
     assert polls == 1  # no retry loop against the other poller
@@ -202,7 +202,7 @@ async def test_an_update_fetched_but_not_stored_at_stop_is_delivered_again(tmp_p
                                 poll_timeout=0.2, backoff_base=0.05, backoff_max=0.2)
         task = asyncio.create_task(again.run())
         try:
-            [sent] = await env.tg.wait_for_sent(timeout=5)
+            [sent] = await env.tg.wait_for_sent(timeout=30)
             assert sent["text"] == "got it"
         finally:
             await again.stop()

@@ -49,9 +49,9 @@ async def test_daemon_serves_telegram_and_discord_together_then_stops_cleanly(
         gc.unfreeze()
         daemon = asyncio.create_task(run_daemon(config, stop=stop, console=False, ready=ready))
         try:
-            await dc.wait_ready(timeout=10)
+            await dc.wait_ready(timeout=30)
             tg.push_text("hi bot", chat_id=42, user_id=42)
-            (sent,) = await tg.wait_for_sent(1, timeout=10)
+            (sent,) = await tg.wait_for_sent(1, timeout=30)
             assert sent["text"] == "hello from the model"
             fake.reply_text("hello discord")
             await dc.send_dm("hi there", author_id="42")
@@ -92,7 +92,7 @@ async def test_a_stopped_channel_is_reported_while_the_others_keep_working(tmp_p
         started: list[Runtime] = []
         daemon = asyncio.create_task(run_daemon(config, stop=stop, console=False, ready=started.append))
         try:
-            await dc.wait_ready(timeout=10)
+            await dc.wait_ready(timeout=30)
             url = f"http://127.0.0.1:{started[0].extras['api_port']}/healthz"
             async with aiohttp.ClientSession() as http:
                 for _ in range(100):  # Discord reports ok a moment after its READY

@@ -29,7 +29,7 @@ async def test_a_telegram_photo_with_a_caption_reaches_the_model(tmp_path: Path)
         env.llm.reply_text("A red square.")
         env.tg.push_photo(picture(2560, 1920, "JPEG"), width=2560, height=1920, caption="what is it?",
                           chat_id=ADMIN, user_id=ADMIN)
-        [sent] = await env.tg.wait_for_sent(timeout=10)
+        [sent] = await env.tg.wait_for_sent(timeout=30)
         stored = [m.content for m in await env.rt.core.repos.messages.after(f"tg:{ADMIN}", 0)]
 
     assert sent["text"] == "A red square."
@@ -47,7 +47,7 @@ async def test_a_telegram_album_is_answered_once_with_all_its_pictures(tmp_path:
                           chat_id=ADMIN, user_id=ADMIN, media_group_id="album-1")
         second = env.tg.push_photo(picture(800, 600, "JPEG", (120, 0, 0)), width=800, height=600,
                                    chat_id=ADMIN, user_id=ADMIN, media_group_id="album-1")
-        [sent] = await env.tg.wait_for_sent(timeout=10)
+        [sent] = await env.tg.wait_for_sent(timeout=30)
         await asyncio.sleep(1.5)  # no second reply comes
         confirmed = max(o for o in env.tg.offsets if o is not None)
 
@@ -64,10 +64,10 @@ async def test_a_telegram_document_arrives_as_text_or_as_a_pdf(tmp_path: Path) -
         env.llm.reply_text("Milk and tea.")
         env.llm.reply_text("Two pages.")
         env.tg.push_document("- milk\n- tea\n".encode(), "list.txt", "text/plain", chat_id=ADMIN, user_id=ADMIN)
-        await env.tg.wait_for_sent(1, timeout=10)
+        await env.tg.wait_for_sent(1, timeout=30)
         env.tg.push_document(PDF, "report.pdf", "application/pdf", caption="summarise", chat_id=ADMIN,
                              user_id=ADMIN)
-        await env.tg.wait_for_sent(2, timeout=10)
+        await env.tg.wait_for_sent(2, timeout=30)
 
     first = sent_blocks(env.llm, 0)
     assert "[file: list.txt]\n- milk\n- tea" in first[-1]["text"]
@@ -79,13 +79,13 @@ async def test_a_telegram_document_arrives_as_text_or_as_a_pdf(tmp_path: Path) -
 async def test_what_telegram_cannot_give_us_gets_a_polite_answer(tmp_path: Path) -> None:
     async with running(tmp_path) as env:
         env.tg.push_document(b"", "movie.mp4", "video/mp4", size=60 * 1024 * 1024, chat_id=ADMIN, user_id=ADMIN)
-        [too_big] = await env.tg.wait_for_sent(timeout=10)
+        [too_big] = await env.tg.wait_for_sent(timeout=30)
         env.tg.push_document(b"PK\x03\x04", "a.zip", "application/zip", chat_id=ADMIN, user_id=ADMIN)
-        await env.tg.wait_for_sent(2, timeout=10)
+        await env.tg.wait_for_sent(2, timeout=30)
         env.tg.push_photo(picture(100, 100), width=100, height=100, chat_id=GROUP, user_id=FRIEND,
                           chat_type="group")  # not addressed to the bot
         env.tg.push_text("@mate_bot hi", chat_id=GROUP, user_id=FRIEND, chat_type="group")
-        await env.tg.wait_for_sent(3, timeout=10)
+        await env.tg.wait_for_sent(3, timeout=30)
 
     assert "too large" in too_big["text"] and "10 MB" in too_big["text"]
     assert "a.zip" in env.tg.sent[1]["text"]

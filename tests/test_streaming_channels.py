@@ -14,7 +14,7 @@ async def test_a_direct_chat_sees_a_growing_draft_then_the_reply(tmp_path: Path)
         env.llm.tokens_per_s = 60.0  # about 3 s for the whole answer
         env.llm.reply_text(ANSWER)
         env.tg.push_text("tell me a lot", chat_id=ADMIN, user_id=ADMIN)
-        [sent] = await env.tg.wait_for_sent(timeout=10)
+        [sent] = await env.tg.wait_for_sent(timeout=30)
 
     drafts = [d["text"] for d in env.tg.drafts]
     assert len(drafts) >= 2
@@ -48,7 +48,7 @@ async def test_a_preview_that_cannot_become_the_reply_is_deleted(tmp_path: Path)
         env.llm.reply_text("A short answer.")
         env.tg.fail_next("editMessageText", error_code=400, description="Bad Request: message can't be edited")
         env.tg.push_text("@mate_bot hello", chat_id=GROUP, user_id=FRIEND, chat_type="group")
-        await env.tg.wait_for_sent(2, timeout=10)
+        await env.tg.wait_for_sent(2, timeout=30)
 
     preview, reply = env.tg.sent
     assert [d["chat_id"] for d in env.tg.deleted] == [GROUP]  # the half-shown preview went away
@@ -63,7 +63,7 @@ async def test_a_tool_round_shows_a_status_line(tmp_path: Path) -> None:
         env.llm.reply_tool_use("list_workspace_memory_files", {})
         env.llm.reply_text("You have four files.")
         env.tg.push_text("which files?", chat_id=ADMIN, user_id=ADMIN)
-        [sent] = await env.tg.wait_for_sent(timeout=10)
+        [sent] = await env.tg.wait_for_sent(timeout=30)
 
     assert env.tg.drafts[0]["text"] == "Working on it…"
     assert sent["text"] == "You have four files."

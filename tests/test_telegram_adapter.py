@@ -213,7 +213,7 @@ async def test_rate_limit_is_waited_out_and_sent_once(tmp_path: Path) -> None:
         env.tg.fail_next("sendMessage", error_code=429, description="Too Many Requests: retry after 1",
                          retry_after=1)
         env.tg.push_text("hello", chat_id=ADMIN, user_id=ADMIN)
-        [sent] = await env.tg.wait_for_sent(timeout=5)
+        [sent] = await env.tg.wait_for_sent(timeout=30)
         await env.settle()
     assert sent["text"] == "hello from the model"
     assert len(env.tg.sent) == 1
@@ -327,6 +327,6 @@ async def test_rejected_token_stops_the_channel_without_the_token(
 ) -> None:
     caplog.set_level(logging.DEBUG, logger="channels")
     async with running(tmp_path, tg=FakeTelegram(token="654321:OTHER")) as env:
-        await asyncio.wait_for(env.task, timeout=5)  # run() returns by itself, without raising
+        await asyncio.wait_for(env.task, timeout=30)  # run() returns by itself, without raising
         assert env.channel.state == STOPPED_INVALID_TOKEN
     assert TOKEN not in caplog.text and TOKEN.partition(":")[2] not in caplog.text

@@ -216,7 +216,7 @@ class FakeDiscord(DiscordRestRoutes):
 
     # -- scripting helpers -------------------------------------------------------------------
 
-    async def wait_ready(self, timeout: float = 5) -> None:
+    async def wait_ready(self, timeout: float = 30) -> None:
         """Wait until IDENTIFY arrived and READY + GUILD_CREATE went out."""
         async with asyncio.timeout(timeout):
             await self._ready.wait()
@@ -360,7 +360,7 @@ class FakeDiscord(DiscordRestRoutes):
         return interaction
 
     async def wait_for(
-        self, what: str | Callable[[], bool], count: int = 1, timeout: float = 5.0
+        self, what: str | Callable[[], bool], count: int = 1, timeout: float = 30.0
     ) -> list[dict[str, Any]]:
         """Wait until list attribute `what` has `count` items (returning a copy) or predicate `what` holds."""
         items: list[Any] = getattr(self, what) if isinstance(what, str) else []

@@ -323,7 +323,7 @@ class FakeTelegram:
         """Answer the next call of `method` with `{"ok": true, "result": result}`, whatever `result` is."""
         self._failures[method].append({"ok": True, "result": result})
 
-    async def wait_for_sent(self, count: int = 1, timeout: float = 5.0) -> list[dict[str, Any]]:
+    async def wait_for_sent(self, count: int = 1, timeout: float = 30.0) -> list[dict[str, Any]]:
         if not await self._wait_until(lambda: len(self.sent) >= count, timeout):
             raise AssertionError(
                 f"expected {count} sent message(s) within {timeout}s, got {len(self.sent)}: "
@@ -331,14 +331,14 @@ class FakeTelegram:
             )
         return list(self.sent)
 
-    async def wait_for_call(self, method: str, timeout: float = 5.0) -> dict[str, Any]:
+    async def wait_for_call(self, method: str, timeout: float = 30.0) -> dict[str, Any]:
         """The parameters of the first call of `method`, waiting for it to arrive."""
         if not await self._wait_until(lambda: bool(self.calls_of(method)), timeout):
             raise AssertionError(f"no {method} call within {timeout}s; calls: {[name for name, _ in self.calls]}")
         return self.calls_of(method)[0]
 
     async def wait_for_visible(
-        self, predicate: Callable[[Visible], bool] = lambda entry: True, timeout: float = 5.0
+        self, predicate: Callable[[Visible], bool] = lambda entry: True, timeout: float = 30.0
     ) -> Visible:
         """The first entry of `visible` that matches `predicate`, waiting for it to arrive."""
 
