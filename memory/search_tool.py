@@ -20,10 +20,8 @@ _DEFINITION: dict[str, Any] = {
     "description": (
         "Search everything you were told and wrote down: earlier conversations with this user or "
         "group, and the memory files (daily notes, MEMORY.md, PROFILE.md). Use it before saying "
-        "you do not know something the user may have told you before. Write the query with the "
-        "names, words and dates the answer itself would contain (e.g. \"Anna dentist May 2023\"), "
-        "not the question's own wording, in the language the fact was likely said in. Messages "
-        "are also found by their date (\"7 May 2023\", \"May 2023\", a weekday)."
+        "you do not know something the user may have told you before. Query with the names, words "
+        "and dates (\"May 2023\") the answer would contain, in the language it was likely said in."
     ),
     "input_schema": {
         "type": "object",
