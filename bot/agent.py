@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
@@ -41,42 +40,13 @@ class AgentReply:
     failure: str = ""
 
 
-class _StoredUser:
-    """The user message's insert, queued before the LLM call and awaited after it.
-
-    On a warm window nothing before the model needs the new id, so the commit overlaps the
-    model's latency instead of adding to it.
-    """
-
-    def __init__(self, pending: Awaitable[tuple[int, int]], item: HistoryItem,
-                 media: PreparedMedia | None = None) -> None:
-        self._pending: Awaitable[tuple[int, int]] | None = pending
-        self.item = item  # as stored and cached: images are "[image]" markers
-        self.previous_id = 0
-        self.guess: int | None = None  # the previous id a warm window assumed
-        self._media = media if media is not None and media.blocks else None
-
-    @property
-    def sent(self) -> HistoryItem:
-        """The message as this turn's request carries it, images included."""
-        if self._media is None:
-            return self.item
-        content: Content = [*self._media.blocks, {"type": "text", "text": plain_text(self.item.content)}]
-        return replace(self.item, content=content, tokens=self.item.tokens + self._media.tokens)
-
-    @property
-    def settled(self) -> bool:
-        return self._pending is None
-
-    async def wait(self) -> None:
-        if self._pending is not None:
-            pending, self._pending = self._pending, None
-            user_id, self.previous_id = await pending
-            self.item = replace(self.item, id=user_id)
-
-
-async def _known(ids: tuple[int, int]) -> tuple[int, int]:
-    return ids
+def _as_sent(item: HistoryItem, media: PreparedMedia | None) -> HistoryItem:
+    """The user message as this turn's request carries it, images included (the stored and
+    cached one has "[image]" markers)."""
+    if media is None or not media.blocks:
+        return item
+    content: Content = [*media.blocks, {"type": "text", "text": plain_text(item.content)}]
+    return replace(item, content=content, tokens=item.tokens + media.tokens)
 
 
 def local_today_text(timezone_name: str) -> str:
@@ -172,68 +142,31 @@ class Agent:
         if too_long is not None:  # answered without storing it or calling the LLM
             log.info("message too long for the window: %d > %d tokens", too_long.tokens, too_long.budget)
             return self._too_long(too_long, None)
-        # The insert is queued now and commits while the model thinks (group commit keeps
-        # its order before the turn's insert); see _StoredUser.
         now = sent_at or iso(self._clock())
-        pending: Awaitable[tuple[int, int]] = (
-            _known(existing) if existing is not None else
-            self._repos.messages.queue_user(conversation.id, text, user_tokens, sender_id, sender_name, external_id,
-                                            create_time=now))
-        insert = asyncio.ensure_future(pending)
+        if existing is not None:
+            user_id, previous_id = existing
+        else:
+            user_id, previous_id = await self._repos.messages.add_user(
+                conversation.id, text, user_tokens, sender_id, sender_name, external_id, create_time=now)
         if on_stored is not None:
-            insert.add_done_callback(lambda done: on_stored() if not done.cancelled() and not done.exception()
-                                     else None)
-        stored = _StoredUser(insert, HistoryItem(0, "user", text, user_tokens, now), media)
-        try:
-            expected = self._window.cached_last_id(conversation.id)
-            if expected is None:  # cold: the stored id bounds the history read, so wait for it
-                await stored.wait()
-                window = await self._build_after_insert(conversation, system, tools, stored)
-            else:
-                # Warm: until the id is known, any id after the cached last message bounds
-                # this conversation's history the same way, since a conversation has one
-                # turn at a time; _settle_user checks the guess.
-                stored.guess = expected
-                window = await self._window.build(conversation, system, [replace(stored.sent, id=expected + 1)],
-                                                  tools, self.model, previous_id=expected)
-            if isinstance(window, MessageTooLong):  # check_fits said it fits; only calibration can move
-                await self._settle_user(conversation, stored)
-                return self._too_long(window, stored.item.id)
-            live = stream if stream is not None and self._config.llm.stream else None
-            return await self._run_turn(conversation, window, stored, split, live)
-        finally:
-            if not stored.settled:  # the turn ended early: the insert was promised, let it land
-                try:
-                    await self._settle_user(conversation, stored)
-                except Exception:
-                    log.exception("storing the user message failed", extra={"conversation_id": conversation.id})
+            on_stored()
+        user = HistoryItem(user_id, "user", text, user_tokens, now)
+        # The stored ids bound the history read: the cached window serves only when it ends
+        # right before this message, so one that someone else wrote meanwhile is read back.
+        window = await self._window.build(conversation, system, [_as_sent(user, media)], tools, self.model,
+                                          previous_id=previous_id)
+        self._window.record(conversation.id, previous_id, [user])
+        if isinstance(window, MessageTooLong):  # check_fits said it fits; only calibration can move
+            return self._too_long(window, user_id)
+        live = stream if stream is not None and self._config.llm.stream else None
+        return await self._run_turn(conversation, window, user_id, split, live)
 
     def _too_long(self, result: MessageTooLong, user_message_id: int | None) -> AgentReply:
         return AgentReply(self._prompts.text("too_long", tokens=result.tokens, budget=result.budget),
                           ok=False, user_message_id=user_message_id)
 
-    async def _build_after_insert(
-        self, conversation: ConversationRecord, system: str, tools: list[dict[str, Any]], stored: _StoredUser,
-    ) -> Window | MessageTooLong:
-        """The window once the user message is stored: its id bounds the history read.
-
-        The request carries the images; the window cache keeps the stored text."""
-        window = await self._window.build(conversation, system, [stored.sent], tools, self.model,
-                                          previous_id=stored.previous_id)
-        self._window.record(conversation.id, stored.previous_id, [stored.item])
-        return window
-
-    async def _settle_user(self, conversation: ConversationRecord, stored: _StoredUser) -> bool:
-        """Wait for the user message's insert and tell the window cache; False when the
-        cached window the request was built on turned out stale (someone else wrote)."""
-        if stored.settled:
-            return True
-        await stored.wait()
-        self._window.record(conversation.id, stored.previous_id, [stored.item])
-        return stored.guess is None or stored.guess == stored.previous_id
-
     async def _run_turn(
-        self, conversation: ConversationRecord, window: Window, stored: _StoredUser, split: int,
+        self, conversation: ConversationRecord, window: Window, user_id: int, split: int,
         stream: ReplyStream | None,
     ) -> AgentReply:
         turn: list[tuple[str, Content]] = []
@@ -253,15 +186,12 @@ class Agent:
                 response = await self._llm.complete(request, on_text)
             except StreamBroken as exc:
                 log.warning("the model's answer broke off: %s", exc, extra={"conversation_id": conversation.id})
-                await self._settle_user(conversation, stored)
-                return await self._broken(conversation, stored, turn, exc.partial)
+                return await self._broken(conversation, user_id, turn, exc.partial)
             except PromptTooLong:
                 if retried:
                     log.warning("prompt too long even after the emergency compaction",
                                 extra={"conversation_id": conversation.id})
-                    await self._settle_user(conversation, stored)
-                    return AgentReply(self._prompts.text("prompt_too_long"), ok=False,
-                                      user_message_id=stored.item.id)
+                    return AgentReply(self._prompts.text("prompt_too_long"), ok=False, user_message_id=user_id)
                 log.info("prompt too long: retrying with the recent exchanges only",
                          extra={"conversation_id": conversation.id})
                 window = self._window.compact_for_retry(window)
@@ -269,25 +199,10 @@ class Agent:
                 continue
             except LLMBusy as exc:  # every slot is held by other answers: say so rather than wait on
                 log.warning("LLM call not started: %s", exc, extra={"conversation_id": conversation.id})
-                await self._settle_user(conversation, stored)
-                return AgentReply(self._prompts.text("llm_busy"), ok=False, user_message_id=stored.item.id,
-                                  failure="busy")
+                return AgentReply(self._prompts.text("llm_busy"), ok=False, user_message_id=user_id, failure="busy")
             except LLMError as exc:
                 log.warning("LLM call failed: %s", exc, extra={"conversation_id": conversation.id})
-                await self._settle_user(conversation, stored)
-                return AgentReply(self._prompts.text("llm_error"), ok=False, user_message_id=stored.item.id,
-                                  failure="llm")
-            if not await self._settle_user(conversation, stored):
-                log.info("the conversation changed outside this turn: asking again with it",
-                         extra={"conversation_id": conversation.id})
-                rebuilt = await self._build_after_insert(conversation, window.system, window.tools, stored)
-                if isinstance(rebuilt, MessageTooLong):
-                    return self._too_long(rebuilt, stored.item.id)
-                window = rebuilt
-                if stream is not None:
-                    stream.status("")  # the answer shown so far is replaced by the new one
-                continue
-            user_id = stored.item.id
+                return AgentReply(self._prompts.text("llm_error"), ok=False, user_message_id=user_id, failure="llm")
             self._observe(window, turn, response)
             if response.tool_calls and rounds < self._config.agent.max_tool_rounds:
                 rounds += 1
@@ -334,14 +249,14 @@ class Agent:
         return ids, count
 
     async def _broken(
-        self, conversation: ConversationRecord, stored: _StoredUser, turn: list[tuple[str, Content]], partial: str,
+        self, conversation: ConversationRecord, user_id: int, turn: list[tuple[str, Content]], partial: str,
     ) -> AgentReply:
         """A streamed answer broke off: what the user saw stays in the history, then the apology."""
         shown = partial.strip()
         if not shown:
-            return AgentReply(self._prompts.text("llm_error"), ok=False, user_message_id=stored.item.id, failure="llm")
-        ids, count = await self._store_turn(conversation, stored.item.id, turn, shown)
-        return AgentReply(f"{shown}\n\n{self._prompts.text('stream_broken')}", ok=False, user_message_id=stored.item.id,
+            return AgentReply(self._prompts.text("llm_error"), ok=False, user_message_id=user_id, failure="llm")
+        ids, count = await self._store_turn(conversation, user_id, turn, shown)
+        return AgentReply(f"{shown}\n\n{self._prompts.text('stream_broken')}", ok=False, user_message_id=user_id,
                           last_message_id=ids[-1], message_count=count, failure="llm")
 
     def _observe(self, window: Window, turn: list[tuple[str, Content]], response: LLMResponse) -> None:

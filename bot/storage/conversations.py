@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from bot.storage.database import Database, utc_now
@@ -44,11 +44,6 @@ def _format_of(row: MessageRow) -> str:
     if content_format not in CONTENT_FORMATS:
         raise ValueError(f"unknown content format {content_format!r}")
     return content_format
-
-
-async def _first_two_ids(rows: Awaitable[list[Any]]) -> tuple[int, int]:
-    row = (await rows)[0]
-    return int(row[0]), int(row[1])
 
 
 async def _message_count(db: Database, conversation_id: str) -> int:
@@ -155,16 +150,13 @@ class SqliteMessageRepository:
         )
         return result.lastrowid
 
-    def queue_user(
+    async def add_user(
         self, conversation_id: str, content: str, token_count: int,
         sender_id: str | None = None, sender_name: str | None = None, external_id: str | None = None,
         create_time: str | None = None,
-    ) -> Awaitable[tuple[int, int]]:
-        """Store a user message; (its id, the id of the conversation's message before it).
-
-        Queued for commit before this returns, so the caller may do other work meanwhile;
-        await the result exactly once."""
-        rows = self._db.queue_returning(
+    ) -> tuple[int, int]:
+        """Store a user message; (its id, the id of the conversation's message before it)."""
+        rows = await self._db.write_returning(
             "INSERT INTO mate_message(conversation_id, role, content, token_count, sender_id, "
             "sender_name, create_time, external_id) VALUES (?, 'user', ?, ?, ?, ?, ?, ?) RETURNING id, "
             "(SELECT COALESCE(MAX(m.id), 0) FROM mate_message m "
@@ -172,7 +164,7 @@ class SqliteMessageRepository:
             (conversation_id, content, token_count, sender_id, sender_name, create_time or utc_now(), external_id,
              conversation_id),
         )
-        return _first_two_ids(rows)
+        return int(rows[0][0]), int(rows[0][1])
 
     async def find_external(self, conversation_id: str, external_id: str) -> tuple[MessageRecord, int, bool] | None:
         """The user message with this platform id: (it, the id before it, answered already)."""
