@@ -271,7 +271,7 @@ class Database:
     # transaction() share the write lock, so no statement lands inside someone's BEGIN.
     # A batch of several runs as one function on a thread of our own, on the writer's
     # connection: through aiosqlite's public calls each statement would be a hop of its
-    # own, and under load those hops cost more than the writes (+65 % CPU a write).
+    # own, and under load those hops cost more than the writes (500 at once: +65 % CPU).
 
     @asynccontextmanager
     async def transaction(self) -> AsyncIterator[aiosqlite.Connection]:
