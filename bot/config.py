@@ -111,6 +111,36 @@ class MediaConfig(_Model):
     max_files: int = Field(5, ge=1, le=20)
 
 
+class EmbeddingsConfig(_Model):
+    """An OpenAI-compatible embeddings endpoint (POST <base-url>/embeddings) for semantic search."""
+
+    base_url: str
+    model: str
+    api_key: str = ""  # empty: a local server that wants none
+
+    @field_validator("base_url")
+    @classmethod
+    def _http_address(cls, value: str) -> str:
+        from urllib.parse import urlsplit
+
+        value = value.strip()
+        try:
+            parts = urlsplit(value)
+            _ = parts.port  # a port out of range or not a number raises ValueError
+        except ValueError:
+            raise ValueError("must be an http:// or https:// address") from None
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError("must be an http:// or https:// address, e.g. http://127.0.0.1:8080/v1")
+        return value
+
+    @field_validator("model")
+    @classmethod
+    def _named(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("must name the embedding model")
+        return value.strip()
+
+
 class MemoryConfig(_Model):
     auto_summarize_enabled: bool = True
     min_messages_for_summarize: int = Field(4, ge=0)
@@ -128,6 +158,9 @@ class MemoryConfig(_Model):
     daily_entry_max_chars: int = Field(2000, ge=16)
     daily_context_chars: int = Field(4000, ge=0)
     remember_keywords: tuple[str, ...] = ()
+    # None: search is lexical only. Set, vectors of messages and files are made in the
+    # background and fused with the lexical ranking.
+    embeddings: EmbeddingsConfig | None = None
 
     @field_validator("emergence_cron")
     @classmethod

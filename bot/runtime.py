@@ -18,11 +18,13 @@ from bot.context.tokens import TokenEstimator
 from bot.context.window import ConversationWindowManager
 from bot.clock import MinuteLabels
 from bot.llm import AnthropicClient, LLMClient, OfflineClient
-from bot.llm_usage import UsageRecordingClient
+from bot.llm import UsageRecordingClient
 from bot.media import MediaPreparer
-from bot.text_tool_calls import TextToolCallClient
+from bot.llm import TextToolCallClient
 from bot.router import ChannelMessageRouter
 from channels.base import ChannelStateBoard
+from bot.storage.embeddings import SqliteEmbeddingRepository
+from memory.embeddings import EmbeddingBackfill, EndpointHealth, OpenAIEmbeddingClient, SemanticSearch
 from memory.emergence import MemoryEmergenceService
 from memory.events import MemoryEventSink, NullMemorySink
 from memory.recall import MemorySearchService
@@ -105,7 +107,8 @@ async def open_runtime(
         tool = WorkspaceMemoryTool(core.workspace, core.prompts, budgets={
             PROFILE_FILE: mate.memory.profile_max_chars, MEMORY_FILE: mate.memory.memory_max_chars})
         extras["memory_tool"] = tool
-        search = MemorySearchService(core.repos.search)
+        semantic = await _semantic_search(stack, core, extras, backfill=with_memory_worker)
+        search = MemorySearchService(core.repos.search, semantic)
         extras["search"] = search
         agent = Agent(mate, core.repos, core.workspace, window, llm, tokens, core.prompts,
                       [tool, MemorySearchTool(search, core.prompts)])
@@ -129,3 +132,20 @@ async def _memory_services(
     emergence = MemoryEmergenceService(mate, core.repos, core.workspace, llm, core.prompts)
     extras.update(summarization=service, worker=worker, emergence=emergence)
     return worker, worker, emergence
+
+
+async def _semantic_search(
+    stack: AsyncExitStack, core: Core, extras: dict[str, Any], *, backfill: bool,
+) -> SemanticSearch | None:
+    """Semantic search when an embeddings endpoint is configured; the backfill runs beside the
+    memory worker (the daemon), stopped before the database closes."""
+    settings = core.config.mate.memory.embeddings
+    if settings is None:
+        return None
+    client = await stack.enter_async_context(OpenAIEmbeddingClient(settings))
+    store = SqliteEmbeddingRepository(core.db)
+    health = EndpointHealth(settings.base_url)
+    if backfill:
+        extras["embedding_backfill"] = await stack.enter_async_context(
+            EmbeddingBackfill(client, store, health).running())
+    return SemanticSearch(client, store, health)
