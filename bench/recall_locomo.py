@@ -22,10 +22,16 @@ Reported (one JSON line):
 Targets: shown_at_5 >= 0.92, recall_at_5 >= 0.65, p95_ms <= 30.
 Not included: the model writing its own query, or its answer from the results.
 
+With `--embeddings BASE_URL [--embeddings-model NAME]` (an OpenAI-compatible embeddings
+server, e.g. `python -m tests.fakes.embeddings` or scripts/embeddings_server.py), every
+message first gets its vector through the daemon's backfill, then the questions go through
+the fused search; the line adds `embeddings` (model, vectors, backfill seconds). p50/p95
+then include the query's round trip to that server. Its key, if it wants one: $EMBEDDINGS_API_KEY.
+
 The data is for evaluation only (CC BY-NC 4.0) and is never copied into the project; the
 bench says so in one line and exits when the file is missing.
 
-Run: `python -m bench.recall_locomo [--data FILE]`.
+Run: `python -m bench.recall_locomo [--data FILE] [--embeddings BASE_URL]`.
 """
 
 from __future__ import annotations
@@ -33,12 +39,14 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import re
 import sqlite3
 import sys
 import tempfile
 import time
 from collections import defaultdict
+from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -48,9 +56,12 @@ if __package__ in (None, ""):  # `python bench/recall_locomo.py`
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench._common import HostLoad, emit, make_config, ms, percentile, quiet_logs
-from bot.app import open_core
+from bot.app import Core, open_core
+from bot.config import Config, EmbeddingsConfig
 from bot.storage import search_text
-from memory.recall import MemorySearchService
+from bot.storage.embeddings import SqliteEmbeddingRepository
+from memory.embeddings import EmbeddingBackfill, EndpointHealth, OpenAIEmbeddingClient, SemanticSearch
+from memory.recall import MemorySearchService, SemanticRanking
 
 DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "locomo-dev.json"
 CATEGORIES = {1: "multi_hop", 2: "temporal", 3: "open_domain", 4: "single_hop"}
@@ -158,13 +169,36 @@ class _Tally:
                 "session_recall_at_5": round(self.session_recall / n, 3)}
 
 
-async def _ask(path: Path, corpus: Corpus) -> dict[str, Any]:
+def _config(path: Path, embeddings: EmbeddingsConfig | None) -> Config:
+    config = make_config(path.parent)
+    memory = config.mate.memory.model_copy(update={"embeddings": embeddings})
+    return config.model_copy(update={"mate": config.mate.model_copy(update={"memory": memory})})
+
+
+async def _semantic(core: Core, embeddings: EmbeddingsConfig, client: OpenAIEmbeddingClient,
+                    report: dict[str, Any]) -> SemanticRanking:
+    """Every message's vector through the daemon's backfill, then the search that uses them."""
+    store = SqliteEmbeddingRepository(core.db)
+    health = EndpointHealth(embeddings.base_url)
+    began = time.perf_counter()
+    made = await EmbeddingBackfill(client, store, health, batch_size=64).fill()
+    report["embeddings"] = {"model": embeddings.model, "vectors": made,
+                            "backfill_s": round(time.perf_counter() - began, 1)}
+    return SemanticSearch(client, store, health, timeout=30.0)  # a slow model must not fall back here
+
+
+async def _ask(path: Path, corpus: Corpus, embeddings: EmbeddingsConfig | None = None) -> dict[str, Any]:
     total = _Tally()
     by_category: dict[int, _Tally] = defaultdict(_Tally)
     latencies: list[float] = []
     leaked = 0
-    async with open_core(make_config(path.parent)) as core:
-        service = MemorySearchService(core.repos.search)
+    report: dict[str, Any] = {}
+    async with open_core(_config(path, embeddings)) as core, AsyncExitStack() as stack:
+        semantic = None
+        if embeddings is not None:
+            client = await stack.enter_async_context(OpenAIEmbeddingClient(embeddings))
+            semantic = await _semantic(core, embeddings, client, report)
+        service = MemorySearchService(core.repos.search, semantic)
         for question in corpus.questions:
             began = time.perf_counter()
             result = await service.search(question.agent_id, question.text, LIMIT)
@@ -186,6 +220,7 @@ async def _ask(path: Path, corpus: Corpus) -> dict[str, Any]:
         "p95_ms": ms(percentile(latencies, 95)),
         "messages": corpus.messages,
         "leaked": leaked,
+        **report,
     }
 
 
@@ -197,7 +232,14 @@ async def _schema(path: Path) -> None:
 def main(argv: list[str] | None = None) -> dict[str, Any] | None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA, help="a LoCoMo JSON file")
+    parser.add_argument("--embeddings", metavar="BASE_URL",
+                        help="an OpenAI-compatible embeddings server: fuse semantic search with the lexical one")
+    parser.add_argument("--embeddings-model", default="text-embedding-3-small", help="the model name it is sent")
     args = parser.parse_args(argv)
+    embeddings = None
+    if args.embeddings:
+        embeddings = EmbeddingsConfig(base_url=args.embeddings, model=args.embeddings_model,
+                                      api_key=os.environ.get("EMBEDDINGS_API_KEY", ""))
     if not args.data.is_file():
         print(f"recall_locomo: {args.data} not found; this bench needs LoCoMo data (evaluation only, "
               "not shipped with matebot)", file=sys.stderr)
@@ -210,7 +252,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any] | None:
         asyncio.run(_schema(path))
         corpus = _build(str(path), samples)
         result = {"bench": "recall_locomo", "data": args.data.name, "conversations": len(samples),
-                  **asyncio.run(_ask(path, corpus)),
+                  **asyncio.run(_ask(path, corpus, embeddings)),
                   "target": "shown_at_5 >= 0.92, recall_at_5 >= 0.65, p95_ms <= 30"}
     return emit(result, load)
 
