@@ -52,6 +52,8 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from pydantic import ValidationError
+
 if __package__ in (None, ""):  # `python bench/recall_locomo.py`
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -60,7 +62,13 @@ from bot.app import Core, open_core
 from bot.config import Config, EmbeddingsConfig
 from bot.storage import search_text
 from bot.storage.embeddings import SqliteEmbeddingRepository
-from memory.embeddings import EmbeddingBackfill, EndpointHealth, OpenAIEmbeddingClient, SemanticSearch
+from memory.embeddings import (
+    EmbeddingBackfill,
+    EmbeddingFailed,
+    EndpointHealth,
+    OpenAIEmbeddingClient,
+    SemanticSearch,
+)
 from memory.recall import MemorySearchService, SemanticRanking
 
 DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "locomo-dev.json"
@@ -238,8 +246,13 @@ def main(argv: list[str] | None = None) -> dict[str, Any] | None:
     args = parser.parse_args(argv)
     embeddings = None
     if args.embeddings:
-        embeddings = EmbeddingsConfig(base_url=args.embeddings, model=args.embeddings_model,
-                                      api_key=os.environ.get("EMBEDDINGS_API_KEY", ""))
+        try:
+            embeddings = EmbeddingsConfig(base_url=args.embeddings, model=args.embeddings_model,
+                                          api_key=os.environ.get("EMBEDDINGS_API_KEY", ""))
+        except ValidationError as exc:
+            problem = exc.errors()[0]["msg"].removeprefix("Value error, ")
+            print(f"recall_locomo: --embeddings {args.embeddings}: {problem}", file=sys.stderr)
+            return None
     if not args.data.is_file():
         print(f"recall_locomo: {args.data} not found; this bench needs LoCoMo data (evaluation only, "
               "not shipped with matebot)", file=sys.stderr)
@@ -251,8 +264,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any] | None:
         path = Path(folder) / "mate.db"
         asyncio.run(_schema(path))
         corpus = _build(str(path), samples)
-        result = {"bench": "recall_locomo", "data": args.data.name, "conversations": len(samples),
-                  **asyncio.run(_ask(path, corpus, embeddings)),
+        try:
+            figures = asyncio.run(_ask(path, corpus, embeddings))
+        except EmbeddingFailed as exc:
+            print(f"recall_locomo: the embeddings server {args.embeddings} failed: {exc}", file=sys.stderr)
+            return None
+        result = {"bench": "recall_locomo", "data": args.data.name, "conversations": len(samples), **figures,
                   "target": "shown_at_5 >= 0.92, recall_at_5 >= 0.65, p95_ms <= 30"}
     return emit(result, load)
 
