@@ -132,8 +132,8 @@ def test_no_import_circle_passes_through_the_model_package() -> None:
     ("bot.llm", "bot.llm.anthropic", ["AnthropicClient"]),
     ("bot.llm", "bot.llm.offline", ["OfflineClient"]),
     ("bot.llm", "bot.llm.failures", ["is_prompt_too_long"]),
-    ("bot.llm_usage", "bot.llm.usage", ["UsageRecordingClient"]),
-    ("bot.text_tool_calls", "bot.llm.text_tool_calls", ["TextToolCallClient", "text_tool_call"]),
+    ("bot.llm", "bot.llm.usage", ["UsageRecordingClient"]),
+    ("bot.llm", "bot.llm.text_tool_calls", ["TextToolCallClient", "text_tool_call"]),
 ])
 def test_the_old_import_paths_name_the_same_objects(old: str, new: str, names: list[str]) -> None:
     import importlib
