@@ -14,7 +14,7 @@ FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 FILE_MAX_BYTES = 5 * 1024 * 1024
 FILE_BACKUPS = 3
 # Library request logs can carry URLs with bot tokens in them (Telegram puts it in the path).
-_NOISY = ("httpx", "httpcore", "telegram", "discord", "apscheduler", "aiosqlite")
+_NOISY = ("httpx", "httpx2", "httpcore", "openai", "telegram", "discord", "apscheduler", "aiosqlite")
 
 
 def _level(name: str) -> int:

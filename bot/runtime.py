@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from bot.access import AccessPolicies
 from bot.agent import Agent
 from bot.app import Core, open_core
 from bot.commands import CommandHandler
@@ -50,6 +51,7 @@ class Runtime:
     offline: bool
     extras: dict[str, Any]
     channel_states: ChannelStateBoard
+    access: AccessPolicies
 
 
 YOUNG_GC_THRESHOLD = 20_000
@@ -113,13 +115,17 @@ async def open_runtime(
         agent = Agent(mate, core.repos, core.workspace, window, llm, tokens, core.prompts,
                       [tool, MemorySearchTool(search, core.prompts)])
         media = MediaPreparer(mate.media, Path(mate.database.path).parent / "media")
-        router = ChannelMessageRouter(mate, core.repos, core.agents, agent, memory, core.prompts, media)
+        stack.callback(media.close)  # runs after the router drained: drops queued media work
+        access = AccessPolicies.from_config(mate.channels)
+        router = ChannelMessageRouter(mate, core.repos, core.agents, agent, memory, core.prompts, media,
+                                      access=access)
         channel_states = ChannelStateBoard()
         commands = CommandHandler(mate, core.repos, core.workspace, window, agent, core.prompts,
                                   emergence=emergence, summarizer=summarizer, channel_states=channel_states,
                                   search=search)
         router.commands = commands
-        yield Runtime(core, llm, tokens, window, agent, router, commands, memory, offline, extras, channel_states)
+        yield Runtime(core, llm, tokens, window, agent, router, commands, memory, offline, extras, channel_states,
+                      access)
 
 
 async def _memory_services(

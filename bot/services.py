@@ -42,11 +42,13 @@ async def start_services(config: Config, rt: Runtime, stack: AsyncExitStack) -> 
     if mate.channels.telegram.enabled:
         from channels.telegram_adapter import TelegramChannel
 
-        channels.append(TelegramChannel(mate.channels.telegram, rt.router.handle, rt.core.prompts))
+        channels.append(TelegramChannel(mate.channels.telegram, rt.router.handle, rt.core.prompts,
+                                        access=rt.access.telegram))
     if mate.channels.discord.enabled:
         from channels.discord_adapter import DiscordChannel
 
-        channels.append(DiscordChannel(mate.channels.discord, rt.router.handle, rt.core.prompts))
+        channels.append(DiscordChannel(mate.channels.discord, rt.router.handle, rt.core.prompts,
+                                       access=rt.access.discord))
     for channel in channels:
         rt.channel_states.add(channel)
     return channels
