@@ -24,7 +24,7 @@ from channels.base import InboundMessage, OutboundMessage, Stored
 from channels.formatting import utf16_len
 from channels.telegram_adapter import STOPPED_INVALID_TOKEN, TelegramChannel, build_bot, render_chunks
 from tests.conftest import make_config
-from tests.fakes.anthropic import FakeAnthropic
+from tests.fakes.anthropic import FakeAnthropic, TextReply
 from tests.fakes.telegram import FakeTelegram
 
 ADMIN = 42
@@ -281,10 +281,15 @@ async def test_owner_profile_never_reaches_a_group(tmp_path: Path) -> None:
 
 async def test_slow_conversation_does_not_block_another(tmp_path: Path) -> None:
     async with running(tmp_path) as env:
-        env.llm.reply_text("slow answer", delay=0.6)
+        async def until_the_other_is_answered() -> None:
+            await env.tg.wait_for_sent(1)
+
+        env.llm.push(TextReply("slow answer", hold=until_the_other_is_answered))
         env.llm.reply_text("fast answer")
         env.tg.push_text("first", chat_id=ADMIN, user_id=ADMIN)
-        await asyncio.sleep(0.2)  # the slow request is at the model
+        async with asyncio.timeout(30):
+            while not env.llm_requests():  # the slow request reaches the model first
+                await asyncio.sleep(0.02)
         env.tg.push_text("second", chat_id=FRIEND, user_id=FRIEND)
         await env.tg.wait_for_sent(2)
     assert [s["text"] for s in env.tg.sent] == ["fast answer", "slow answer"]
