@@ -32,7 +32,7 @@ if __package__ in (None, ""):  # `python bench/streaming.py`
 
 from bench._common import HostLoad, emit, make_config, quiet_logs
 from bot.runtime import open_runtime
-from channels.telegram_adapter import TelegramChannel
+from channels.telegram.adapter import TelegramChannel
 
 OWNER = 42
 

@@ -40,7 +40,7 @@ async def start_services(config: Config, rt: Runtime, stack: AsyncExitStack) -> 
             CronScheduler(rt.core.repos, runner, timezone=mate.timezone))
     channels: list[Any] = []
     if mate.channels.telegram.enabled:
-        from channels.telegram_adapter import TelegramChannel
+        from channels.telegram.adapter import TelegramChannel
 
         channels.append(TelegramChannel(mate.channels.telegram, rt.router.handle, rt.core.prompts,
                                         access=rt.access.telegram))

@@ -22,7 +22,7 @@ from bot.router import RoutedReply
 from bot.runtime import Runtime, open_runtime
 from channels.base import InboundMessage
 from channels.discord_adapter import DiscordChannel
-from channels.telegram_adapter import TelegramChannel
+from channels.telegram.adapter import TelegramChannel
 from tests.conftest import make_config
 from tests.fakes.anthropic import FakeAnthropic
 from tests.fakes.discord import FakeDiscord

@@ -19,7 +19,7 @@ import pytest
 from bot.runtime import open_runtime
 from channels.base import CHANNEL_OK, CHANNEL_RETRYING
 from channels.discord_adapter import DiscordChannel
-from channels.telegram_adapter import STOPPED_CONFLICT
+from channels.telegram.adapter import STOPPED_CONFLICT
 from tests.conftest import make_config
 from tests.fakes.anthropic import FakeAnthropic
 from tests.fakes.telegram import FakeTelegram
@@ -181,7 +181,7 @@ async def test_discord_faults_no_retry_can_fix_stop_the_channel(
 
 
 async def test_an_update_fetched_but_not_stored_at_stop_is_delivered_again(tmp_path: Path) -> None:
-    from channels.telegram_adapter import TelegramChannel
+    from channels.telegram.adapter import TelegramChannel
 
     entered = asyncio.Event()
 

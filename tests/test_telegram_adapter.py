@@ -22,7 +22,7 @@ from bot.router import RoutedReply
 from bot.runtime import Runtime, open_runtime
 from channels.base import InboundMessage, OutboundMessage, Stored
 from channels.formatting import utf16_len
-from channels.telegram_adapter import STOPPED_INVALID_TOKEN, TelegramChannel, build_bot, render_chunks
+from channels.telegram.adapter import STOPPED_INVALID_TOKEN, TelegramChannel, build_bot, render_chunks
 from tests.conftest import make_config
 from tests.fakes.anthropic import FakeAnthropic, TextReply
 from tests.fakes.telegram import FakeTelegram

@@ -36,9 +36,9 @@ from channels.formatting import (
     split_message,
     utf16_len,
 )
-from channels.telegram_bot import PollingBot, build_bot, close_bot, render_chunks, require_token, retry_seconds
-from channels.telegram_polling import UpdateLedger, read_updates, skip_unreadable
-from channels.telegram_stream import TelegramReplyPreview, chat_ref, thread_ref
+from channels.telegram.bot import PollingBot, build_bot, close_bot, render_chunks, require_token, retry_seconds
+from channels.telegram.polling import UpdateLedger, read_updates, skip_unreadable
+from channels.telegram.stream import TelegramReplyPreview, chat_ref, thread_ref
 
 log = logging.getLogger(__name__)
 
