@@ -20,7 +20,7 @@ import aiosqlite
 from bot.clock import iso
 from bot.clock import utc_now as clock_now
 from bot.errors import StorageError
-from bot.storage import search_text
+from bot.storage.search_text import FUNCTION_NAME as SPACED_FUNCTION, spaced
 from bot.storage.migrations import LATEST_VERSION, MIGRATIONS, newer_schema_message
 
 log = logging.getLogger(__name__)
@@ -196,7 +196,7 @@ class Database:
         conn = await aiosqlite.connect(self.path, isolation_level=None, check_same_thread=not shared)
         try:
             conn.row_factory = aiosqlite.Row
-            await conn.create_function(search_text.FUNCTION_NAME, 1, search_text.spaced, deterministic=True)
+            await conn.create_function(SPACED_FUNCTION, 1, spaced, deterministic=True)
             await conn.execute("PRAGMA foreign_keys=ON")
             await conn.execute("PRAGMA busy_timeout=10000")
             await conn.execute("PRAGMA synchronous=NORMAL")
