@@ -54,7 +54,10 @@ async def test_every_kind_of_write_uses_only_public_aiosqlite(
             async with db.transaction() as conn:
                 await conn.execute("INSERT INTO mate_agent(id, name, create_time, update_time) "
                                    "VALUES (50, 'T', 'x', 'x')")
-                await asyncio.sleep(0.01)  # the writes below queue up meanwhile: one batch of many
+                # The writes below queue up meanwhile, to go out as one batch of many.
+                async with asyncio.timeout(30):
+                    while len(db._queued) < 21:  # noqa: SLF001 - test-only peek
+                        await asyncio.sleep(0.005)
 
         writes = [repos.messages.add("c", "user", f"m{i}", 1) for i in range(20)]
         orphan = repos.messages.add("missing-conversation", "user", "orphan", 1)  # fails alone
