@@ -1,4 +1,4 @@
-"""AgentDirectory: creates agents (configured or per-chat) with their workspace and cron seed."""
+"""AgentDirectory: creates agents (configured, per-chat or per-person) with their workspace and cron seed."""
 
 from __future__ import annotations
 
@@ -11,8 +11,9 @@ from bot.errors import ConfigError, UnknownAgent
 from bot.prompts import PromptLibrary
 from bot.storage import Repositories
 from bot.storage.agents import AgentSeed
+from bot.storage.people import person_binding
 from bot.storage.records import AgentRecord
-from memory.workspace import SEED_FILES, WorkspaceFileService
+from memory.workspace import PROFILE_FILE, SEED_FILES, WorkspaceFileService
 
 log = logging.getLogger(__name__)
 
@@ -63,7 +64,7 @@ class AgentDirectory:
         if problem:
             raise ConfigError(problem)
 
-    def _seed_for(self, name: str) -> AgentSeed:
+    def _seed_for(self, name: str, *, with_profile: bool = True) -> AgentSeed:
         memory = self._config.memory
         rounds = self._config.agent.max_tool_rounds
         # The review takes three tool rounds (list, read the notes at once, edit); with fewer
@@ -71,7 +72,8 @@ class AgentDirectory:
         task_type = "text" if rounds >= REVIEW_TOOL_ROUNDS else "emergence"
         return AgentSeed(
             name=name,
-            files=[(filename, self._prompts.workspace_seed(filename), order) for filename, order in SEED_FILES],
+            files=[(filename, self._prompts.workspace_seed(filename), order) for filename, order in SEED_FILES
+                   if with_profile or filename != PROFILE_FILE],
             job=(EMERGENCE_JOB_NAME, memory.emergence_cron, self._config.timezone, task_type,
                  self._prompts.render("cron/emergence-trigger", max_tool_rounds=rounds,
                                       day_range=memory.emergence_day_range)),
@@ -90,15 +92,23 @@ class AgentDirectory:
     async def exists(self, agent_id: int) -> bool:
         return agent_id in self._known or await self._repos.agents.get(agent_id) is not None
 
-    async def for_chat(self, chat_key: str, title: str) -> int:
-        """The chat's own agent (routing `per-chat`), created with its own workspace on first contact."""
+    async def for_person(self, person_id: int, name: str) -> int:
+        """A person's own agent (routing `per-person`), bound to the person as a group's agent is to
+        its chat, so the same id rules hold for both."""
+        return await self.for_chat(person_binding(person_id), name, seed_profile=True)
+
+    async def for_chat(self, chat_key: str, title: str, *, seed_profile: bool = False) -> int:
+        """The chat's own agent (routing `per-chat`), created with its own workspace on first contact.
+
+        A group's agent has no PROFILE.md: it keeps one profile per member under people/.
+        """
         existing = await self._repos.agents.agent_for_chat(chat_key)
         if existing is not None:
             return existing
         async with self._chat_lock:
             floor = max((a.id for a in self._config.agents), default=0)
             agent_id, created = await self._repos.agents.provision(
-                self._seed_for(title[:80]), chat_key=chat_key, min_id=floor)
+                self._seed_for(title[:80], with_profile=seed_profile), chat_key=chat_key, min_id=floor)
             if created:
                 self._workspace.invalidate(agent_id)
                 self._known.add(agent_id)

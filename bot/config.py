@@ -87,6 +87,22 @@ class RouteRule(_Model):
     agent: int | Literal["per-chat"] = 1
 
 
+class PersonEntry(_Model):
+    """One person's accounts on several channels, linked so they reach one agent and one memory."""
+
+    name: str = Field(min_length=1, max_length=80)
+    ids: tuple[str, ...] = Field(min_length=1)
+
+    @field_validator("ids")
+    @classmethod
+    def _channel_and_id(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        for account in value:
+            channel, _, sender = account.partition(":")
+            if not channel or not sender.strip():
+                raise ValueError(f"{account!r} is not <channel>:<id> (for example telegram:123456)")
+        return value
+
+
 class WindowConfig(_Model):
     default_max_input_tokens: int = Field(128000, ge=256)
     compact_trigger_ratio: float = Field(0.75, gt=0, le=1)
@@ -157,6 +173,10 @@ class MemoryConfig(_Model):
     memory_max_chars: int = Field(12000, ge=1)
     daily_entry_max_chars: int = Field(2000, ge=16)
     daily_context_chars: int = Field(4000, ge=0)
+    # A group's agent keeps one profile per member (people/<channel>-<id>.md) of at most
+    # this many characters, and shows the model those of the newest senders, at most this many.
+    person_max_chars: int = Field(2000, ge=1)
+    group_profiles_max: int = Field(8, ge=0, le=100)
     remember_keywords: tuple[str, ...] = ()
     # None: search is lexical only. Set, vectors of messages and files are made in the
     # background and fused with the lexical ranking.
@@ -277,6 +297,7 @@ class MateConfig(_Model):
         RouteRule(channel="*", chat="direct", agent=1),
         RouteRule(channel="*", chat="group", agent="per-chat"),
     )
+    people: tuple[PersonEntry, ...] = ()
     agent: AgentConfig = AgentConfig()
     # Start-up answers user messages left without a reply (the process stopped mid-reply)
     # if they are at most this many minutes old; 0 turns it off.
@@ -313,8 +334,15 @@ class MateConfig(_Model):
         if len(ids) != len(set(ids)):
             raise ValueError("agents: ids must be unique")
         for index, rule in enumerate(self.routing):
-            if rule.agent != "per-chat" and rule.agent not in ids:
+            if isinstance(rule.agent, int) and rule.agent not in ids:
                 raise ValueError(f"routing.{index}.agent: agent {rule.agent} is not configured in mate.agents")
+        owners: dict[str, int] = {}
+        for index, person in enumerate(self.people):
+            for account in person.ids:
+                if account in owners and owners[account] != index:
+                    raise ValueError(f"people: {account} is listed for {self.people[owners[account]].name!r} "
+                                     f"and for {person.name!r}; an account belongs to one person")
+                owners[account] = index
         if self.api.enabled and not self.api.token and not is_loopback(self.api.host):
             raise ValueError("api.token: required when api.host is not a loopback address")
         return self

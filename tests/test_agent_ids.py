@@ -65,7 +65,7 @@ async def test_a_new_group_agent_has_its_seed_files_and_cron_job(tmp_path: Path)
         files = [f.filename for f in await core.workspace.list(agent_id)]
         jobs = await core.repos.cron_jobs.for_agent(agent_id)
         injection = await core.workspace.injection(agent_id)
-    assert files == ["AGENTS.md", "SOUL.md", "PROFILE.md", "MEMORY.md"]
+    assert files == ["AGENTS.md", "SOUL.md", "MEMORY.md"]  # a group keeps one profile per member instead
     assert [(j.name, j.task_type) for j in jobs] == [("memory-emergence", "text")]
     assert "--- AGENTS.md ---" in injection
 

@@ -93,7 +93,7 @@ async def test_agents_do_not_share_files(core: Core) -> None:
     other = await core.agents.for_chat("tg:-1", "Group")
     await core.workspace.write(1, "PROFILE.md", "owner secret")
     assert "owner secret" not in await core.workspace.build_system_prompt(other)
-    assert len(await core.workspace.list(other)) == len(SEED_FILES)
+    assert len(await core.workspace.list(other)) == len(SEED_FILES) - 1  # no PROFILE.md: profiles per member
 
 
 async def test_injection_cache_sees_own_writes_at_once_and_other_writers_after_ttl(core: Core) -> None:

@@ -12,6 +12,7 @@ from bot.storage.conversations import (
 from bot.storage.database import Database
 from bot.storage.jobs import SqliteCronJobRepository
 from bot.storage.memory_commit import SqliteMemoryCommitRepository
+from bot.storage.people import SqlitePersonRepository
 from bot.storage.memory_state import (
     SqliteMemoryPendingRepository,
     SqliteMemoryRunRepository,
@@ -35,6 +36,7 @@ class Repositories:
     memory_commits: SqliteMemoryCommitRepository
     llm_usage: SqliteLlmUsageRepository
     search: SqliteSearchRepository
+    people: SqlitePersonRepository
 
     @classmethod
     def over(cls, db: Database) -> Repositories:
@@ -49,6 +51,7 @@ class Repositories:
             memory_commits=SqliteMemoryCommitRepository(db),
             llm_usage=SqliteLlmUsageRepository(db),
             search=SqliteSearchRepository(db),
+            people=SqlitePersonRepository(db),
         )
 
 

@@ -383,6 +383,26 @@ MIGRATIONS: tuple[tuple[int, str, tuple[str, ...]], ...] = (
             END""",
         ),
     ),
+    (
+        10,
+        "people: one row per person, and the channel accounts that are that person",
+        (
+            # Person 1 is the owner (every admin id, the console and the API); the others get a
+            # row on first contact or from the config's `people` links.
+            """CREATE TABLE IF NOT EXISTS mate_person (
+                id INTEGER PRIMARY KEY,
+                name TEXT NOT NULL,
+                create_time TEXT NOT NULL
+            )""",
+            """CREATE TABLE IF NOT EXISTS mate_person_account (
+                channel TEXT NOT NULL,
+                sender_id TEXT NOT NULL,
+                person_id INTEGER NOT NULL REFERENCES mate_person(id) ON DELETE CASCADE,
+                PRIMARY KEY (channel, sender_id)
+            )""",
+            "CREATE INDEX IF NOT EXISTS ix_person_account_person ON mate_person_account(person_id)",
+        ),
+    ),
 )
 
 LATEST_VERSION = max(version for version, _, _ in MIGRATIONS)

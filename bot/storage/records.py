@@ -13,6 +13,17 @@ class AgentRecord:
 
 
 @dataclass(frozen=True, slots=True)
+class PersonRecord:
+    """A person, the channel accounts (`telegram:111`) that are them, and their own agent if made yet."""
+
+    id: int
+    name: str
+    create_time: str
+    accounts: tuple[str, ...] = ()
+    agent_id: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class ConversationRecord:
     id: str
     agent_id: int
