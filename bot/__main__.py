@@ -92,6 +92,8 @@ def build_parser() -> argparse.ArgumentParser:
     conversations = commands.add_parser("conversations", parents=[common],
                                         help="list conversation ids with their last activity")
     conversations.add_argument("--agent", type=_whole_number)
+    commands.add_parser("people", parents=[common],
+                        help="list the people the bot knows, their accounts and their agents")
     return parser
 
 
@@ -314,6 +316,22 @@ async def _conversations(config: Config, args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+async def _people(config: Config, args: argparse.Namespace) -> int:
+    from bot.access import AccessPolicies
+    from bot.app import open_core
+    from bot.people import PersonDirectory
+
+    async with open_core(config) as core:
+        people = PersonDirectory(config.mate, core.repos.people, AccessPolicies.from_config(config.mate.channels))
+        await people.sync()  # the config's links, as the daemon sees them at start-up
+        listed = await people.list()
+    for person in listed:
+        agent = f"agent {person.agent_id}" if person.agent_id is not None else "no agent yet"
+        role = "owner" if person.id == 1 else "person"
+        print(f"{person.id}\t{person.name}\t{role}\t{agent}\t{' '.join(person.accounts) or '-'}")
+    return EXIT_OK
+
+
 async def _run(config: Config, args: argparse.Namespace) -> int:
     from bot.daemon import run_daemon
 
@@ -455,6 +473,7 @@ _HANDLERS: dict[str, Callable[[Config, argparse.Namespace], Coroutine[Any, Any, 
     "memory enable": _memory_toggle,
     "memory disable": _memory_toggle,
     "conversations": _conversations,
+    "people": _people,
     "run": _run,
     "chat": _chat,
     "memory emerge": _memory_emerge,

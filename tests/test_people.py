@@ -116,3 +116,16 @@ async def test_a_group_injects_the_profiles_of_the_newest_senders(tmp_path: Path
 def test_a_profile_name_is_a_safe_workspace_name() -> None:
     assert profile_filename("telegram", "111") == "people/telegram-111.md"
     assert profile_filename("console", "../../etc:x") == "people/console-_.._etc_x.md"
+
+
+def test_matebot_people_prints_each_person_with_accounts_and_agent(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from bot.__main__ import main
+
+    file = tmp_path / "config.yaml"
+    file.write_text(f"mate:\n  database: {{path: {tmp_path / 'm.db'}}}\n  channels: {{telegram: {{admins: ['100']}}}}\n"
+                    "  people: [{name: Sam, ids: ['telegram:5', 'discord:6']}]\n", encoding="utf-8")
+    assert main(["people", "--config", str(file)]) == 0
+    assert capsys.readouterr().out.splitlines() == [
+        "1\tOwner\towner\tagent 1\ttelegram:100",
+        "2\tSam\tperson\tno agent yet\tdiscord:6 telegram:5",
+    ]
