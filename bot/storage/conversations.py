@@ -10,7 +10,7 @@ from bot.storage.records import ConversationActivity, ConversationRecord, Messag
 
 _CONVERSATION_COLUMNS = (
     "id, agent_id, channel, chat_key, title, trigger_source, summary, summary_upto_message_id, "
-    "memory_upto_message_id, create_time, update_time, archived"
+    "memory_upto_message_id, create_time, update_time, archived, is_group"
 )
 _MESSAGE_COLUMNS = (
     "id, conversation_id, role, content, token_count, sender_id, sender_name, create_time, content_format"
@@ -27,7 +27,7 @@ def _conversation(row: Any) -> ConversationRecord:
         title=row["title"], trigger_source=row["trigger_source"], summary=row["summary"],
         summary_upto_message_id=row["summary_upto_message_id"],
         memory_upto_message_id=row["memory_upto_message_id"], create_time=row["create_time"],
-        update_time=row["update_time"], archived=bool(row["archived"]),
+        update_time=row["update_time"], archived=bool(row["archived"]), is_group=bool(row["is_group"]),
     )
 
 
@@ -77,13 +77,13 @@ class SqliteConversationRepository:
 
     async def create(
         self, conversation_id: str, *, agent_id: int, channel: str, chat_key: str,
-        trigger_source: str, title: str | None = None,
+        trigger_source: str, title: str | None = None, is_group: bool = False,
     ) -> ConversationRecord:
         now = utc_now()
         await self._db.execute(
             "INSERT OR IGNORE INTO mate_conversation(id, agent_id, channel, chat_key, title, "
-            "trigger_source, create_time, update_time) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-            (conversation_id, agent_id, channel, chat_key, title, trigger_source, now, now),
+            "trigger_source, create_time, update_time, is_group) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (conversation_id, agent_id, channel, chat_key, title, trigger_source, now, now, int(is_group)),
         )
         created = await self.get(conversation_id)
         assert created is not None

@@ -401,6 +401,12 @@ MIGRATIONS: tuple[tuple[int, str, tuple[str, ...]], ...] = (
                 PRIMARY KEY (channel, sender_id)
             )""",
             "CREATE INDEX IF NOT EXISTS ix_person_account_person ON mate_person_account(person_id)",
+            # Whether several people speak in a conversation: its memory is then kept per member.
+            "ALTER TABLE mate_conversation ADD COLUMN is_group INTEGER NOT NULL DEFAULT 0",
+            # Before this version a group was a chat with an agent of its own, or a Telegram
+            # chat with a negative id (groups; users are positive).
+            "UPDATE mate_conversation SET is_group = 1 WHERE chat_key IN (SELECT chat_key FROM mate_chat_agent) "
+            "OR chat_key LIKE 'tg:-%'",
         ),
     ),
 )

@@ -37,6 +37,7 @@ class ConversationRecord:
     create_time: str
     update_time: str
     archived: bool
+    is_group: bool = False  # a Telegram group or a Discord server channel: several people speak
 
 
 @dataclass(frozen=True, slots=True)
