@@ -1,4 +1,4 @@
-"""Stored messages <-> Messages API messages: decoding, exchanges, role merging."""
+"""Stored messages <-> Messages API messages: the one stored-content codec, exchanges, role merging."""
 
 from __future__ import annotations
 
@@ -89,9 +89,12 @@ def without_time(text: str) -> str:
 
 
 def plain_text(content: Content) -> str:
+    """The text blocks of a message, one per line; blank ones left out."""
     if isinstance(content, str):
         return content
-    return "\n".join(b.get("text", "") for b in content if b.get("type") == "text" and b.get("text"))
+    # str(): a hand-edited or foreign row may hold a non-string text; it must not crash a turn.
+    texts = (str(b.get("text") or "") for b in content if b.get("type") == "text")
+    return "\n".join(text for text in texts if text.strip())
 
 
 def split_exchanges(items: list[HistoryItem]) -> list[list[HistoryItem]]:

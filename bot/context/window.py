@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from collections import OrderedDict
@@ -15,13 +14,13 @@ from bot.context.messages import (
     Content,
     HistoryItem,
     history_item,
-    plain_text,
     split_exchanges,
     to_api_messages,
     trim_units,
     with_time,
 )
 from bot.context.tokens import PER_MESSAGE_OVERHEAD, TIME_LABEL_TOKENS, TokenEstimator
+from bot.context.transcript import COMPACTION, TranscriptRenderer
 from bot.errors import LLMError
 from bot.llm import LLMClient, LLMRequest
 from bot.prompts import PromptLibrary
@@ -33,7 +32,6 @@ log = logging.getLogger(__name__)
 
 _PAGE = 256
 _HISTORY_CACHE_CHARS = 20_000_000
-_SUMMARY_MESSAGE_CHARS = 6000
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,6 +94,7 @@ class ConversationWindowManager:
         self._tokens = tokens
         self._llm = llm
         self._prompts = prompts
+        self._transcript = TranscriptRenderer(prompts)
         self._memory = memory
         self._summary_model = summary_model
         self._clock = clock
@@ -373,7 +372,7 @@ class ConversationWindowManager:
             lines: list[str] = []
             used = 0
             for record in page:
-                line = self._transcript_line(history_item(record))
+                line = self._transcript.line(record, COMPACTION)
                 cost = record.token_count + PER_MESSAGE_OVERHEAD
                 if lines and used + cost > chunk_limit:
                     break
@@ -384,21 +383,6 @@ class ConversationWindowManager:
             if lines:
                 summary = await self._summarize(summary, "\n".join(lines))
         return summary
-
-    def _transcript_line(self, item: HistoryItem) -> str:
-        if item.role == "tool":
-            results = [b for b in item.content if isinstance(b, dict)] if isinstance(item.content, list) else []
-            text = "; ".join(str(b.get("content", ""))[:300] for b in results)
-            return f"[tool result] {text}" if text else ""
-        label = self._prompts.text("transcript_user" if item.role == "user" else "transcript_assistant")
-        text = plain_text(item.content)
-        if isinstance(item.content, list):
-            calls = [f"[tool {b.get('name')}({json.dumps(b.get('input'), ensure_ascii=False)[:200]})]"
-                     for b in item.content if b.get("type") == "tool_use"]
-            text = " ".join([text, *calls]).strip()
-        if len(text) > _SUMMARY_MESSAGE_CHARS:
-            text = text[:_SUMMARY_MESSAGE_CHARS] + self._prompts.text("truncated_marker")
-        return f"{label}{text}" if text else ""
 
     async def _summarize(self, previous: str, transcript: str) -> str:
         request = LLMRequest(
