@@ -16,6 +16,7 @@ from bot.api_token import token_whereabouts
 from bot.clock import iso, utc_now
 from bot.config import Config
 from bot.instance_lock import DatabaseLock
+from bot.retry import CRASH_RESTART, Backoff, RetryStreak
 from bot.runtime import Runtime, open_runtime, tune_garbage_collector
 from channels.base import CHANNEL_OK, InboundMessage, OutboundMessage, ReplyStream, parse_conversation_key
 from channels.console import ConsoleChannel
@@ -29,9 +30,9 @@ READY_LINE = "matebot ready"
 
 
 async def supervise(name: str, run: Callable[[], Awaitable[None]], stop: asyncio.Event,
-                    *, max_backoff: float = 60.0) -> None:
+                    *, backoff: Backoff = CRASH_RESTART) -> None:
     """Run `run` until stop; a crash is logged and retried with backoff, never taking others down."""
-    delay = 1.0
+    restarts = RetryStreak(backoff)
     while not stop.is_set():
         try:
             await run()
@@ -39,12 +40,12 @@ async def supervise(name: str, run: Callable[[], Awaitable[None]], stop: asyncio
         except asyncio.CancelledError:
             raise
         except Exception:
+            delay = restarts.next()
             log.exception("%s failed; restarting in %.0f s", name, delay)
         try:
             await asyncio.wait_for(stop.wait(), delay)
         except TimeoutError:
             pass
-        delay = min(delay * 2, max_backoff)
 
 
 def _install_signals(stop: asyncio.Event) -> Callable[[], None]:

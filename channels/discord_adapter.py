@@ -22,7 +22,7 @@ from discord import app_commands
 from bot.access import Access, AccessPolicy, ChatKind
 from bot.config import DiscordConfig
 from bot.prompts import PromptLibrary
-from channels.backoff import backoff_delay
+from bot.retry import CHANNEL_RECONNECT, Backoff, RetryStreak
 from channels.base import (
     CHANNEL_OK,
     CHANNEL_RETRYING,
@@ -102,24 +102,6 @@ class _EndpointOverride:
             discord.gateway.DiscordWebSocket.DEFAULT_GATEWAY = gateway
 
 
-class Backoff:
-    """backoff_delay with its retry count: how many delays were handed out since the last reset()."""
-
-    def __init__(self, base: float = 1.0, maximum: float = 60.0, rng: random.Random | None = None) -> None:
-        self._base = base
-        self._maximum = maximum
-        self._rng = rng or random.Random()
-        self.retries = 0  # delays handed out since the last reset()
-
-    def next(self) -> float:
-        delay = backoff_delay(self.retries, self._base, self._maximum, rand=self._rng.random)
-        self.retries += 1
-        return delay
-
-    def reset(self) -> None:
-        self.retries = 0
-
-
 class _Fatal(Exception):
     """A failure no retry can fix: the channel stops with one log line."""
 
@@ -162,7 +144,8 @@ class DiscordChannel:
 
     def __init__(
         self, config: DiscordConfig, handler: MessageHandler, prompts: PromptLibrary, *,
-        client_factory: ClientFactory | None = None, backoff_base: float = 1.0, backoff_max: float = 60.0,
+        client_factory: ClientFactory | None = None, backoff_base: float = CHANNEL_RECONNECT.base,
+        backoff_max: float = CHANNEL_RECONNECT.maximum,
         rng: random.Random | None = None, access: AccessPolicy | None = None,
     ) -> None:
         self._config = config
@@ -171,7 +154,8 @@ class DiscordChannel:
         self._prompts = prompts
         self._factory: ClientFactory = client_factory or discord.Client  # called as factory(intents=...)
         self._endpoints = _EndpointOverride(config.api_base_url, config.gateway_url)
-        self._backoff = Backoff(backoff_base, backoff_max, rng)
+        policy = Backoff(backoff_base, backoff_max, jitter=CHANNEL_RECONNECT.jitter)
+        self._backoff = RetryStreak(policy, (rng or random.Random()).random)
         self._client: discord.Client | None = None
         self._connected = False
         self._stopped_reason: str | None = None

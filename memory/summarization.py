@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import logging
-from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from bot.clock import Clock, local_date, utc_now
@@ -14,6 +15,7 @@ from bot.config import MateConfig
 from bot.errors import LLMError, VersionConflict
 from bot.llm import LLMClient, LLMRequest, OfflineClient
 from bot.prompts import LOCALES, PromptLibrary
+from bot.retry import MEMORY_MODEL_CALL, Backoff, Sleep, retrying
 from bot.storage import Repositories
 from bot.storage.records import MessageRecord
 from memory.events import ConversationCompletedEvent
@@ -39,15 +41,11 @@ REPLY_FIELDS = ("daily_entry", "memory_update", "profile_update")
 EDIT_FIELDS = ("memory_edits", "profile_edits")
 # The JSON around the fields, and the reason.
 _REPLY_OVERHEAD_TOKENS = 256
-DEFAULT_ATTEMPTS = 3
-DEFAULT_RETRY_DELAYS: tuple[float, ...] = (1.0, 4.0)
 # Already-analysed messages shown before the transcript so the model knows what the
 # new lines refer to; short, since they must not be recorded again.
 EARLIER_CONTEXT_MESSAGES = 6
 EARLIER_CONTEXT_CHARS = 300
 _SORT_ORDER = dict(SEED_FILES)
-
-Sleep = Callable[[float], Awaitable[None]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,6 +94,10 @@ class _RetryableFailure(Exception):
     """One attempt failed in a way worth trying again (bad JSON, LLM error, repeated conflict)."""
 
 
+def _is_retryable(exc: Exception) -> bool:
+    return isinstance(exc, _RetryableFailure)
+
+
 class _CutOff(Exception):
     """The model stopped at max_tokens: the reply is incomplete and never parsed."""
 
@@ -106,7 +108,7 @@ class MemorySummarizationService:
     def __init__(
         self, config: MateConfig, repos: Repositories, workspace: WorkspaceFileService, llm: LLMClient,
         prompts: PromptLibrary, clock: Clock = utc_now, *, sleep: Sleep = asyncio.sleep,
-        retry_delays: Sequence[float] = DEFAULT_RETRY_DELAYS,
+        retry: Backoff = MEMORY_MODEL_CALL,
     ) -> None:
         self._config = config
         self._memory = config.memory
@@ -119,7 +121,9 @@ class MemorySummarizationService:
         self._prompts = prompts
         self._clock = clock
         self._sleep = sleep
-        self._retry_delays = tuple(retry_delays) or (0.0,)
+        if retry.attempts is None:
+            raise ValueError("memory extraction needs a retry policy with a number of attempts")
+        self._retry = retry
         # Every locale's words: a bilingual owner writes "记住 ..." to an English-locale bot too.
         words = [w for locale in LOCALES for w in PromptLibrary(locale).words("remember_words")]
         self._remember_words = tuple(
@@ -152,13 +156,14 @@ class MemorySummarizationService:
 
     async def analyze_and_update_memory(
         self, agent_id: int, conversation_id: str, *, upto_message_id: int | None = None,
-        attempts: int = DEFAULT_ATTEMPTS, recheck: bool = False,
+        attempts: int | None = None, recheck: bool = False,
     ) -> AnalysisOutcome:
         """Analyse messages after the watermark up to `upto_message_id` (default: the last one).
 
         More than max-transcript-messages unanalysed messages are taken in consecutive
         batches, oldest first; the watermark moves after each batch, so a failure later on
-        never repeats an earlier batch. `attempts` counts tries per batch, in process.
+        never repeats an earlier batch. `attempts` counts tries per batch, in process
+        (default: the retry policy's).
         """
         conversation = await self._repos.conversations.get(conversation_id)
         if conversation is None or conversation.agent_id != agent_id:
@@ -219,33 +224,38 @@ class MemorySummarizationService:
 
     async def _batch(
         self, agent_id: int, conversation_id: str, batch: Sequence[MessageRecord], watermark: int,
-        end: int, attempts: int,
+        end: int, attempts: int | None,
     ) -> AnalysisOutcome:
         earlier = await self._repos.messages.latest(
             conversation_id, EARLIER_CONTEXT_MESSAGES, upto_id=watermark, roles=TRANSCRIPT_ROLES
         ) if watermark else []
         transcript = build_transcript(batch, self._prompts, self._memory.max_transcript_message_chars)
         earlier_text = build_transcript(earlier, self._prompts, EARLIER_CONTEXT_CHARS)
-        attempts = max(1, attempts)
-        for attempt in range(1, attempts + 1):
+        policy = self._retry if attempts is None else replace(self._retry, attempts=max(1, attempts))
+        tries = itertools.count(1)
+
+        async def attempt() -> AnalysisOutcome:
+            number = next(tries)
             run_id = await self._repos.memory_runs.start(agent_id, RUN_KIND, conversation_id)
             try:
                 # The run row is finished inside the attempt's commit when it succeeds.
                 return await self._attempt(agent_id, conversation_id, transcript, earlier_text, end, run_id)
             except _RetryableFailure as exc:
                 await self._repos.memory_runs.finish(
-                    run_id, "failed", reason=f"attempt {attempt}/{attempts}", error=str(exc)
+                    run_id, "failed", reason=f"attempt {number}/{policy.attempts}", error=str(exc)
                 )
-                log.warning("memory extraction attempt %d/%d failed for %s: %s", attempt, attempts,
+                log.warning("memory extraction attempt %d/%d failed for %s: %s", number, policy.attempts,
                             conversation_id, exc, extra={"conversation_id": conversation_id})
-                if attempt == attempts:
-                    return AnalysisOutcome("failed", False, str(exc), retryable=True)
-                await self._sleep(self._retry_delays[min(attempt - 1, len(self._retry_delays) - 1)])
+                raise
             except BaseException as exc:  # never leave a run row "running" (cancellation included)
                 with contextlib.suppress(Exception):
                     await asyncio.shield(self._repos.memory_runs.finish(run_id, "failed", error=repr(exc)))
                 raise
-        raise AssertionError("unreachable")
+
+        try:
+            return await retrying(attempt, _is_retryable, policy, sleep=self._sleep)
+        except _RetryableFailure as exc:
+            return AnalysisOutcome("failed", False, str(exc), retryable=True)
 
     async def _attempt(
         self, agent_id: int, conversation_id: str, transcript: str, earlier: str, end: int, run_id: int,

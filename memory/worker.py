@@ -5,13 +5,14 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import defaultdict
-from collections.abc import Coroutine, Sequence
+from collections.abc import Coroutine
 from datetime import datetime, timedelta
 from types import TracebackType
 from typing import Any
 
 from bot.clock import Clock, iso, parse_iso, utc_now
 from bot.config import MateConfig
+from bot.retry import PENDING_EXTRACTION, Backoff, Sleep
 from bot.storage import Repositories
 from bot.storage.records import PendingMemoryRecord
 from memory.events import ConversationCompletedEvent
@@ -19,13 +20,9 @@ from memory.summarization import (
     RUN_KIND,
     AnalysisOutcome,
     MemorySummarizationService,
-    Sleep,
 )
 
 log = logging.getLogger(__name__)
-
-MAX_ATTEMPTS = 3
-DEFAULT_RETRY_DELAYS: tuple[float, ...] = (60.0, 300.0)
 
 
 class MemoryWorker:
@@ -39,15 +36,14 @@ class MemoryWorker:
     def __init__(
         self, service: MemorySummarizationService, repos: Repositories, config: MateConfig, *,
         clock: Clock = utc_now, sleep: Sleep = asyncio.sleep,
-        retry_delays: Sequence[float] = DEFAULT_RETRY_DELAYS, max_attempts: int = MAX_ATTEMPTS,
+        retry: Backoff = PENDING_EXTRACTION,
     ) -> None:
         self._service = service
         self._repos = repos
         self._memory = config.memory
         self._clock = clock
         self._sleep = sleep
-        self._retry_delays = tuple(retry_delays) or (0.0,)
-        self._max_attempts = max_attempts
+        self._retry = retry  # when a failed pending row is tried again, and how often
         self._queue: asyncio.Queue[int] = asyncio.Queue()
         self._queued: set[int] = set()
         self._locks: defaultdict[int, asyncio.Lock] = defaultdict(asyncio.Lock)
@@ -280,10 +276,10 @@ class MemoryWorker:
         return None
 
     async def _record_failure(self, row: PendingMemoryRecord, error: str) -> datetime | None:
-        delay = self._retry_delays[min(row.attempts, len(self._retry_delays) - 1)]
-        due = self._clock() + timedelta(seconds=delay)
+        # row.attempts failed before this one: this failure asks for retry number row.attempts.
+        due = self._clock() + timedelta(seconds=self._retry.delay(row.attempts))
         attempts = await self._repos.memory_pending.record_failure(row.conversation_id, error, iso(due))
-        if attempts < self._max_attempts:
+        if self._retry.allows(attempts - 1):
             return due
         # Give up: the watermark did not move, so the next event of this conversation
         # brings these messages back into its transcript.

@@ -210,7 +210,8 @@ async def test_an_update_fetched_but_not_stored_at_stop_is_delivered_again(tmp_p
 
 
 def test_backoff_doubles_to_the_cap_with_jitter_below_it() -> None:
-    from channels.backoff import backoff_delay
+    from bot.retry import Backoff
 
-    assert [backoff_delay(n, 1.0, 60.0, 0.2, rand=lambda: 0.0) for n in range(8)] == [1, 2, 4, 8, 16, 32, 60, 60]
-    assert backoff_delay(10, 1.0, 60.0, 0.2, rand=lambda: 1.0) == pytest.approx(48.0)
+    backoff = Backoff(1.0, 60.0, jitter=0.2)
+    assert [backoff.delay(n, rand=lambda: 0.0) for n in range(8)] == [1, 2, 4, 8, 16, 32, 60, 60]
+    assert backoff.delay(10, rand=lambda: 1.0) == pytest.approx(48.0)

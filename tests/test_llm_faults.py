@@ -7,12 +7,14 @@ import json
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from bot.llm import AnthropicClient
+from bot.retry import MEMORY_MODEL_CALL, PENDING_EXTRACTION
 from bot.runtime import Runtime, open_runtime
 from channels.base import InboundMessage
 from memory.tool import WRITE_TOOL
@@ -22,6 +24,7 @@ from tests.conftest import make_config
 from tests.fakes.anthropic import FakeAnthropic, RecordedRequest, Script, TextReply
 
 CID = "console:me"
+NO_WAITS = replace(MEMORY_MODEL_CALL, base=0.0, maximum=0.0)  # extraction's tries, without the waits
 
 
 @pytest.fixture
@@ -203,7 +206,7 @@ async def test_memory_json_garbage_is_retried_then_recorded_failed_without_write
         assert pending.attempts == 0
         # The runtime's worker loop is not started; a worker with instant backoff takes the row over.
         worker = MemoryWorker(rt.extras["summarization"], rt.core.repos, rt.core.config.mate, sleep=sleep,
-                              retry_delays=(0.0, 0.0))
+                              retry=replace(PENDING_EXTRACTION, base=0.0, maximum=0.0))
         async with worker:  # recover(): the pending row is queued
             loop_task = asyncio.create_task(worker.run())
             try:
@@ -236,7 +239,7 @@ async def test_memory_json_garbage_in_process_retries_end_failed(tmp_path: Path,
         await say(rt, "remember that my sister is called Ana")
         before = await workspace_state(rt)
         service = MemorySummarizationService(rt.core.config.mate, rt.core.repos, rt.core.workspace, rt.llm,
-                                             rt.core.prompts, retry_delays=(0, 0))
+                                             rt.core.prompts, retry=NO_WAITS)
         outcome = await service.analyze_and_update_memory(1, CID, attempts=3)
         after = await workspace_state(rt)
         runs = await rt.core.repos.memory_runs.for_conversation(CID)

@@ -4,7 +4,7 @@ import asyncio
 import json
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -14,6 +14,7 @@ import pytest
 from bot.app import Core, open_core
 from bot.config import LlmConfig
 from bot.llm import AnthropicClient
+from bot.retry import MEMORY_MODEL_CALL
 from memory.events import ConversationCompletedEvent
 from bot.clock import Clock
 from memory.summarization import MemorySummarizationService
@@ -22,6 +23,7 @@ from tests.fakes.anthropic import FakeAnthropic
 
 CONVERSATION = "console:me"
 NOON = datetime(2026, 4, 1, 12, 0, tzinfo=timezone.utc)
+NO_WAITS = replace(MEMORY_MODEL_CALL, base=0.0, maximum=0.0)  # extraction's tries, without the waits
 
 
 @dataclass
@@ -43,7 +45,7 @@ async def memory_env(
     async with FakeAnthropic() as fake, open_core(config) as core:
         async with AnthropicClient(LlmConfig(api_key="test-key", base_url=fake.url, max_retries=0)) as llm:
             service = MemorySummarizationService(
-                core.config.mate, core.repos, core.workspace, llm, core.prompts, clock, retry_delays=(0.0,)
+                core.config.mate, core.repos, core.workspace, llm, core.prompts, clock, retry=NO_WAITS
             )
             yield MemoryEnv(core, fake, llm, service)
 

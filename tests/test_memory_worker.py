@@ -10,6 +10,7 @@ from typing import Any
 from bot.app import open_core
 from bot.config import LlmConfig
 from bot.llm import AnthropicClient
+from bot.retry import Backoff
 from memory.events import ConversationCompletedEvent
 from memory.summarization import MemorySummarizationService
 from memory.worker import MemoryWorker
@@ -198,7 +199,7 @@ async def test_start_up_records_conversations_left_without_a_pending_row(tmp_pat
 
 async def test_invalid_json_gives_up_after_three_durable_attempts(tmp_path: Path) -> None:
     clock = ManualClock()
-    async with memory_env(tmp_path) as env, running(env, clock, retry_delays=(30.0, 60.0)) as worker:
+    async with memory_env(tmp_path) as env, running(env, clock, retry=Backoff(30.0, 60.0, attempts=3)) as worker:
         ids = await add_messages(env.core, chat(2))
         for _ in range(3):
             env.fake.reply_text("no json here")

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import random
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import replace
@@ -26,6 +25,7 @@ from bot.llm.anthropic_messages import (
 from bot.llm.failures import RETRY_STATUSES, NotStreamed, Retryable, is_prompt_too_long, retry_after, transport_errors
 from bot.llm.port import LLMRequest, LLMResponse, TextListener
 from bot.redaction import Redactor
+from bot.retry import MODEL_API
 
 if TYPE_CHECKING:
     import anthropic
@@ -34,8 +34,6 @@ log = logging.getLogger(__name__)
 
 # The longest a streamed answer may take in all: the SDK's own limit for one request.
 STREAM_DEADLINE_S = 600.0
-_BACKOFF_BASE = 0.5
-_BACKOFF_MAX = 8.0
 
 
 class AnthropicClient:
@@ -56,8 +54,10 @@ class AnthropicClient:
         if config.base_url:
             options["base_url"] = config.base_url
         self._sdk = sdk or anthropic.AsyncAnthropic(**options)
-        self._max_retries = config.max_retries
         self._timeout = config.timeout_seconds
+        # A retry-after longer than timeout-seconds is not waited out: the user gets the
+        # apology now instead of an hour of "typing...".
+        self._retry = replace(MODEL_API, attempts=config.max_retries + 1, longest_wait=config.timeout_seconds)
         self._limit = asyncio.Semaphore(config.max_concurrency)
         # Upstream error texts end up in logs, replies and run records; a proxy may echo the key.
         self._redact = Redactor([config.api_key])
@@ -117,20 +117,11 @@ class AnthropicClient:
                 raise
 
     def _retry_delay(self, retry: Retryable, attempt: int) -> float | None:
-        """Seconds to wait before the next try; None to give up now.
-
-        A retry-after longer than timeout-seconds is not waited out: the user gets the
-        apology now instead of an hour of "typing...".
-        """
-        if attempt >= self._max_retries:
-            return None
-        if retry.retry_after is not None:
-            if retry.retry_after > self._timeout:
-                retry.message += f" (asked to retry after {retry.retry_after:.0f} s)"
-                return None
-            return max(0.0, retry.retry_after)
-        backoff: float = min(_BACKOFF_BASE * 2 ** attempt, _BACKOFF_MAX)  # int ** int is typed Any
-        return backoff * (1 - 0.25 * random.random())
+        """Seconds to wait before retry number `attempt` (0 for the first); None to give up now."""
+        delay = self._retry.wait(attempt, retry.retry_after)
+        if delay is None and retry.retry_after is not None and self._retry.allows(attempt):
+            retry.message += f" (asked to retry after {retry.retry_after:.0f} s)"
+        return delay
 
     async def _once(self, params: dict[str, Any], on_text: TextListener | None, bounded: bool) -> LLMResponse:
         started: list[Any] = []  # the streamed message_start: what a broken answer was billed

@@ -19,7 +19,7 @@ from bot.access import Access, AccessPolicy, ChatKind
 from bot.command_names import COMMANDS
 from bot.config import TelegramConfig
 from bot.prompts import PromptLibrary
-from channels.backoff import BACKOFF_BASE, BACKOFF_JITTER, BACKOFF_MAX, backoff_delay
+from bot.retry import CHANNEL_RECONNECT, TELEGRAM_SEND, Backoff, RetryStreak, retrying
 from channels.base import (
     CHANNEL_OK,
     CHANNEL_RETRYING,
@@ -46,8 +46,6 @@ T = TypeVar("T")
 BotFactory = Callable[[], PollingBot]
 
 TYPING_INTERVAL = 4.0
-SEND_ATTEMPTS = 3
-NETWORK_BACKOFF = 0.5
 CONCURRENT_UPDATES = 64
 # How long the first picture of an album waits for the others (they arrive within a second).
 ALBUM_WAIT = 1.0
@@ -81,7 +79,8 @@ class TelegramChannel:
     def __init__(
         self, config: TelegramConfig, handler: MessageHandler, prompts: PromptLibrary, *,
         bot_factory: BotFactory | None = None, poll_timeout: float = 30.0,
-        backoff_base: float = BACKOFF_BASE, backoff_max: float = BACKOFF_MAX, backoff_jitter: float = BACKOFF_JITTER,
+        backoff_base: float = CHANNEL_RECONNECT.base, backoff_max: float = CHANNEL_RECONNECT.maximum,
+        backoff_jitter: float = CHANNEL_RECONNECT.jitter,
         busy_poll_interval: float = BUSY_POLL_INTERVAL, concurrent_updates: int = CONCURRENT_UPDATES,
         access: AccessPolicy | None = None,
     ) -> None:
@@ -93,7 +92,7 @@ class TelegramChannel:
         self._prompts = prompts
         self._bot_factory = bot_factory or (lambda: build_bot(config))
         self._poll_timeout = poll_timeout
-        self._backoff = (backoff_base, backoff_max, backoff_jitter)
+        self._backoff = Backoff(backoff_base, backoff_max, jitter=backoff_jitter)
         self._busy_poll_interval = busy_poll_interval
         self._slots = asyncio.Semaphore(concurrent_updates)
         self._ledger = UpdateLedger()
@@ -145,7 +144,7 @@ class TelegramChannel:
 
     async def _connect_and_poll(self) -> bool:
         """Retry until stopped; False after a fatal stop (no final confirmation is sent)."""
-        failures, down_since = 0, time.monotonic()
+        retries, down_since = RetryStreak(self._backoff), time.monotonic()
         while True:
             bot = self._bot_factory()
             adopted = False
@@ -153,7 +152,7 @@ class TelegramChannel:
                 await self._unless_stopped(self._connect(bot))
                 self._adopt(bot)
                 adopted = True
-                if failures == 0:
+                if retries.retries == 0:
                     log.info("telegram channel polling as @%s", self._username)
                 else:
                     log.info("telegram channel polling as @%s again, after %.1f s of retries",
@@ -174,12 +173,12 @@ class TelegramChannel:
                 return False
             except Exception as exc:  # network down, timeouts, 5xx, odd answers: retry on a fresh bot
                 if self._polled_since_connect:  # it worked until now: a new outage starts
-                    failures, down_since = 0, time.monotonic()
+                    retries.reset()
+                    down_since = time.monotonic()
                     self._polled_since_connect = False
-                delay = backoff_delay(failures, *self._backoff)
-                failures += 1
+                delay = retries.next()
                 self._state = CHANNEL_RETRYING
-                self._log_retry(exc, failures, delay)
+                self._log_retry(exc, retries.retries, delay)
                 if not await self._sleep(delay):
                     return True
             finally:
@@ -511,21 +510,8 @@ class TelegramChannel:
         return self._bot
 
     async def _with_retries(self, call: Callable[[], Awaitable[Any]]) -> Any:
-        """429: wait as told; network errors and timeouts: short backoff; SEND_ATTEMPTS tries."""
-        for attempt in range(1, SEND_ATTEMPTS + 1):
-            try:
-                return await call()
-            except RetryAfter as exc:
-                if attempt == SEND_ATTEMPTS:
-                    raise
-                await asyncio.sleep(retry_seconds(exc))
-            except BadRequest:
-                raise  # a NetworkError subclass, but never transient
-            except NetworkError:  # includes TimedOut and 5xx answers
-                if attempt == SEND_ATTEMPTS:
-                    raise
-                await asyncio.sleep(NETWORK_BACKOFF * 2 ** (attempt - 1))
-        raise AssertionError("unreachable")
+        """429: wait as told; network errors and timeouts: short backoff; TELEGRAM_SEND's tries."""
+        return await retrying(call, _send_retryable, TELEGRAM_SEND, retry_after=_told_wait)
 
     @contextlib.asynccontextmanager
     async def _typing_while(self, chat_id: str, thread_id: str | None, *, active: bool) -> AsyncIterator[None]:
@@ -575,3 +561,14 @@ class TelegramChannel:
             if secret:
                 text = text.replace(secret, "<token>")
         return text
+
+
+def _send_retryable(exc: Exception) -> bool:
+    # BadRequest is a NetworkError subclass, but never transient; NetworkError includes
+    # TimedOut and 5xx answers.
+    return isinstance(exc, RetryAfter) or (isinstance(exc, NetworkError) and not isinstance(exc, BadRequest))
+
+
+def _told_wait(exc: Exception) -> float | None:
+    """The wait a 429 asked for; None for other failures (they get the backoff)."""
+    return retry_seconds(exc) if isinstance(exc, RetryAfter) else None
