@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -11,6 +12,7 @@ from bot.config import MateConfig
 from bot.errors import LLMError, VersionConflict
 from bot.llm import LLMClient, LLMRequest
 from bot.prompts import PromptLibrary
+from bot.retry import MEMORY_MODEL_CALL, Backoff, Sleep, retrying
 from bot.storage import Repositories
 from memory.filenames import is_daily_note_name
 from bot.text import storable
@@ -43,12 +45,27 @@ class _Failed(Exception):
     """Ends a run as failed with a reason meant for the user (API msg, /memory emerge answer)."""
 
 
+class _ModelCallFailed(_Failed):
+    """The model call failed: the run is tried again as extraction's would be, then it fails."""
+
+
+def _is_model_failure(exc: Exception) -> bool:
+    return isinstance(exc, _ModelCallFailed)
+
+
 class MemoryEmergenceService:
-    """One emerge() call = one LLM consolidation (redone once on a concurrent edit) = one run row."""
+    """One emerge() call = one LLM consolidation (redone once on a concurrent edit) = one run row
+    per attempt.
+
+    A failed model call fails the attempt, as in extraction: its run row is finished as
+    "attempt n/N" and the consolidation is tried again on a fresh read of the files, as the
+    memory retry policy allows. Nothing is written before the model's reply is whole.
+    """
 
     def __init__(
         self, config: MateConfig, repos: Repositories, workspace: WorkspaceFileService,
-        llm: LLMClient, prompts: PromptLibrary, clock: Clock = utc_now,
+        llm: LLMClient, prompts: PromptLibrary, clock: Clock = utc_now, *,
+        sleep: Sleep = asyncio.sleep, retry: Backoff = MEMORY_MODEL_CALL,
     ) -> None:
         self._config = config
         self._memory = config.memory
@@ -57,14 +74,36 @@ class MemoryEmergenceService:
         self._llm = llm
         self._prompts = prompts
         self._clock = clock
+        self._sleep = sleep
+        self._retry = retry
 
     async def emerge(self, agent_id: int) -> EmergenceOutcome:
         if not self._memory.emergence_enabled:
             # Not a run: nothing is recorded, so /status is not filled with nightly no-ops.
             return EmergenceOutcome("disabled", False, "memory emergence is disabled")
+        tries = 0
+
+        async def attempt() -> EmergenceOutcome:
+            nonlocal tries
+            tries += 1
+            return await self._run(agent_id, tries)
+
+        try:
+            return await retrying(attempt, _is_model_failure, self._retry, sleep=self._sleep)
+        except _ModelCallFailed as exc:
+            log.error("emergence for agent %s gave up after %d attempts: %s", agent_id, tries, exc)
+            return EmergenceOutcome("failed", False, str(exc))
+
+    async def _run(self, agent_id: int, attempt: int) -> EmergenceOutcome:
+        """One attempt, one run row; a failed model call is raised for emerge() to retry."""
         run_id = await self._repos.memory_runs.start(agent_id, RUN_KIND)
         try:
             outcome = await self._consolidate(agent_id, redo_on_conflict=True)
+        except _ModelCallFailed as exc:
+            of = f"/{self._retry.attempts}" if self._retry.attempts is not None else ""
+            await self._repos.memory_runs.finish(run_id, "failed", f"attempt {attempt}{of}", str(exc))
+            log.warning("emergence attempt %d%s failed for agent %s: %s", attempt, of, agent_id, exc)
+            raise
         except _Failed as exc:
             outcome = EmergenceOutcome("failed", False, str(exc))
         except BaseException as exc:
@@ -169,8 +208,7 @@ class MemoryEmergenceService:
         """The parsed reply and its raw text; the same request is re-sent on invalid JSON, and
         a reply cut at max_tokens is asked again once in the edits form.
 
-        An LLMError fails the run at once: the SDK has already retried 429/5xx/529 with
-        backoff, and stacking our retries on top would only multiply the wait.
+        An LLMError ends the attempt (_ModelCallFailed): emerge() retries it as extraction does.
         """
         problem = ""
         cut_off = False
@@ -182,7 +220,7 @@ class MemoryEmergenceService:
             try:
                 response = await self._llm.complete(request)
             except LLMError as exc:
-                raise _Failed(f"the model call failed: {exc}") from None
+                raise _ModelCallFailed(f"the model call failed: {exc}") from None
             if response.stop_reason == "max_tokens":
                 if cut_off:
                     raise _Failed(f"the reply was cut off at max_tokens ({max_tokens}) twice; nothing was written")

@@ -48,6 +48,10 @@ def reply(should_update: bool, reason: str, memory_content: str = "") -> str:
     return json.dumps({"should_update": should_update, "reason": reason, "memory_content": memory_content})
 
 
+async def _no_wait(seconds: float) -> None:
+    """The retry policy's waits, skipped: what they are is tested in test_emergence_retry.py."""
+
+
 async def _env(tmp_path: Path, **memory: Any) -> AsyncIterator[Env]:
     async with FakeAnthropic() as fake:
         config = make_config(
@@ -58,7 +62,7 @@ async def _env(tmp_path: Path, **memory: Any) -> AsyncIterator[Env]:
         )
         async with open_core(config) as core, AnthropicClient(config.mate.llm) as llm:
             service = MemoryEmergenceService(
-                config.mate, core.repos, core.workspace, llm, core.prompts, clock=lambda: NOW
+                config.mate, core.repos, core.workspace, llm, core.prompts, clock=lambda: NOW, sleep=_no_wait
             )
             yield Env(core, fake, service)
 
@@ -170,16 +174,17 @@ async def test_fenced_json_after_one_invalid_reply_is_accepted(env: Env) -> None
     assert (await env.memory())[0] == "# Memory\n- a fact\n"
 
 
-async def test_llm_error_fails_at_once(env: Env) -> None:
+async def test_llm_error_on_every_attempt_fails_and_writes_nothing(env: Env) -> None:
     await env.note(9, "a fact")
     before = await env.memory()
-    env.fake.reply_error(500, "api_error", "boom")
+    for _ in range(3):  # a failed model call is retried as in extraction: three tries in all
+        env.fake.reply_error(500, "api_error", "boom")
 
     outcome = await env.service.emerge(AGENT)
 
     assert outcome.status == "failed"
     assert "HTTP 500" in outcome.reason
-    assert len(env.fake.messages_requests()) == 1
+    assert len(env.fake.messages_requests()) == 3
     assert await env.memory() == before
 
 
