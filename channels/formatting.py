@@ -1,4 +1,10 @@
-"""Split long replies into platform-sized chunks and render LLM Markdown as Telegram HTML."""
+"""Split long replies into platform-sized chunks and render LLM Markdown as Telegram HTML.
+
+What each piece of Markdown becomes (bold, italic, code, links, headings, lists, what is
+escaped, how the rest degrades) is written down once, in docs/markdown.md; the web page
+(bot/web/index.html) renders by the same rules, and tests/test_markdown_rules.py holds
+both to that document's examples.
+"""
 
 from __future__ import annotations
 
@@ -336,6 +342,8 @@ def _inline(s: str, frags: list[str]) -> str:
         label, url = m.group(1), m.group(2)
         if not _SAFE_SCHEME.match(url):
             return m.group(0)  # javascript: and relative links stay literal text
+        if any(frags[int(i)].startswith("<") for i in _PLACEHOLDER.findall(url)):
+            return m.group(0)  # a code span in the address would put markup inside href="..."
         return hold(f'<a href="{html.escape(url, quote=True)}">{_inline(label, frags)}</a>')
 
     s = _CODE_SPAN.sub(code, s)
@@ -371,8 +379,8 @@ def _render_fence(text: str, f: _Fence) -> str:
 
 def markdown_to_telegram_html(text: str) -> str:
     """Convert common LLM Markdown into Telegram's HTML parse mode, always with balanced tags."""
-    # NUL delimits our placeholders and is meaningless in chat text.
-    text = text.replace("\x00", "")
+    # NUL delimits our placeholders and is meaningless in chat text; a CRLF is one line break.
+    text = text.replace("\x00", "").replace("\r\n", "\n")
     frags: list[str] = []
     out: list[str] = []
 
