@@ -69,7 +69,7 @@ import tempfile
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
@@ -80,6 +80,7 @@ if __package__ in (None, ""):  # `python bench/memory_soak.py`
 from bench._common import HostLoad, emit, make_config, quiet_logs, sentence
 from bot.app import Core, open_core
 from bot.llm import LLMRequest, LLMResponse
+from bot.retry import MEMORY_MODEL_CALL
 from memory.emergence import MemoryEmergenceService
 from memory.summarization import RUN_KIND, MemorySummarizationService
 from memory.workspace import DAILY_PREFIX, MEMORY_FILE, PROFILE_FILE
@@ -100,6 +101,7 @@ SHORTEN_TO = 0.50  # asked again for a shorter version
 EMERGE_AT = 0.70  # emergence rewrites MEMORY.md only once it is this full ...
 EMERGE_TO = 0.60  # ... and condenses it to this
 EDITS_SHARE = 0.5  # of the replies about a large file
+NO_WAITS = replace(MEMORY_MODEL_CALL, base=0.0, maximum=0.0)  # the daemon's retries, without waiting
 UPDATE_EDIT_SHARE = 0.3  # of edits replies that also update one existing line
 WEEK = 7
 
@@ -639,8 +641,9 @@ async def run_memory_soak(*, days: int = 60, warmup_days: int = 30, messages_per
                               memory_max=mate.memory.memory_max_chars, labels=labels, clock=clock, rng=rng)
             # As the daemon wires them (bot/runtime.py), with the bench's clock; retries without waiting.
             summarizer = MemorySummarizationService(mate, core.repos, core.workspace, model, core.prompts,
-                                                    clock=clock, retry_delays=(0.0,))
-            emergence = MemoryEmergenceService(mate, core.repos, core.workspace, model, core.prompts, clock=clock)
+                                                    clock=clock, retry=NO_WAITS)
+            emergence = MemoryEmergenceService(mate, core.repos, core.workspace, model, core.prompts, clock=clock,
+                                               retry=NO_WAITS)
             await core.repos.conversations.create(CONVERSATION, agent_id=AGENT_ID, channel="web",
                                                   chat_key=CONVERSATION, trigger_source="web")
             warm, tally, cursor = Tally(), Tally(), RunCursor()

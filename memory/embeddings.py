@@ -22,6 +22,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 from bot.config import EmbeddingsConfig
 from bot.errors import MateError
+from bot.retry import EMBEDDINGS_ENDPOINT
 from bot.storage.embeddings import PendingText, SqliteEmbeddingRepository, StoredVector
 from bot.storage.search import SearchHit
 
@@ -32,7 +33,6 @@ BATCH_TIMEOUT_SECONDS = 60.0
 BATCH_SIZE = 32
 MAX_TEXT_CHARS = 4000  # the start of a longer text (a big memory file) stands for it
 POLL_SECONDS = 2.0  # how soon a new message gets its vector
-RETRY_SECONDS = (1.0, 300.0)  # backoff after the endpoint failed: first, longest
 THREAD_ABOVE = 2000  # vectors compared in a worker thread past this many, so the loop keeps answering
 PREFILTER_ABOVE = 1000
 RESCORE = 200
@@ -133,7 +133,7 @@ class EndpointHealth:
     def failed(self, reason: str) -> float:
         """Note a failure; returns the seconds to wait before the next try (doubling)."""
         self.failures += 1
-        delay = min(RETRY_SECONDS[0] * 2 ** (self.failures - 1), RETRY_SECONDS[1])
+        delay = EMBEDDINGS_ENDPOINT.delay(self.failures - 1)
         self._retry_at = self._clock() + delay
         if self.failures == 1:
             log.warning("semantic search: the embeddings endpoint %s failed (%s); search finds by words alone "
@@ -249,7 +249,7 @@ class EmbeddingBackfill:
                 pause = self._health.failed(str(exc))
             except Exception:  # boundary: vectors are optional, chat must go on
                 log.exception("semantic search: making vectors failed; trying again later")
-                pause = RETRY_SECONDS[1]
+                pause = EMBEDDINGS_ENDPOINT.maximum
             await asyncio.sleep(pause)
 
     async def fill(self) -> int:
