@@ -78,7 +78,7 @@ async def _run(turns: int, gap: float, cached: bool, seed: int) -> dict[str, Any
                                                  "base-url": fake.url, "max-retries": 0},
                                  memory={"cooldown-minutes": 0})
             async with open_runtime(config) as rt:
-                worker = rt.extras["worker"]
+                worker = rt.memory_services.worker
                 loop = asyncio.create_task(worker.run(), name="memory-worker")
                 try:
                     for _ in range(turns):

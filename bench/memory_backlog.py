@@ -81,7 +81,7 @@ async def run_memory_backlog(
         async with open_runtime(config, llm=llm, with_memory_worker=True) as rt:
             tune_garbage_collector()  # as the daemon does once started
             repos = rt.core.repos
-            worker = rt.extras["worker"]
+            worker = rt.memory_services.worker
             events = []
             for i in range(backlog):
                 rows = chat_rows(6, rng, rt.tokens.count_text)

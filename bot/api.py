@@ -18,11 +18,12 @@ from typing import Any
 
 from aiohttp import web
 from aiohttp.http_exceptions import HttpProcessingError
+from aiohttp.typedefs import Handler
 
 from bot.config import ApiConfig
 from bot.errors import VersionConflict, WorkspaceError
-from bot.router import is_blank
 from bot.runtime import Runtime
+from bot.text import clean_text, is_blank
 from channels.base import InboundMessage, IncomingFile
 from memory.filenames import validate_workspace_filename
 from memory.recall import DEFAULT_LIMIT, MAX_LIMIT, query_problem
@@ -85,7 +86,7 @@ def _dumps(value: Any) -> str:
 
 
 @web.middleware
-async def _same_site(request: web.Request, handler: Any) -> web.StreamResponse:
+async def _same_site(request: web.Request, handler: Handler) -> web.StreamResponse:
     """Refuse foreign Host names (DNS rebinding) and cross-site requests that change state."""
     prompts = request.app[_RUNTIME].core.prompts
     if not host_allowed(request.host, request.app[_HOST]):
@@ -98,7 +99,7 @@ async def _same_site(request: web.Request, handler: Any) -> web.StreamResponse:
 
 
 @web.middleware
-async def _auth(request: web.Request, handler: Any) -> web.StreamResponse:
+async def _auth(request: web.Request, handler: Handler) -> web.StreamResponse:
     token = request.app[_TOKEN]
     if token and request.path not in _OPEN_PATHS:
         given = request.headers.get("Authorization", "")
@@ -108,7 +109,7 @@ async def _auth(request: web.Request, handler: Any) -> web.StreamResponse:
 
 
 @web.middleware
-async def _errors(request: web.Request, handler: Any) -> web.StreamResponse:
+async def _errors(request: web.Request, handler: Handler) -> web.StreamResponse:
     try:
         return await handler(request)
     except web.HTTPException as exc:
@@ -149,7 +150,7 @@ class _BadRequest(Exception):
 
 
 @web.middleware
-async def _client_errors(request: web.Request, handler: Any) -> web.StreamResponse:
+async def _client_errors(request: web.Request, handler: Handler) -> web.StreamResponse:
     try:
         return await handler(request)
     except _NotFound as exc:
@@ -223,11 +224,10 @@ def _web_client(conversation_id: str | None) -> str:
 async def emergence(request: web.Request) -> web.Response:
     rt = request.app[_RUNTIME]
     agent_id = await _agent_id(request)
-    service = rt.commands.emergence
-    if service is None:
+    if rt.memory_services is None:
         return _ok({"status": "disabled", "updated": False, "reason": "emergence is not available"})
     try:
-        outcome = await service.emerge(agent_id)
+        outcome = await rt.memory_services.emergence.emerge(agent_id)
     except Exception as exc:
         log.exception("emergence failed")
         return _fail(500, rt.core.prompts.text("api_emergence_failed", error=type(exc).__name__))
@@ -243,10 +243,10 @@ async def summarize(request: web.Request) -> web.Response:
     conversation = await rt.core.repos.conversations.get(conversation_id)
     if conversation is None or conversation.agent_id != agent_id:
         raise _NotFound(f"conversation {conversation_id[:80]} not found for agent {agent_id}")
-    if rt.commands.summarizer is None:
+    if rt.memory_services is None:
         return _fail(500, rt.core.prompts.text("api_summarize_failed", error="memory worker not running"))
     try:
-        outcome = await rt.commands.summarizer.summarize_now(agent_id, conversation_id)
+        outcome = await rt.memory_services.worker.summarize_now(agent_id, conversation_id)
     except Exception as exc:
         log.exception("summarize failed")
         return _fail(500, rt.core.prompts.text("api_summarize_failed", error=type(exc).__name__))
@@ -262,7 +262,7 @@ async def list_files(request: web.Request) -> web.Response:
     arguments: dict[str, Any] = {"agentId": agent_id}
     if prefix := request.query.get("prefix"):
         arguments["filenamePrefix"] = prefix
-    result = await rt.extras["memory_tool"].call(agent_id, LIST_TOOL, arguments)
+    result = await rt.memory_tool.call(agent_id, LIST_TOOL, arguments)
     return _ok(json.loads(result.content))
 
 
@@ -278,14 +278,14 @@ async def search(request: web.Request) -> web.Response:
     if source not in ("all", "notes", "conversations"):
         raise _BadRequest('source must be "all", "notes" or "conversations"')
     agent_id = await _agent_id(request)
-    return _ok(await rt.extras["search"].search(agent_id, query, limit, source))
+    return _ok(await rt.search.search(agent_id, query, limit, source))
 
 
 async def read_file(request: web.Request) -> web.Response:
     rt = request.app[_RUNTIME]
     agent_id = await _agent_id(request)
     filename = request.match_info["filename"]
-    result = await rt.extras["memory_tool"].call(agent_id, READ_TOOL, {"agentId": agent_id, "filename": filename})
+    result = await rt.memory_tool.call(agent_id, READ_TOOL, {"agentId": agent_id, "filename": filename})
     if result.is_error:
         raise _NotFound(json.loads(result.content).get("error", "not found"))
     data = json.loads(result.content)
@@ -364,7 +364,7 @@ async def _chat_message(request: web.Request) -> tuple[int, InboundMessage]:
     body = await _json_body(request)
     message = body.get("message", "")
     images = _images(body.get("images"))
-    if not isinstance(message, str) or (is_blank(message) and not images):
+    if not isinstance(message, str) or (is_blank(clean_text(message)) and not images):  # as the router sees it
         raise _BadRequest("message must be a non-empty string (or send images)")
     conversation_id = body.get("conversationId")
     if conversation_id is not None and not isinstance(conversation_id, str):
@@ -511,7 +511,7 @@ def build_app(rt: Runtime, config: ApiConfig, token: str | None = None) -> web.A
     return app
 
 
-class _ProtocolErrorsInOneLine(logging.LoggerAdapter):
+class _ProtocolErrorsInOneLine(logging.LoggerAdapter[logging.Logger]):
     """aiohttp logs a request it cannot parse (a request line too long, not HTTP) with a
     traceback: that is the client's mistake, answered 400, and worth one line here."""
 

@@ -110,7 +110,8 @@ async def _one_turn(http: aiohttp.ClientSession, url: str, body: dict[str, Any],
                     shown = printed.strip()
                     write(reply[len(shown):] if shown and reply.startswith(shown) else ("\n" if printed else "") + reply)
                     write("\n")
-                    return data.get("conversationId")
+                    conversation = data.get("conversationId")
+                    return conversation if isinstance(conversation, str) else None
         return None
 
 

@@ -55,8 +55,8 @@ class CommandHandler:
         self._window = window
         self._agent = agent
         self._prompts = prompts
-        self.emergence = emergence
-        self.summarizer = summarizer
+        self._emergence = emergence
+        self._summarizer = summarizer
         self._channel_states = channel_states or ChannelStateBoard()
 
     async def handle(
@@ -164,18 +164,18 @@ class CommandHandler:
         if action == "search":
             return await self._search_text(message, conversation, " ".join(args[1:]))
         if action == "emerge":
-            if self.emergence is None:
+            if self._emergence is None:
                 return t("emerge_disabled")
             try:
-                outcome = await self.emergence.emerge(conversation.agent_id)
+                outcome = await self._emergence.emerge(conversation.agent_id)
             except Exception as exc:  # reported to the admin, never raised through the router
                 log.exception("emergence command failed")
                 return t("emerge_failed", error=type(exc).__name__)
             return emergence_text(self._prompts, outcome)
-        if self.summarizer is None:
+        if self._summarizer is None:
             return t("summarize_failed", error="memory extraction is not running")
         try:
-            outcome = await self.summarizer.summarize_now(conversation.agent_id, conversation.id)
+            outcome = await self._summarizer.summarize_now(conversation.agent_id, conversation.id)
         except Exception as exc:
             log.exception("summarize command failed")
             return t("summarize_failed", error=type(exc).__name__)

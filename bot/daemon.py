@@ -8,9 +8,8 @@ import os
 import signal
 import sys
 from datetime import timedelta
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from contextlib import AsyncExitStack
-from typing import Any
 
 from bot.api_token import token_whereabouts
 from bot.clock import iso, utc_now
@@ -18,7 +17,8 @@ from bot.config import Config
 from bot.instance_lock import DatabaseLock
 from bot.retry import CRASH_RESTART, Backoff, RetryStreak
 from bot.runtime import Runtime, open_runtime, tune_garbage_collector
-from channels.base import CHANNEL_OK, InboundMessage, OutboundMessage, ReplyStream, parse_conversation_key
+from bot.services import Services, start_services
+from channels.base import CHANNEL_OK, Channel, InboundMessage, OutboundMessage, ReplyStream, parse_conversation_key
 from channels.console import ConsoleChannel
 
 log = logging.getLogger(__name__)
@@ -83,7 +83,7 @@ def console_wanted(config: Config) -> bool:
 
 async def run_daemon(
     config: Config, *, console: bool | None = None, stop: asyncio.Event | None = None,
-    exit_when_console_closes: bool = False, ready: Callable[[Runtime], None] | None = None,
+    exit_when_console_closes: bool = False, ready: Callable[[Runtime, Services], None] | None = None,
 ) -> int:
     stop = stop or asyncio.Event()
     remove_signals = _install_signals(stop)
@@ -96,16 +96,17 @@ async def run_daemon(
 
 async def _serve(
     config: Config, stop: asyncio.Event, console: bool | None, exit_when_console_closes: bool,
-    ready: Callable[[Runtime], None] | None,
+    ready: Callable[[Runtime, Services], None] | None,
 ) -> int:
     async with open_runtime(config) as rt, AsyncExitStack() as stack:
         if rt.offline:
             log.warning(rt.core.prompts.text("offline_notice"))
-        channels = await _start_services(config, rt, stack)
+        services = await start_services(config, rt, stack)  # closed by the stack in reverse order
+        channels = services.channels
         async with asyncio.TaskGroup() as tasks:
             running: list[asyncio.Task[None]] = []
-            worker = rt.extras.get("worker")
-            if worker is not None:
+            if rt.memory_services is not None:
+                worker = rt.memory_services.worker
                 await worker.recover()
                 running.append(tasks.create_task(supervise("memory worker", worker.run, stop),
                                                  name="memory-worker"))
@@ -123,12 +124,12 @@ async def _serve(
             # The token rides in the page's address only when a person reads the line: under
             # systemd or docker it would land in the journal, which others may read.
             on_terminal = sys.stderr.isatty()
-            if not on_terminal and rt.extras.get("api_port") is not None:
+            if not on_terminal and services.api is not None:
                 log.info("web chat: the API token is %s", token_whereabouts(config))
-            print(startup_line(config, rt, channels, with_console, show_token=on_terminal),
+            print(startup_line(config, rt, services, with_console, show_token=on_terminal),
                   file=sys.stderr, flush=True)
             if ready is not None:
-                ready(rt)
+                ready(rt, services)
             await stop.wait()
             drain = config.mate.shutdown_drain_seconds
             try:
@@ -141,7 +142,7 @@ async def _serve(
     return 0
 
 
-def startup_line(config: Config, rt: Runtime, channels: list[Any], with_console: bool,
+def startup_line(config: Config, rt: Runtime, services: Services, with_console: bool,
                  *, show_token: bool) -> str:
     """One line: which provider, model and channels are live, and where the web page is.
 
@@ -149,12 +150,12 @@ def startup_line(config: Config, rt: Runtime, channels: list[Any], with_console:
     otherwise the line says where the token is kept."""
     mate = config.mate
     provider = "offline (no API key: canned replies)" if rt.offline else f"anthropic, model {mate.llm.model}"
-    names = [channel.name for channel in channels] + (["console"] if with_console else [])
+    names = [channel.name for channel in services.channels] + (["console"] if with_console else [])
     line = f"matebot: ready — provider {provider}; channels: {', '.join(names) or 'none'}"
-    port, token = rt.extras.get("api_port"), rt.extras.get("api_token")
-    if port is not None:
+    if services.api is not None:
+        token = services.api.token
         host = "127.0.0.1" if mate.api.host in ("0.0.0.0", "::", "") else mate.api.host
-        line += f"; web chat: http://{host}:{port}/"
+        line += f"; web chat: http://{host}:{services.api.port}/"
         if token and show_token:  # printed, never logged: no log file may hold the token
             line += f"#token={token}"
         elif token:
@@ -162,7 +163,7 @@ def startup_line(config: Config, rt: Runtime, channels: list[Any], with_console:
     return line
 
 
-async def _recover(config: Config, rt: Runtime, channels: list[Any]) -> None:
+async def _recover(config: Config, rt: Runtime, channels: Sequence[Channel]) -> None:
     """Answer messages the previous run stored but never answered, each once, on its channel."""
     since = iso(utc_now() - timedelta(minutes=config.mate.recovery_minutes))
     try:
@@ -181,10 +182,10 @@ async def _recover(config: Config, rt: Runtime, channels: list[Any]) -> None:
         log.info("answered %d messages left unanswered by the previous run", len(replies))
 
 
-async def _send_when_ready(channel: Any, message: OutboundMessage, wait: float = 60.0) -> None:
+async def _send_when_ready(channel: Channel, message: OutboundMessage, wait: float = 60.0) -> None:
     loop = asyncio.get_running_loop()
     deadline = loop.time() + wait
-    while getattr(channel, "state", CHANNEL_OK) != CHANNEL_OK and loop.time() < deadline:
+    while channel.state != CHANNEL_OK and loop.time() < deadline:
         await asyncio.sleep(0.2)
     try:
         await channel.send(message)
@@ -192,18 +193,11 @@ async def _send_when_ready(channel: Any, message: OutboundMessage, wait: float =
         log.warning("could not send a recovered answer on %s: %s", channel.name, exc)
 
 
-async def _stop_channel(channel: Any) -> None:
+async def _stop_channel(channel: Channel) -> None:
     try:
         await channel.stop()
     except Exception:
         log.exception("stopping %s failed", channel.name)
-
-
-async def _start_services(config: Config, rt: Runtime, stack: AsyncExitStack) -> list[Any]:
-    """API server, scheduler and chat channels, each closed by the stack in reverse order."""
-    from bot.services import start_services
-
-    return await start_services(config, rt, stack)
 
 
 async def _run_console(rt: Runtime, stop: asyncio.Event, exit_on_close: bool) -> None:
@@ -220,7 +214,9 @@ async def _run_console(rt: Runtime, stop: asyncio.Event, exit_on_close: bool) ->
         stop.set()
 
 
-async def _shutdown(rt: Runtime, channels: list[Any], running: list[asyncio.Task[None]], drain: float) -> None:
+async def _shutdown(
+    rt: Runtime, channels: Sequence[Channel], running: list[asyncio.Task[None]], drain: float,
+) -> None:
     """Stop intake, finish in-flight replies (bounded), leave memory work pending, then close."""
     rt.router.stop_intake()
     stops = [asyncio.create_task(_stop_channel(channel), name=f"stop-{channel.name}") for channel in channels]

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import re
 import sqlite3
 from collections.abc import AsyncIterator, Coroutine
 from contextlib import asynccontextmanager
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
 from bot.access import Access, AccessPolicies, ChatKind, Decision
@@ -22,40 +21,14 @@ from bot.ports import CommandPort
 from bot.prompts import PromptLibrary
 from bot.storage import Repositories
 from bot.storage.records import ConversationRecord
-from bot.text import is_blank as shows_nothing
-from channels.base import InboundMessage, ReplyStream, Stored, chat_key, conversation_key
+from bot.text import clean_text, is_blank
+from channels.base import InboundMessage, ReplyStream, RoutedReply, Stored, chat_key, conversation_key
 from memory.events import ConversationCompletedEvent, MemoryEventSink
 
 
 log = logging.getLogger(__name__)
 
 MAX_MESSAGE_CHARS = 400_000
-_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
-
-
-@dataclass(frozen=True, slots=True)
-class RoutedReply:
-    text: str
-    conversation_id: str
-    agent_id: int
-    # "llm" | "busy" | "storage": the text is an apology (the web API answers 502 for "llm", else 503)
-    failure: str = ""
-
-
-def clean_text(text: str) -> str:
-    """Lone surrogates become U+FFFD and C0 controls (but tab and newlines) are dropped."""
-    if not text.isascii():  # ASCII has no surrogates: skip the round trip for most messages
-        text = text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
-    return _CONTROL.sub("", text)
-
-
-def is_blank(text: str) -> bool:
-    """Nothing a person could read: whitespace, control and zero-width characters only."""
-    return _is_blank_cleaned(clean_text(text))
-
-
-def _is_blank_cleaned(text: str) -> bool:
-    return shows_nothing(text)
 
 
 def clean_message(message: InboundMessage) -> InboundMessage:
@@ -116,8 +89,8 @@ class ChannelMessageRouter:
 
     def __init__(
         self, config: MateConfig, repos: Repositories, agents: AgentDirectory, agent: Agent,
-        memory: MemoryEventSink, prompts: PromptLibrary, media: MediaPreparer | None = None,
-        access: AccessPolicies | None = None,
+        memory: MemoryEventSink, prompts: PromptLibrary, *, commands: CommandPort,
+        media: MediaPreparer | None = None, access: AccessPolicies | None = None,
     ) -> None:
         self._config = config
         self._access = access or AccessPolicies.from_config(config.channels)
@@ -134,7 +107,7 @@ class ChannelMessageRouter:
         self._idle = asyncio.Event()
         self._idle.set()
         self._accepting = True
-        self.commands: CommandPort | None = None
+        self._commands = commands
 
     # -- routing ----------------------------------------------------------------------
 
@@ -234,7 +207,7 @@ class ChannelMessageRouter:
             if not self._accepting:
                 once.cancel()  # not stored and not to be confirmed: the platform delivers it again
                 return None
-            if _is_blank_cleaned(message.text) and not message.files:
+            if is_blank(message.text) and not message.files:
                 return None
             decision = self._decide(message)
             if decision.refuses:
@@ -266,8 +239,8 @@ class ChannelMessageRouter:
             agent_id = forced_agent if forced_agent is not None else await self.agent_for(message)
             conversation = await self.conversation_for(message, agent_id)
             text = message.text
-            if self.commands is not None and not message.files and command_name(text) is not None:
-                answer = await self.commands.handle(self, message, conversation, text.strip())
+            if not message.files and command_name(text) is not None:
+                answer = await self._commands.handle(self, message, conversation, text.strip())
                 if answer is not None:
                     return RoutedReply(answer, conversation.id, agent_id)
             if len(text) > MAX_MESSAGE_CHARS:

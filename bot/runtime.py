@@ -8,7 +8,6 @@ from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from bot.access import AccessPolicies
 from bot.agent import Agent
@@ -38,8 +37,19 @@ from memory.workspace import MEMORY_FILE, PROFILE_FILE
 log = logging.getLogger(__name__)
 
 
+@dataclass(frozen=True, slots=True)
+class MemoryServices:
+    """The memory work beside the conversations; a runtime opened without the worker has none."""
+
+    summarization: MemorySummarizationService
+    worker: MemoryWorker  # the durable queue in front of `summarization`; /memory summarize runs through it
+    emergence: MemoryEmergenceService
+
+
 @dataclass(slots=True)
 class Runtime:
+    """Everything a conversation needs, built once by open_runtime."""
+
     core: Core
     llm: LLMClient
     tokens: TokenEstimator
@@ -47,11 +57,13 @@ class Runtime:
     agent: Agent
     router: ChannelMessageRouter
     commands: CommandHandler
-    memory: MemoryEventSink
+    memory: MemoryEventSink  # the worker, or a sink that drops events when there is none
     offline: bool
-    extras: dict[str, Any]
     channel_states: ChannelStateBoard
     access: AccessPolicies
+    memory_tool: WorkspaceMemoryTool
+    search: MemorySearchService
+    memory_services: MemoryServices | None
 
 
 YOUNG_GC_THRESHOLD = 20_000
@@ -97,51 +109,46 @@ async def open_runtime(
             llm = TextToolCallClient(llm)
         llm = UsageRecordingClient(llm, core.repos.llm_usage)
         tokens = TokenEstimator()
-        memory: MemoryEventSink = NullMemorySink()
-        extras: dict[str, Any] = {}
-        summarizer = emergence = None
-        if with_memory_worker:
-            memory, summarizer, emergence = await _memory_services(stack, core, llm, extras)
+        services = _memory_services(stack, core, llm) if with_memory_worker else None
+        memory: MemoryEventSink = services.worker if services else NullMemorySink()
         window = ConversationWindowManager(
             mate.agent.conversation.window, core.repos, tokens, llm, core.prompts, memory,
             summary_model=mate.llm.effective_memory_model, time_label=MinuteLabels(mate.timezone),
         )
         tool = WorkspaceMemoryTool(core.workspace, core.prompts, budgets={
             PROFILE_FILE: mate.memory.profile_max_chars, MEMORY_FILE: mate.memory.memory_max_chars})
-        extras["memory_tool"] = tool
-        semantic = await _semantic_search(stack, core, extras, backfill=with_memory_worker)
+        semantic = await _semantic_search(stack, core, backfill=with_memory_worker)
         search = MemorySearchService(core.repos.search, semantic)
-        extras["search"] = search
         agent = Agent(mate, core.repos, core.workspace, window, llm, tokens, core.prompts,
                       [tool, MemorySearchTool(search, core.prompts)])
         media = MediaPreparer(mate.media, Path(mate.database.path).parent / "media")
         stack.callback(media.close)  # runs after the router drained: drops queued media work
         access = AccessPolicies.from_config(mate.channels)
-        router = ChannelMessageRouter(mate, core.repos, core.agents, agent, memory, core.prompts, media,
-                                      access=access)
         channel_states = ChannelStateBoard()
+        # The commands take the router per call (ChatControl), so they are built first and
+        # handed to it whole.
         commands = CommandHandler(mate, core.repos, core.workspace, window, agent, core.prompts,
-                                  emergence=emergence, summarizer=summarizer, channel_states=channel_states,
-                                  search=search)
-        router.commands = commands
-        yield Runtime(core, llm, tokens, window, agent, router, commands, memory, offline, extras, channel_states,
-                      access)
+                                  emergence=services.emergence if services else None,
+                                  summarizer=services.worker if services else None,
+                                  channel_states=channel_states, search=search)
+        router = ChannelMessageRouter(mate, core.repos, core.agents, agent, memory, core.prompts,
+                                      commands=commands, media=media, access=access)
+        yield Runtime(core=core, llm=llm, tokens=tokens, window=window, agent=agent, router=router,
+                      commands=commands, memory=memory, offline=offline, channel_states=channel_states,
+                      access=access, memory_tool=tool, search=search, memory_services=services)
 
 
-async def _memory_services(
-    stack: AsyncExitStack, core: Core, llm: LLMClient, extras: dict[str, Any],
-) -> tuple[MemoryEventSink, MemoryWorker, MemoryEmergenceService]:
+def _memory_services(stack: AsyncExitStack, core: Core, llm: LLMClient) -> MemoryServices:
     mate = core.config.mate
     service = MemorySummarizationService(mate, core.repos, core.workspace, llm, core.prompts)
     worker = MemoryWorker(service, core.repos, mate)
     stack.push_async_callback(worker.close)
     emergence = MemoryEmergenceService(mate, core.repos, core.workspace, llm, core.prompts)
-    extras.update(summarization=service, worker=worker, emergence=emergence)
-    return worker, worker, emergence
+    return MemoryServices(service, worker, emergence)
 
 
 async def _semantic_search(
-    stack: AsyncExitStack, core: Core, extras: dict[str, Any], *, backfill: bool,
+    stack: AsyncExitStack, core: Core, *, backfill: bool,
 ) -> SemanticSearch | None:
     """Semantic search when an embeddings endpoint is configured; the backfill runs beside the
     memory worker (the daemon), stopped before the database closes."""
@@ -152,6 +159,5 @@ async def _semantic_search(
     store = SqliteEmbeddingRepository(core.db)
     health = EndpointHealth(settings.base_url)
     if backfill:
-        extras["embedding_backfill"] = await stack.enter_async_context(
-            EmbeddingBackfill(client, store, health).running())
+        await stack.enter_async_context(EmbeddingBackfill(client, store, health).running())
     return SemanticSearch(client, store, health)

@@ -4,19 +4,43 @@ from __future__ import annotations
 
 import logging
 from contextlib import AsyncExitStack
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from bot.config import Config
 from bot.errors import MateError
 from bot.runtime import Runtime
+from channels.base import Channel
+
+if TYPE_CHECKING:  # imported where it is started: a daemon without memory never loads APScheduler
+    from bot.scheduler import CronScheduler
 
 log = logging.getLogger(__name__)
 
 
-async def start_services(config: Config, rt: Runtime, stack: AsyncExitStack) -> list[Any]:
-    """Returns the chat channels to supervise; everything else is owned by `stack`."""
+@dataclass(frozen=True, slots=True)
+class ApiAddress:
+    """Where the API listens; the start-up line shows the web page's address with the token."""
+
+    port: int
+    token: str
+
+
+@dataclass(frozen=True, slots=True)
+class Services:
+    """What start_services started: the chat channels to supervise, and the API and scheduler
+    where they run (both closed by the stack)."""
+
+    channels: tuple[Channel, ...]
+    api: ApiAddress | None
+    scheduler: CronScheduler | None
+
+
+async def start_services(config: Config, rt: Runtime, stack: AsyncExitStack) -> Services:
+    """The chat channels are built, not run: the daemon supervises them; everything else is owned by `stack`."""
     mate = config.mate
+    api = None
     if mate.api.enabled:
         from bot.api import ApiServer
         from bot.api_token import resolve_api_token
@@ -28,17 +52,15 @@ async def start_services(config: Config, rt: Runtime, stack: AsyncExitStack) -> 
             server = await stack.enter_async_context(ApiServer(rt, mate.api, token))
         except OSError as exc:
             raise MateError(f"cannot listen on {mate.api.host}:{mate.api.port}: {exc.strerror}") from None
-        rt.extras["api_port"] = server.port
-        rt.extras["api_token"] = token  # the start-up line shows the page's address with it
-    emergence = rt.extras.get("emergence")
-    if emergence is not None:
+        api = ApiAddress(server.port, token)
+    scheduler = None
+    if rt.memory_services is not None:
         from bot.cron_runner import DaemonCronJobRunner
         from bot.scheduler import CronScheduler
 
-        runner = DaemonCronJobRunner(rt.router, emergence)
-        rt.extras["scheduler"] = await stack.enter_async_context(
-            CronScheduler(rt.core.repos, runner, timezone=mate.timezone))
-    channels: list[Any] = []
+        runner = DaemonCronJobRunner(rt.router, rt.memory_services.emergence)
+        scheduler = await stack.enter_async_context(CronScheduler(rt.core.repos, runner, timezone=mate.timezone))
+    channels: list[Channel] = []
     if mate.channels.telegram.enabled:
         from channels.telegram.adapter import TelegramChannel
 
@@ -51,4 +73,4 @@ async def start_services(config: Config, rt: Runtime, stack: AsyncExitStack) -> 
                                        access=rt.access.discord))
     for channel in channels:
         rt.channel_states.add(channel)
-    return channels
+    return Services(tuple(channels), api, scheduler)

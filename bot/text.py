@@ -1,7 +1,8 @@
-"""Text that SQLite and every client can store and show, and text that shows nothing at all."""
+"""How text is cleaned: what a person sends, what is stored, and what shows nothing at all."""
 
 from __future__ import annotations
 
+import re
 import unicodedata
 
 # Letters that render as nothing (Hangul fillers, Braille blank, Mongolian vowel separator),
@@ -16,13 +17,26 @@ _INVISIBLE_LETTERS = frozenset("\u115f\u1160\u3164\uffa0\u2800\u180e") | frozens
 # Unicode tables are older than the phones people type on, and a new emoji is unassigned here.
 _INVISIBLE_CATEGORIES = frozenset({"Cf", "Cc", "Cs", "Zs", "Zl", "Zp", "Mn", "Me"})
 _ASCII_INVISIBLE = "".join(map(chr, (*range(0x21), 0x7F)))  # space and the C0 controls, DEL
+_CONTROLS = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")  # C0 and DEL, but tab and newlines
+
+
+def clean_text(text: str) -> str:
+    """What a person sent (a message, a name, an id), as the bot takes it in: lone surrogates
+    become U+FFFD and C0 controls (but tab and newlines) are dropped."""
+    return _CONTROLS.sub("", _whole_characters(text))
 
 
 def storable(text: str) -> str:
-    """Lone surrogates (from a JSON "\\ud800" escape) become U+FFFD; NUL characters are dropped."""
+    """What a model or tool wrote, as it is stored: lone surrogates (from a JSON "\\ud800"
+    escape) become U+FFFD; NUL characters are dropped, other controls kept as written."""
+    return _whole_characters(text).replace("\x00", "")
+
+
+def _whole_characters(text: str) -> str:
+    """Lone surrogates become U+FFFD: SQLite, JSON encoders and sockets refuse them."""
     if not text.isascii():  # ASCII has no surrogates: skip the round trip for most texts
         text = text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
-    return text.replace("\x00", "")
+    return text
 
 
 def is_blank(text: str) -> bool:

@@ -4,10 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol
-
-if TYPE_CHECKING:
-    from bot.router import RoutedReply
+from typing import Protocol, runtime_checkable
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,6 +46,17 @@ class OutboundMessage:
     chat_id: str
     text: str
     thread_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class RoutedReply:
+    """The router's answer to an inbound message: what to send back, and where it belongs."""
+
+    text: str
+    conversation_id: str
+    agent_id: int
+    # "llm" | "busy" | "storage": the text is an apology (the web API answers 502 for "llm", else 503)
+    failure: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,6 +108,8 @@ def channel_stopped(reason: str) -> str:
 
 
 class ReportsState(Protocol):
+    """A channel as /healthz and /status see it."""
+
     name: str
 
     @property
@@ -122,22 +132,20 @@ class ChannelStateBoard:
         return all(state == CHANNEL_OK for state in self.states().values())
 
 
-class Channel(Protocol):
-    """What every adapter offers the daemon; it hands InboundMessages to the router."""
+@runtime_checkable
+class Channel(ReportsState, Protocol):
+    """What every adapter offers the daemon; inbound messages go to the router's handler instead.
 
-    name: str
-    capabilities: ChannelCapabilities
+    `run` serves until `stop` (network failures are the adapter's to retry; a fatal one
+    returns with `state` stopped); `send` delivers an answer the daemon makes on its own
+    (start-up recovery); `state` is read for /healthz and /status.
+    """
 
-    async def start(self) -> None: ...
+    async def run(self) -> None: ...
 
     async def stop(self) -> None: ...
 
     async def send(self, message: OutboundMessage) -> None: ...
-
-    async def typing(self, chat_id: str, thread_id: str | None = None) -> None: ...
-
-    @property
-    def state(self) -> str: ...
 
 
 def conversation_key(message: InboundMessage) -> str:

@@ -103,7 +103,7 @@ async def test_the_nightly_review_fits_in_three_tool_rounds(tmp_path: Path) -> N
             fake.reply_tool_use("edit_workspace_memory_file", {"agentId": 1, "filename": "MEMORY.md",
                                                                "oldText": "- nothing yet", "newText": "- plays guitar daily"})
             fake.reply_text("Noted the daily guitar practice.")
-            emergence = rt.extras["emergence"]
+            emergence = rt.memory_services.emergence
             await DaemonCronJobRunner(rt.router, emergence).run_text_job(job)
             memory, _ = await rt.core.workspace.read_text(1, "MEMORY.md")
         first = fake.messages_requests()[0]

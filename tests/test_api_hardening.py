@@ -152,7 +152,7 @@ class CountingSearchRepository(SqliteSearchRepository):
 @pytest.fixture
 def counted(api: Api) -> CountingSearchRepository:
     repository = CountingSearchRepository(api.rt.core.db)
-    api.rt.extras["search"] = MemorySearchService(repository)
+    api.rt.search = MemorySearchService(repository)
     return repository
 
 

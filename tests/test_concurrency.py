@@ -101,7 +101,7 @@ async def test_two_hundred_conversations_at_once(tmp_path: Path, caplog: pytest.
         config = make_config(tmp_path, llm={"api-key": "k", "base-url": fake.url, "max-retries": 0,
                                             "max-concurrency": 256})
         async with AnthropicClient(config.mate.llm) as llm, open_runtime(config, llm=llm) as rt:
-            worker = rt.extras["worker"]
+            worker = rt.memory_services.worker
             worker_task = asyncio.create_task(worker.run(), name="memory-worker")
             try:
                 results = await asyncio.gather(*(converse(rt, i) for i in range(CONVERSATIONS)))

@@ -11,6 +11,7 @@ import pytest
 
 from bot.daemon import run_daemon
 from bot.runtime import Runtime
+from bot.services import Services
 from tests.conftest import make_config
 from tests.fakes.anthropic import FakeAnthropic
 from tests.fakes.telegram import FakeTelegram
@@ -37,12 +38,12 @@ async def test_daemon_serves_telegram_and_discord_together_then_stops_cleanly(
             },
         )
         stop = asyncio.Event()
-        started: list[Runtime] = []
+        started: list[Services] = []
         frozen: list[int] = []
         thresholds = gc.get_threshold()
 
-        def ready(rt: Runtime) -> None:
-            started.append(rt)
+        def ready(rt: Runtime, services: Services) -> None:
+            started.append(services)
             frozen.append(gc.get_freeze_count())
             frozen.append(gc.get_threshold()[0])
 
@@ -57,8 +58,8 @@ async def test_daemon_serves_telegram_and_discord_together_then_stops_cleanly(
             await dc.send_dm("hi there", author_id="42")
             (posted,) = await dc.wait_sent(1, timeout=10)
             assert posted["content"] == "hello discord"
-            rt = started[0]
-            assert rt.extras["scheduler"] is not None and rt.extras["api_port"] > 0
+            services = started[0]
+            assert services.scheduler is not None and services.api is not None and services.api.port > 0
             assert frozen[0] > 10_000  # what start-up built is out of the full GC passes
             assert frozen[1] == 20_000  # and young collections come less often
         finally:
@@ -89,11 +90,14 @@ async def test_a_stopped_channel_is_reported_while_the_others_keep_working(tmp_p
             },
         )
         stop = asyncio.Event()
-        started: list[Runtime] = []
-        daemon = asyncio.create_task(run_daemon(config, stop=stop, console=False, ready=started.append))
+        started: list[Services] = []
+        daemon = asyncio.create_task(run_daemon(config, stop=stop, console=False,
+                                                ready=lambda rt, services: started.append(services)))
         try:
             await dc.wait_ready(timeout=30)
-            url = f"http://127.0.0.1:{started[0].extras['api_port']}/healthz"
+            api = started[0].api
+            assert api is not None
+            url = f"http://127.0.0.1:{api.port}/healthz"
             async with aiohttp.ClientSession() as http:
                 for _ in range(100):  # Discord reports ok a moment after its READY
                     async with http.get(url) as response:

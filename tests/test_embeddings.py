@@ -180,9 +180,9 @@ async def test_fusion_finds_a_paraphrase_the_words_miss(tmp_path: Path) -> None:
         ids = await group_talk(rt, "tg:-1", 1, *FILLER[:15], PHOTOS, *FILLER[15:])
         await until(lambda: _all_of(rt, {i * 2 for i in ids}, "ngram-1"), "every message's vector")
         lexical = await MemorySearchService(rt.core.repos.search).search(1, "photography")
-        fused = await rt.extras["search"].search(1, "photography")
+        fused = await rt.search.search(1, "photography")
         plain = await MemorySearchService(rt.core.repos.search).search(1, "weather lunch")
-        both = await rt.extras["search"].search(1, "weather lunch")
+        both = await rt.search.search(1, "weather lunch")
     assert ids[15] not in [r["messageId"] for r in lexical["results"]]  # "photography" stems apart
     assert [r["messageId"] for r in fused["results"]][0] == ids[15]
     assert fused["count"] == len(fused["results"]) <= 5
@@ -198,9 +198,9 @@ async def test_vectors_never_bring_another_agents_rows(tmp_path: Path) -> None:
         theirs = await group_talk(rt, "tg:-2", 2, PHOTOS, "[Cy] photography is my hobby, photographs daily")
         await until(lambda: _all_of(rt, {m * 2 for m in mine}, "ngram-1"), "agent 1's vectors")
         await until(lambda: _all_of(rt, {m * 2 for m in theirs}, "ngram-1", agent_id=2), "agent 2's vectors")
-        result = await rt.extras["search"].search(1, "photography photographs", limit=20)
+        result = await rt.search.search(1, "photography photographs", limit=20)
         keys_of_1 = await vector_keys(rt, 1)
-        notes = await rt.extras["search"].search(2, "photography", source="notes")
+        notes = await rt.search.search(2, "photography", source="notes")
     found = {r.get("messageId") for r in result["results"]}
     assert not found & set(theirs) and found & set(mine)  # agent 1 gets its own rows only
     assert not keys_of_1 & {m * 2 for m in theirs}
@@ -221,7 +221,7 @@ async def test_endpoint_down_search_stays_lexical_with_one_log_line(tmp_path: Pa
         await group_talk(rt, "tg:-2", 1, "[Ann] my locker number is 4411")
         await until(lambda: len(fake.requests) >= answered + 3, "the backfill to fail three times", timeout=WAIT)
         queries = ("wifi password", "locker", "owl")
-        results = [await rt.extras["search"].search(1, query) for query in queries]
+        results = [await rt.search.search(1, query) for query in queries]
         lexical = [await MemorySearchService(rt.core.repos.search).search(1, query) for query in queries]
     assert results == lexical  # the words' ranking as it is, nothing missing
     assert "green owl" in results[0]["results"][0]["snippet"] and "4411" in results[1]["results"][0]["snippet"]
@@ -239,8 +239,8 @@ async def test_a_search_does_not_wait_for_an_endpoint_that_never_answers(tmp_pat
         await until(lambda: _has(rt, 1, ids[0] * 2), "the vector")
         fake.hang = True  # takes the request and never answers
         lexical = await MemorySearchService(rt.core.repos.search).search(1, "wifi password")
-        result = await asyncio.wait_for(rt.extras["search"].search(1, "wifi password"), WAIT)
-        again = await asyncio.wait_for(rt.extras["search"].search(1, "wifi password"), WAIT)
+        result = await asyncio.wait_for(rt.search.search(1, "wifi password"), WAIT)
+        again = await asyncio.wait_for(rt.search.search(1, "wifi password"), WAIT)
         fake.hang = False
     assert result == again == lexical
     lines = [r.getMessage() for r in caplog.records if r.name == "memory.embeddings"]
@@ -257,7 +257,7 @@ async def test_an_unreachable_endpoint_leaves_chat_and_search_working(tmp_path: 
     async with runtime(tmp_path, fake) as rt:
         reply = await rt.router.handle(InboundMessage("console", "me", "me", "me", "my bike lock code is 9921"))
         await until(lambda: any(r.name == "memory.embeddings" for r in caplog.records), "the failure's log line")
-        result = await rt.extras["search"].search(1, "bike lock")
+        result = await rt.search.search(1, "bike lock")
     assert reply is not None and not reply.failure
     assert result["count"] >= 1 and "9921" in result["results"][0]["snippet"]
     lines = [r for r in caplog.records if r.name == "memory.embeddings"]
@@ -274,7 +274,7 @@ async def test_another_model_makes_every_vector_again(tmp_path: Path) -> None:
         async with runtime(tmp_path, fake, model="ngram-2") as rt:
             await until(lambda: _all_of(rt, first, "ngram-2"), "the second model's vectors")
             old = await vector_keys(rt, 1, "ngram-1")
-            found = await rt.extras["search"].search(1, "photography")
+            found = await rt.search.search(1, "photography")
     assert [r.model for r in fake.requests].count("ngram-2") >= 1
     assert PHOTOS in [t for r in fake.requests if r.model == "ngram-2" for t in r.inputs]
     assert old == set()  # the old model's vectors are gone, not mixed in

@@ -205,7 +205,7 @@ async def test_memory_json_garbage_is_retried_then_recorded_failed_without_write
         (pending,) = await rt.core.repos.memory_pending.all()  # recorded by the router's publish
         assert pending.attempts == 0
         # The runtime's worker loop is not started; a worker with instant backoff takes the row over.
-        worker = MemoryWorker(rt.extras["summarization"], rt.core.repos, rt.core.config.mate, sleep=sleep,
+        worker = MemoryWorker(rt.memory_services.summarization, rt.core.repos, rt.core.config.mate, sleep=sleep,
                               retry=replace(PENDING_EXTRACTION, base=0.0, maximum=0.0))
         async with worker:  # recover(): the pending row is queued
             loop_task = asyncio.create_task(worker.run())

@@ -48,7 +48,8 @@ async def _daemon(config: Config) -> AsyncIterator[Runtime]:
     """`matebot run` in this process on the config's database file, stopped on exit."""
     stop = asyncio.Event()
     started: list[Runtime] = []
-    daemon = asyncio.create_task(run_daemon(config, stop=stop, console=False, ready=started.append))
+    daemon = asyncio.create_task(run_daemon(config, stop=stop, console=False,
+                                            ready=lambda rt, _services: started.append(rt)))
     try:
         await _wait_for(lambda: started or daemon.done(), "the daemon to start")
         assert started, daemon.result()
@@ -72,7 +73,7 @@ async def test_what_was_said_offline_is_extracted_once_a_model_is_configured(tmp
             reply = await rt.router.handle(InboundMessage("console", "owner", "owner", "owner", text,
                                                           trigger_source="console"))
             assert reply is not None and reply.text.startswith("(offline)")
-        worker = rt.extras["worker"]
+        worker = rt.memory_services.worker
         assert await worker.drain(10)
         conversation = await rt.core.repos.conversations.get(CONVERSATION)
         assert conversation is not None and conversation.memory_upto_message_id == 0  # not marked analysed

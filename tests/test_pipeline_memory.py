@@ -33,7 +33,7 @@ async def test_new_profile_reaches_the_very_next_chat_request(tmp_path: Path) ->
         config = make_config(tmp_path, llm={"api-key": "k", "base-url": fake.url, "max-retries": 0},
                              memory={"cooldown-minutes": 0})
         async with AnthropicClient(config.mate.llm) as llm, open_runtime(config, llm=llm) as rt:
-            worker = rt.extras["worker"]
+            worker = rt.memory_services.worker
             loop_task = asyncio.create_task(worker.run())
             try:
                 await rt.router.handle(_say("Hello there, my name is Alice."))
@@ -68,11 +68,11 @@ async def test_cron_conversation_is_not_summarised(tmp_path: Path) -> None:
         async with AnthropicClient(config.mate.llm) as llm, open_runtime(config, llm=llm) as rt:
             from bot.cron_runner import DaemonCronJobRunner
 
-            worker = rt.extras["worker"]
+            worker = rt.memory_services.worker
             loop_task = asyncio.create_task(worker.run())
             try:
                 (job,) = await rt.core.repos.cron_jobs.for_agent(1)
-                await DaemonCronJobRunner(rt.router, rt.extras["emergence"]).run_text_job(job)
+                await DaemonCronJobRunner(rt.router, rt.memory_services.emergence).run_text_job(job)
                 assert await worker.drain(5)
             finally:
                 loop_task.cancel()
@@ -117,7 +117,7 @@ async def test_compaction_leaves_folded_messages_to_the_worker_without_waiting_f
             conversation = await rt.core.repos.conversations.get("console:alice")
             pending = await rt.core.repos.memory_pending.get("console:alice")
             assert pending is not None and pending.upto_message_id >= conversation.summary_upto_message_id > 0
-            worker = rt.extras["worker"]
+            worker = rt.memory_services.worker
             loop_task = asyncio.create_task(worker.run())
             try:
                 assert await worker.drain(10)
