@@ -377,7 +377,8 @@ async def _memory_emerge(config: Config, args: argparse.Namespace) -> int:
         return EXIT_OK
     async with open_runtime(config) as rt:
         await rt.core.agents.get(args.agent)
-        outcome = await rt.extras["emergence"].emerge(args.agent)
+        assert rt.memory_services is not None  # open_runtime builds them unless told not to
+        outcome = await rt.memory_services.emergence.emerge(args.agent)
         print(emergence_text(rt.core.prompts, outcome))
     return EXIT_RUNTIME if outcome.status == "failed" else EXIT_OK
 
@@ -400,12 +401,13 @@ async def _memory_summarize(config: Config, args: argparse.Namespace) -> int:
         if conversation is None or conversation.agent_id != args.agent:
             print(f"matebot: agent {args.agent} has no conversation {args.conversation}", file=sys.stderr)
             return EXIT_RUNTIME
-        outcome = await rt.extras["worker"].summarize_now(args.agent, args.conversation)
+        assert rt.memory_services is not None
+        analysed = await rt.memory_services.worker.summarize_now(args.agent, args.conversation)
         prompts = rt.core.prompts
-        if outcome.status == "failed":
-            print(prompts.text("summarize_failed", error=outcome.reason), file=sys.stderr)
+        if analysed.status == "failed":
+            print(prompts.text("summarize_failed", error=analysed.reason), file=sys.stderr)
             return EXIT_RUNTIME
-        print(prompts.text("summarize_done", status=outcome.status, reason=outcome.reason))
+        print(prompts.text("summarize_done", status=analysed.status, reason=analysed.reason))
     return EXIT_OK
 
 

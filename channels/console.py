@@ -20,7 +20,7 @@ from collections.abc import Awaitable, Callable, Iterator
 from typing import Protocol, TextIO
 
 from bot.prompts import PromptLibrary
-from channels.base import ChannelCapabilities, InboundMessage, OutboundMessage, ReplyStream
+from channels.base import CHANNEL_OK, ChannelCapabilities, InboundMessage, OutboundMessage, ReplyStream, channel_stopped
 
 log = logging.getLogger(__name__)
 
@@ -170,8 +170,10 @@ class ConsoleChannel:
             if reply:
                 printed.finish(reply)
 
-    async def start(self) -> None:
-        return None
+    @property
+    def state(self) -> str:
+        """The console has no connection to lose: "ok" until its input ends."""
+        return channel_stopped("input closed") if self.closed.is_set() else CHANNEL_OK
 
     async def stop(self) -> None:
         self.closed.set()
@@ -179,9 +181,6 @@ class ConsoleChannel:
     async def send(self, message: OutboundMessage) -> None:
         # sys.stdout, not our own output: on a terminal it prints above the prompt.
         print(message.text, file=sys.stdout, flush=True)
-
-    async def typing(self, chat_id: str, thread_id: str | None = None) -> None:
-        return None
 
     def _write(self, text: str, *, newline: bool = True) -> None:
         self._output.write(text + ("\n" if newline else ""))

@@ -49,16 +49,31 @@ def _as_text(value: Any, field: str) -> str:
     raise InvalidJsonReply(f"{field} must be a string")
 
 
+def _keyed(value: Any, field: str) -> dict[str, Any]:
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise InvalidJsonReply(f"{field} must be an object keyed by person (P1, P2, ...)")
+    return value
+
+
 def parse_memory_reply(
-    text: str, text_fields: tuple[str, ...], edit_fields: tuple[str, ...] = (),
+    text: str, text_fields: tuple[str, ...], edit_fields: tuple[str, ...] = (), *,
+    keyed_text_fields: tuple[str, ...] = (), keyed_edit_fields: tuple[str, ...] = (),
+    refused_fields: tuple[str, ...] = (),
 ) -> dict[str, Any]:
     """{should_update: bool, reason: str, <text_fields>: str, <edit_fields>: tuple[FileEdit, ...]}.
 
-    Missing text fields read as '' and missing edit lists as no edits.
+    Missing text fields read as '' and missing edit lists as no edits. A keyed field is an
+    object of those per person: {"P1": "...", ...}. A refused field that holds anything
+    makes the reply invalid (a direct chat's PROFILE.md fields in a group's reply).
     """
     data = extract_json_object(text)
     if "should_update" not in data:
         raise InvalidJsonReply("should_update is missing")
+    for field in refused_fields:
+        if data.get(field) not in (None, "", [], {}):
+            raise InvalidJsonReply(f"{field} does not belong in this reply")
     parsed: dict[str, Any] = {
         "should_update": _as_bool(data["should_update"], "should_update"),
         "reason": _as_text(data.get("reason"), "reason"),
@@ -68,6 +83,15 @@ def parse_memory_reply(
     for field in edit_fields:
         try:
             parsed[field] = parse_edits(data.get(field), field)
+        except InvalidEdits as exc:
+            raise InvalidJsonReply(str(exc)) from None
+    for field in keyed_text_fields:
+        parsed[field] = {str(key): _as_text(value, f"{field}.{key}")
+                         for key, value in _keyed(data.get(field), field).items()}
+    for field in keyed_edit_fields:
+        try:
+            parsed[field] = {str(key): parse_edits(value, f"{field}.{key}")
+                             for key, value in _keyed(data.get(field), field).items()}
         except InvalidEdits as exc:
             raise InvalidJsonReply(str(exc)) from None
     return parsed

@@ -24,7 +24,8 @@ from bot.text import storable
 from memory.budgets import tokens_for_chars
 from memory.edits import EditNotApplicable, apply_edits
 from memory.json_reply import InvalidJsonReply, parse_memory_reply
-from memory.transcript import TRANSCRIPT_ROLES, build_transcript
+from memory.people_profiles import PEOPLE_FOLDER, profile_filename
+from bot.context.transcript import TRANSCRIPT_ROLES, build_transcript
 from memory.workspace import (
     MEMORY_FILE,
     PROFILE_FILE,
@@ -39,6 +40,11 @@ RUN_KIND = "summarize"
 OFFLINE_REASON = "offline mode: no model configured; these messages are extracted once one is"
 REPLY_FIELDS = ("daily_entry", "memory_update", "profile_update")
 EDIT_FIELDS = ("memory_edits", "profile_edits")
+# A group's reply: MEMORY.md is the group's, and each member's profile is keyed by P1, P2...
+GROUP_REPLY_FIELDS = ("daily_entry", "memory_update")
+GROUP_EDIT_FIELDS = ("memory_edits",)
+PEOPLE_UPDATES, PEOPLE_EDITS = "people_updates", "people_edits"
+PERSON_SORT_ORDER = 100
 # The JSON around the fields, and the reason.
 _REPLY_OVERHEAD_TOKENS = 256
 # Already-analysed messages shown before the transcript so the model knows what the
@@ -59,24 +65,51 @@ class AnalysisOutcome:
 
 
 @dataclass(frozen=True, slots=True)
+class Member:
+    """One person of a group's transcript: their number, name and profile file."""
+    ref: str  # P1, P2, ... in order of first appearance
+    name: str
+    sender_id: str
+    filename: str  # people/<channel>-<sender id>.md
+
+
+@dataclass(frozen=True, slots=True)
+class _Scope:
+    """Which files one conversation's extraction may change: PROFILE.md and MEMORY.md in a
+    direct chat; in a group MEMORY.md and the profile of each member of the transcript."""
+    members: tuple[Member, ...] = ()
+
+    @property
+    def is_group(self) -> bool:
+        return bool(self.members)
+
+
+@dataclass(frozen=True, slots=True)
 class _Snapshot:
     """The files as read before the LLM call: their versions guard the writes."""
     date: str
-    profile: tuple[str, int]
-    memory: tuple[str, int]
+    files: dict[str, tuple[str, int]]  # the budgeted files: (content, version); version 0: none yet
     daily: tuple[str, int]
 
     def file(self, filename: str) -> tuple[str, int]:
-        return self.profile if filename == PROFILE_FILE else self.memory
+        return self.files.get(filename, ("", 0))
 
 
 @dataclass(frozen=True, slots=True)
 class _Target:
-    """A budgeted file and the two reply fields that may change it."""
+    """A budgeted file and the reply fields that may change it (under `key` for a member)."""
     filename: str
     replacement: str
     edits: str
     budget: int
+    key: str | None = None
+    title: str = ""  # a member's profile starts with "# <name>"
+
+    def pick(self, reply: dict[str, Any]) -> tuple[str, tuple[Any, ...]]:
+        """(replacement, edits) the reply gives this file."""
+        if self.key is None:
+            return reply[self.replacement], reply[self.edits]
+        return reply[self.replacement].get(self.key, ""), reply[self.edits].get(self.key, ())
 
 
 @dataclass(slots=True)
@@ -192,7 +225,8 @@ class MemorySummarizationService:
                 break
             batch = rows[:limit]
             end = batch[-1].id if len(rows) > limit else upto
-            outcome = await self._batch(agent_id, conversation_id, batch, watermark, end, attempts)
+            scope = _Scope(members_of(batch, conversation.channel)) if conversation.is_group else _Scope()
+            outcome = await self._batch(agent_id, conversation_id, scope, batch, watermark, end, attempts)
             files += [f for f in outcome.files if f not in files]
             if outcome.retryable:
                 return AnalysisOutcome("failed", bool(files), outcome.reason, tuple(files), watermark, True)
@@ -223,13 +257,15 @@ class MemorySummarizationService:
         return AnalysisOutcome("skipped", False, reason, watermark=watermark)
 
     async def _batch(
-        self, agent_id: int, conversation_id: str, batch: Sequence[MessageRecord], watermark: int,
+        self, agent_id: int, conversation_id: str, scope: _Scope, batch: Sequence[MessageRecord], watermark: int,
         end: int, attempts: int | None,
     ) -> AnalysisOutcome:
         earlier = await self._repos.messages.latest(
             conversation_id, EARLIER_CONTEXT_MESSAGES, upto_id=watermark, roles=TRANSCRIPT_ROLES
         ) if watermark else []
-        transcript = build_transcript(batch, self._prompts, self._memory.max_transcript_message_chars)
+        # Earlier lines keep the speaker's name ("[Alice] ..."): their people have no number.
+        speakers = {m.sender_id: f"{m.ref} {m.name}" for m in scope.members}
+        transcript = build_transcript(batch, self._prompts, self._memory.max_transcript_message_chars, speakers)
         earlier_text = build_transcript(earlier, self._prompts, EARLIER_CONTEXT_CHARS)
         policy = self._retry if attempts is None else replace(self._retry, attempts=max(1, attempts))
         tries = itertools.count(1)
@@ -239,7 +275,7 @@ class MemorySummarizationService:
             run_id = await self._repos.memory_runs.start(agent_id, RUN_KIND, conversation_id)
             try:
                 # The run row is finished inside the attempt's commit when it succeeds.
-                return await self._attempt(agent_id, conversation_id, transcript, earlier_text, end, run_id)
+                return await self._attempt(agent_id, conversation_id, scope, transcript, earlier_text, end, run_id)
             except _RetryableFailure as exc:
                 await self._repos.memory_runs.finish(
                     run_id, "failed", reason=f"attempt {number}/{policy.attempts}", error=str(exc)
@@ -258,15 +294,16 @@ class MemorySummarizationService:
             return AnalysisOutcome("failed", False, str(exc), retryable=True)
 
     async def _attempt(
-        self, agent_id: int, conversation_id: str, transcript: str, earlier: str, end: int, run_id: int,
+        self, agent_id: int, conversation_id: str, scope: _Scope, transcript: str, earlier: str, end: int,
+        run_id: int,
     ) -> AnalysisOutcome:
         """One analysis; if a file changed during the LLM call (or an edit no longer fits the
         file) it is redone once on fresh contents."""
         for redo in (False, True):
-            snapshot = await self._read_files(agent_id)
+            snapshot = await self._read_files(agent_id, scope)
             try:
-                plan = await self._ask(snapshot, transcript, earlier)
-                return await self._commit(agent_id, conversation_id, snapshot, plan, end, run_id)
+                plan = await self._ask(scope, snapshot, transcript, earlier)
+                return await self._commit(agent_id, conversation_id, scope, snapshot, plan, end, run_id)
             except (LLMError, InvalidJsonReply, _CutOff) as exc:
                 kind = ("invalid JSON reply" if isinstance(exc, InvalidJsonReply)
                         else "LLM error" if isinstance(exc, LLMError) else "reply cut off")
@@ -278,27 +315,32 @@ class MemorySummarizationService:
                          extra={"conversation_id": conversation_id})
         raise AssertionError("unreachable")
 
-    async def _read_files(self, agent_id: int) -> _Snapshot:
+    async def _read_files(self, agent_id: int, scope: _Scope) -> _Snapshot:
         zone = self._config.timezone  # "local" = the system's zone
         now = self._clock()
         date = local_date(zone, now)
+        names = [t.filename for t in self._targets(scope)]
         return _Snapshot(
             date=date,
-            profile=await self._workspace.read_text(agent_id, PROFILE_FILE),
-            memory=await self._workspace.read_text(agent_id, MEMORY_FILE),
+            files={name: await self._workspace.read_text(agent_id, name) for name in names},
             daily=await self._workspace.read_text(agent_id, daily_note_name(date)),
         )
 
-    def _targets(self) -> tuple[_Target, _Target]:
-        return (_Target(PROFILE_FILE, "profile_update", "profile_edits", self._memory.profile_max_chars),
-                _Target(MEMORY_FILE, "memory_update", "memory_edits", self._memory.memory_max_chars))
+    def _targets(self, scope: _Scope) -> list[_Target]:
+        memory = self._memory
+        shared = _Target(MEMORY_FILE, "memory_update", "memory_edits", memory.memory_max_chars)
+        if not scope.is_group:
+            return [_Target(PROFILE_FILE, "profile_update", "profile_edits", memory.profile_max_chars), shared]
+        return [shared, *(_Target(m.filename, PEOPLE_UPDATES, PEOPLE_EDITS, memory.person_max_chars, m.ref,
+                                  f"# {m.name}") for m in scope.members)]
 
-    def _max_tokens(self, snap: _Snapshot) -> int:
-        """Room for the largest reply the prompt allows: both files replaced at their budgets,
+    def _max_tokens(self, scope: _Scope, snap: _Snapshot) -> int:
+        """Room for the largest reply the prompt allows: every file replaced at its budget,
         plus the daily entry and the reason."""
         memory, locale = self._memory, self._config.locale
-        sample = snap.profile[0] + snap.memory[0]
-        files = tokens_for_chars(memory.profile_max_chars + memory.memory_max_chars, locale, sample)
+        sample = "".join(content for content, _ in snap.files.values())
+        budgets = sum(t.budget for t in self._targets(scope))
+        files = tokens_for_chars(budgets, locale, sample)
         entry = max(memory.summary_max_tokens, tokens_for_chars(memory.daily_entry_max_chars, locale, sample))
         return files + entry + _REPLY_OVERHEAD_TOKENS
 
@@ -310,7 +352,7 @@ class MemorySummarizationService:
             raise _CutOff(response.text)
         return response.text
 
-    async def _complete(self, messages: list[dict[str, Any]], system: str, max_tokens: int) -> str:
+    async def _complete(self, scope: _Scope, messages: list[dict[str, Any]], system: str, max_tokens: int) -> str:
         """The reply's text; a reply cut at max_tokens is asked again once, in the edits form.
 
         `messages` grows by the exchange that produced the text, so a follow-up continues it.
@@ -319,70 +361,103 @@ class MemorySummarizationService:
             return await self._call(messages, system, max_tokens)
         except _CutOff as cut:
             log.warning("memory reply cut off at max_tokens (%d); asking for edits instead", max_tokens)
+            if scope.is_group:
+                files, edits, replacements = f"{MEMORY_FILE} / {PEOPLE_FOLDER}", GROUP_EDIT_FIELDS + (PEOPLE_EDITS,), (
+                    "memory_update", PEOPLE_UPDATES)
+            else:
+                files, edits, replacements = f"{PROFILE_FILE} / {MEMORY_FILE}", EDIT_FIELDS, REPLY_FIELDS[1:]
             messages += [
                 {"role": "assistant", "content": str(cut).strip() or "..."},
                 {"role": "user", "content": self._prompts.render(
-                    "memory/cut-off", max_tokens=max_tokens, files=f"{PROFILE_FILE} / {MEMORY_FILE}",
-                    edit_fields=" / ".join(EDIT_FIELDS), replacement_fields=" / ".join(REPLY_FIELDS[1:]))},
+                    "memory/cut-off", max_tokens=max_tokens, files=files,
+                    edit_fields=" / ".join(edits), replacement_fields=" / ".join(replacements))},
             ]
         try:
             return await self._call(messages, system, max_tokens)
         except _CutOff:
             raise _CutOff(f"the reply was cut off at max_tokens ({max_tokens}) twice") from None
 
-    async def _ask(self, snap: _Snapshot, transcript: str, earlier: str) -> _Plan:
-        """The reply resolved into writes, with budget problems sent back once, then enforced."""
+    def _prompt(self, scope: _Scope, snap: _Snapshot, transcript: str, earlier: str) -> tuple[str, str]:
+        """(system, user) of the extraction request: a direct chat's, or a group's with its people."""
         memory = self._memory
+        daily, omitted = _tail(snap.daily[0], memory.daily_context_chars)
+        shared = {"date": snap.date, "memory": snap.file(MEMORY_FILE)[0], "memory_chars": len(snap.file(MEMORY_FILE)[0]),
+                  "memory_max_chars": memory.memory_max_chars, "daily_note": daily, "daily_note_omitted": omitted,
+                  "earlier_context": earlier, "transcript": transcript}
+        if scope.is_group:
+            people = [{"ref": m.ref, "name": m.name, "profile": snap.file(m.filename)[0],
+                       "chars": len(snap.file(m.filename)[0])} for m in scope.members]
+            system = self._prompts.render(
+                "memory/summarize-group-system", person_max_chars=memory.person_max_chars,
+                memory_max_chars=memory.memory_max_chars, daily_entry_max_chars=memory.daily_entry_max_chars)
+            return system, self._prompts.render("memory/summarize-group-user", people=people,
+                                                person_max_chars=memory.person_max_chars, **shared)
+        profile = snap.file(PROFILE_FILE)[0]
         system = self._prompts.render(
             "memory/summarize-system", profile_max_chars=memory.profile_max_chars,
             memory_max_chars=memory.memory_max_chars, daily_entry_max_chars=memory.daily_entry_max_chars)
-        daily, omitted = _tail(snap.daily[0], memory.daily_context_chars)
-        user = self._prompts.render(
-            "memory/summarize-user", date=snap.date,
-            profile=snap.profile[0], profile_chars=len(snap.profile[0]), profile_max_chars=memory.profile_max_chars,
-            memory=snap.memory[0], memory_chars=len(snap.memory[0]), memory_max_chars=memory.memory_max_chars,
-            daily_note=daily, daily_note_omitted=omitted, earlier_context=earlier, transcript=transcript,
-        )
-        max_tokens = self._max_tokens(snap)
+        return system, self._prompts.render("memory/summarize-user", profile=profile, profile_chars=len(profile),
+                                            profile_max_chars=memory.profile_max_chars, **shared)
+
+    def _parse(self, scope: _Scope, text: str) -> dict[str, Any]:
+        """The reply's fields; in a group, people only by the numbers the prompt gave them."""
+        if not scope.is_group:
+            return parse_memory_reply(text, REPLY_FIELDS, EDIT_FIELDS)
+        reply = parse_memory_reply(text, GROUP_REPLY_FIELDS, GROUP_EDIT_FIELDS, keyed_text_fields=(PEOPLE_UPDATES,),
+                                   keyed_edit_fields=(PEOPLE_EDITS,),
+                                   refused_fields=("profile_update", "profile_edits"))
+        refs = [m.ref for m in scope.members]
+        for field in (PEOPLE_UPDATES, PEOPLE_EDITS):
+            unknown = sorted(set(reply[field]) - set(refs))
+            if unknown:
+                raise InvalidJsonReply(f"{field} names {', '.join(unknown)}, not one of the people listed "
+                                       f"({', '.join(refs)})")
+        return reply
+
+    async def _ask(self, scope: _Scope, snap: _Snapshot, transcript: str, earlier: str) -> _Plan:
+        """The reply resolved into writes, with budget problems sent back once, then enforced."""
+        system, user = self._prompt(scope, snap, transcript, earlier)
+        max_tokens = self._max_tokens(scope, snap)
         messages: list[dict[str, Any]] = [{"role": "user", "content": user}]
-        text = await self._complete(messages, system, max_tokens)
-        plan = self._resolve(snap, parse_memory_reply(text, REPLY_FIELDS, EDIT_FIELDS))
-        feedback = self._feedback(plan)
+        text = await self._complete(scope, messages, system, max_tokens)
+        plan = self._resolve(scope, snap, self._parse(scope, text))
+        feedback = self._feedback(scope, plan)
         if plan.should_update and feedback:
             # Never truncate silently: ask once, keeping the first answer if the second is no better.
             messages += [{"role": "assistant", "content": text}, {"role": "user", "content": "\n\n".join(feedback)}]
             try:
-                second = self._resolve(snap, parse_memory_reply(
-                    await self._call(messages, system, max_tokens), REPLY_FIELDS, EDIT_FIELDS))
+                second = self._resolve(scope, snap, self._parse(scope, await self._call(messages, system, max_tokens)))
             except (InvalidJsonReply, EditNotApplicable, _CutOff, LLMError) as exc:
                 log.info("the memory model's shorter answer was not usable: %s", exc)
             else:
-                self._take_fixes(plan, second)
-        self._enforce_budgets(plan)
+                self._take_fixes(scope, plan, second)
+        self._enforce_budgets(scope, plan)
         return plan
 
-    def _resolve(self, snap: _Snapshot, reply: dict[str, Any]) -> _Plan:
+    def _resolve(self, scope: _Scope, snap: _Snapshot, reply: dict[str, Any]) -> _Plan:
         """Replacement or edits -> each file's new text; EditNotApplicable when an edit misses."""
         reason = reply["reason"].strip() or ("updated" if reply["should_update"] else "nothing worth keeping")
         plan = _Plan(reply["should_update"], reason, {}, reply["daily_entry"].strip() if reply["should_update"] else "")
         if not plan.should_update:
             return plan
-        for target in self._targets():
-            current = snap.file(target.filename)[0]
-            replacement = reply[target.replacement].strip()
-            if replacement:  # a full replacement wins over edits of the same file
-                new = replacement + "\n"
-            elif reply[target.edits]:
-                new = apply_edits(current, reply[target.edits], target.filename)
+        for target in self._targets(scope):
+            current = snap.file(target.filename)[0] or (f"{target.title}\n" if target.title else "")
+            replacement, edits = target.pick(reply)
+            if replacement.strip():  # a full replacement wins over edits of the same file
+                new = replacement.strip() + "\n"
+            elif edits:
+                new = apply_edits(current, edits, target.filename)
             else:
                 continue
+            if target.title and not new.startswith("# "):
+                new = f"{target.title}\n\n{new}"  # a member's profile always says whose it is
             if new.strip() != current.strip():
                 plan.contents[target.filename] = new
         return plan
 
-    def _feedback(self, plan: _Plan) -> list[str]:
+    def _feedback(self, scope: _Scope, plan: _Plan) -> list[str]:
         prompts: list[str] = []
-        for target in self._targets():
+        for target in self._targets(scope):
             size = len(plan.contents.get(target.filename, "").strip())
             if size > target.budget:
                 prompts.append(self._prompts.render("memory/over-budget", filename=target.filename,
@@ -393,9 +468,9 @@ class MemorySummarizationService:
                                                 actual_chars=len(plan.daily_entry), max_chars=limit))
         return prompts
 
-    def _take_fixes(self, plan: _Plan, second: _Plan) -> None:
+    def _take_fixes(self, scope: _Scope, plan: _Plan, second: _Plan) -> None:
         """From the second answer, only what the first got wrong (files over budget, a long entry)."""
-        for target in self._targets():
+        for target in self._targets(scope):
             if len(plan.contents.get(target.filename, "").strip()) > target.budget:
                 if target.filename in second.contents:
                     plan.contents[target.filename] = second.contents[target.filename]
@@ -404,8 +479,8 @@ class MemorySummarizationService:
         if len(plan.daily_entry) > self._memory.daily_entry_max_chars and second.daily_entry:
             plan.daily_entry = second.daily_entry
 
-    def _enforce_budgets(self, plan: _Plan) -> None:
-        for target in self._targets():
+    def _enforce_budgets(self, scope: _Scope, plan: _Plan) -> None:
+        for target in self._targets(scope):
             size = len(plan.contents.get(target.filename, "").strip())
             if size > target.budget:
                 plan.problems.append(f"{target.filename} would be {size} characters, over its budget of "
@@ -418,15 +493,19 @@ class MemorySummarizationService:
             plan.daily_entry = plan.daily_entry[:limit].rstrip() + self._prompts.text("truncated_marker")
 
     async def _commit(
-        self, agent_id: int, conversation_id: str, snap: _Snapshot, plan: _Plan, end: int, run_id: int,
+        self, agent_id: int, conversation_id: str, scope: _Scope, snap: _Snapshot, plan: _Plan, end: int,
+        run_id: int,
     ) -> AnalysisOutcome:
         """Every write of the batch in one transaction: files, watermark, pending row, run row.
 
         The versions read before the LLM call guard each file, so an edit made meanwhile
-        raises VersionConflict with nothing written (and the batch is redone on it).
+        raises VersionConflict with nothing written (and the batch is redone on it). A
+        member's profile is not injected by its order: the group's prompt picks whose to show.
         """
-        writes = [FileWrite(filename, storable(content.strip() + "\n"), snap.file(filename)[1], enabled=True,
-                            sort_order=_SORT_ORDER[filename])
+        members = {m.filename for m in scope.members}
+        writes = [FileWrite(filename, storable(content.strip() + "\n"), snap.file(filename)[1],
+                            enabled=filename not in members,
+                            sort_order=PERSON_SORT_ORDER if filename in members else _SORT_ORDER[filename])
                   for filename, content in plan.contents.items()]
         daily_name = daily_note_name(snap.date)
         if plan.daily_entry:
@@ -471,3 +550,13 @@ def _appended(note: str, entry: str, header: str) -> str:
     if not note.strip():
         return f"{header}\n\n{entry.strip()}\n"
     return f"{note.rstrip()}\n\n{entry.strip()}\n"
+
+
+def members_of(messages: Sequence[MessageRecord], channel: str) -> tuple[Member, ...]:
+    """The people who speak in `messages`, numbered P1, P2, ... in order of first appearance."""
+    seen: dict[str, str] = {}
+    for message in messages:
+        if message.role == "user" and message.sender_id and message.sender_id not in seen:
+            seen[message.sender_id] = " ".join((message.sender_name or message.sender_id).split())[:80]
+    return tuple(Member(f"P{n}", name, sender, profile_filename(channel, sender))
+                 for n, (sender, name) in enumerate(seen.items(), 1))

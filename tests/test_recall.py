@@ -152,6 +152,9 @@ async def test_the_migration_indexes_what_was_stored_before(tmp_path: Path) -> N
             conn.execute(f"DROP TRIGGER {name}")
         conn.execute("DROP TABLE mate_search_text")
         conn.execute("DROP TABLE mate_search_trigram")
+        conn.execute("DROP TABLE mate_person_account")  # and what later versions added
+        conn.execute("DROP TABLE mate_person")
+        conn.execute("ALTER TABLE mate_conversation DROP COLUMN is_group")
         conn.execute("DELETE FROM schema_version WHERE version >= 6")
     async with open_core(config) as core:
         result = await search(core).search(1, "what is the boat called")
@@ -171,6 +174,9 @@ async def test_a_version_6_index_gets_its_substring_scope(tmp_path: Path) -> Non
         conn.execute("CREATE VIRTUAL TABLE mate_search_trigram USING fts5(body, source UNINDEXED, "
                      "agent_id UNINDEXED, conversation_id UNINDEXED, ref_id UNINDEXED, filename UNINDEXED, "
                      "time UNINDEXED, tokenize = 'trigram')")
+        conn.execute("DROP TABLE mate_person_account")  # and what later versions added
+        conn.execute("DROP TABLE mate_person")
+        conn.execute("ALTER TABLE mate_conversation DROP COLUMN is_group")
         conn.execute("DELETE FROM schema_version WHERE version >= 7")
     async with open_core(config) as core:
         inside = await search(core).search(1, "X773")  # part of a word: only the substring index has it

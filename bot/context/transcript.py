@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from bot.context.messages import Content, decode_content, plain_text
@@ -53,11 +53,24 @@ def _tool_results(content: Content) -> str:
     return "; ".join(str(b.get("content", ""))[:TOOL_RESULT_CHARS] for b in content)
 
 
-class TranscriptRenderer:
-    """Renders stored messages as `User: ...` / `Assistant: ...` lines, labelled in the locale."""
+def _without_speaker(text: str, message: MessageRecord) -> str:
+    """A group message without the "[Name] " the router stored before it (its label says who)."""
+    for name in (message.sender_name, message.sender_id):
+        if name and text.startswith(f"[{name}] "):
+            return text[len(name) + 3:]
+    return text
 
-    def __init__(self, prompts: PromptLibrary) -> None:
+
+class TranscriptRenderer:
+    """Renders stored messages as `User: ...` / `Assistant: ...` lines, labelled in the locale.
+
+    With `speakers` ({sender id: "P1 Alice"}, a group's extraction) a person's line is
+    labelled with who said it instead.
+    """
+
+    def __init__(self, prompts: PromptLibrary, speakers: Mapping[str, str] | None = None) -> None:
         self._prompts = prompts
+        self._speakers = speakers or {}
 
     def line(self, message: MessageRecord, style: TranscriptStyle) -> str | None:
         """The message's one line; None when it has nothing to show in this style.
@@ -72,6 +85,9 @@ class TranscriptRenderer:
         if message.role not in TRANSCRIPT_ROLES:
             return None  # a system note is neither speaker's words
         text = plain_text(content)
+        speaker = self._speakers.get(message.sender_id or "") if message.role == "user" else None
+        if speaker:
+            text = _without_speaker(text, message)
         if style.tools:
             text = " ".join([text, *_tool_calls(content)])
         text = _one_line(text)
@@ -79,6 +95,8 @@ class TranscriptRenderer:
             return None
         if len(text) > style.max_chars:
             text = text[:style.max_chars] + self._prompts.text("truncated_marker")
+        if speaker:
+            return f"{speaker}: {text}"
         label = self._prompts.text("transcript_user" if message.role == "user" else "transcript_assistant")
         return label + text
 
@@ -88,6 +106,7 @@ class TranscriptRenderer:
         return "\n".join(line for line in lines if line is not None)
 
 
-def build_transcript(messages: Sequence[MessageRecord], prompts: PromptLibrary, max_chars: int) -> str:
+def build_transcript(messages: Sequence[MessageRecord], prompts: PromptLibrary, max_chars: int,
+                     speakers: Mapping[str, str] | None = None) -> str:
     """Memory extraction's transcript: what was said, one line per message, each cut at max_chars."""
-    return TranscriptRenderer(prompts).render(messages, TranscriptStyle(max_chars=max_chars))
+    return TranscriptRenderer(prompts, speakers).render(messages, TranscriptStyle(max_chars=max_chars))

@@ -129,9 +129,6 @@ class TelegramChannel:
             await self._close(confirm=confirm)
             self._finished.set()
 
-    async def start(self) -> None:
-        """The Channel port's start: polling happens in run(), which the daemon supervises."""
-
     async def stop(self) -> None:
         """Stop polling; in-flight replies are finished and sent before this returns.
 
