@@ -444,4 +444,5 @@ def masked_dump(config: Config) -> dict[str, Any]:
             return [mask(v) for v in node]
         return node
 
-    return mask(config.model_dump(mode="json", by_alias=True))
+    masked: dict[str, Any] = mask(config.model_dump(mode="json", by_alias=True))
+    return masked

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import logging.handlers
 import sys
+from typing import TextIO
 from pathlib import Path
 
 from bot.config import LogConfig
@@ -54,15 +55,15 @@ class _OwnHandler:
     """Marks the handlers set up here, so a reconfiguration replaces only those."""
 
 
-class _StreamHandler(logging.StreamHandler, _OwnHandler):
+class _StreamHandler(logging.StreamHandler[TextIO], _OwnHandler):
     """Writes to whatever sys.stderr is at the time (it may be replaced after set-up)."""
 
-    @property
-    def stream(self) -> object:
+    @property  # the setter ignores what it is given: the stream is always the current stderr
+    def stream(self) -> TextIO:
         return sys.stderr
 
     @stream.setter
-    def stream(self, value: object) -> None:
+    def stream(self, value: TextIO) -> None:
         pass
 
 

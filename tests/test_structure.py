@@ -142,3 +142,10 @@ def test_the_router_and_the_api_clean_with_the_text_module() -> None:
 
     assert bot.router.clean_text is bot.text.clean_text and bot.router.is_blank is bot.text.is_blank
     assert bot.api.clean_text is bot.text.clean_text and bot.api.is_blank is bot.text.is_blank
+
+
+def test_ci_type_checks_strictly() -> None:
+    import tomllib
+
+    mypy = tomllib.loads((Path(__file__).resolve().parents[1] / "pyproject.toml").read_text())["tool"]["mypy"]
+    assert mypy.get("strict") is True and set(mypy["packages"]) == {"bot", "channels", "memory"}
