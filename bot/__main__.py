@@ -317,14 +317,10 @@ async def _conversations(config: Config, args: argparse.Namespace) -> int:
 
 
 async def _people(config: Config, args: argparse.Namespace) -> int:
-    from bot.access import AccessPolicies
     from bot.app import open_core
-    from bot.people import PersonDirectory
 
-    async with open_core(config) as core:
-        people = PersonDirectory(config.mate, core.repos.people, AccessPolicies.from_config(config.mate.channels))
-        await people.sync()  # the config's links, as the daemon sees them at start-up
-        listed = await people.list()
+    async with open_core(config) as core:  # opening writes the config's links, as the daemon's start does
+        listed = await core.people.list()
     for person in listed:
         agent = f"agent {person.agent_id}" if person.agent_id is not None else "no agent yet"
         role = "owner" if person.id == 1 else "person"

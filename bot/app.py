@@ -7,8 +7,10 @@ from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
 
+from bot.access import AccessPolicies
 from bot.agents import AgentDirectory
 from bot.config import Config
+from bot.people import PersonDirectory
 from bot.prompts import PromptLibrary
 from bot.storage import Database, Repositories
 from memory.workspace import WorkspaceFileService
@@ -18,7 +20,7 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True, slots=True)
 class Core:
-    """What every command needs: configuration, storage, prompts, workspace, agents."""
+    """What every command needs: configuration, storage, prompts, workspace, agents, people."""
 
     config: Config
     db: Database
@@ -26,6 +28,8 @@ class Core:
     prompts: PromptLibrary
     workspace: WorkspaceFileService
     agents: AgentDirectory
+    access: AccessPolicies
+    people: PersonDirectory
 
 
 @asynccontextmanager
@@ -37,4 +41,7 @@ async def open_core(config: Config) -> AsyncIterator[Core]:
         workspace = WorkspaceFileService(repos.workspace_files, prompts)
         agents = AgentDirectory(config.mate, repos, workspace, prompts)
         await agents.ensure_configured()
-        yield Core(config, db, repos, prompts, workspace, agents)
+        access = AccessPolicies.from_config(config.mate.channels)
+        people = PersonDirectory(config.mate, repos.people, access)
+        await people.sync()
+        yield Core(config, db, repos, prompts, workspace, agents, access, people)

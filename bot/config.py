@@ -84,7 +84,8 @@ class AgentEntry(_Model):
 class RouteRule(_Model):
     channel: str = "*"
     chat: str = "*"
-    agent: int | Literal["per-chat"] = 1
+    # per-chat: each group its own agent; per-person: the owner agent 1, everyone else their own
+    agent: int | Literal["per-chat", "per-person"] = 1
 
 
 class PersonEntry(_Model):
@@ -294,7 +295,7 @@ class MateConfig(_Model):
     llm: LlmConfig = LlmConfig()
     agents: tuple[AgentEntry, ...] = (AgentEntry(id=1, name="Mate"),)
     routing: tuple[RouteRule, ...] = (
-        RouteRule(channel="*", chat="direct", agent=1),
+        RouteRule(channel="*", chat="direct", agent="per-person"),
         RouteRule(channel="*", chat="group", agent="per-chat"),
     )
     people: tuple[PersonEntry, ...] = ()
@@ -336,6 +337,9 @@ class MateConfig(_Model):
         for index, rule in enumerate(self.routing):
             if isinstance(rule.agent, int) and rule.agent not in ids:
                 raise ValueError(f"routing.{index}.agent: agent {rule.agent} is not configured in mate.agents")
+            if rule.agent == "per-person" and 1 not in ids:
+                raise ValueError(f"routing.{index}.agent: per-person sends the owner to agent 1, "
+                                 "which is not configured in mate.agents")
         owners: dict[str, int] = {}
         for index, person in enumerate(self.people):
             for account in person.ids:

@@ -17,6 +17,7 @@ from bot.command_names import command_name
 from bot.config import MateConfig
 from bot.errors import StorageError
 from bot.media import MediaPreparer, MediaRefused, PreparedMedia
+from bot.people import Person, PersonDirectory
 from bot.ports import CommandPort
 from bot.prompts import PromptLibrary
 from bot.storage import Repositories
@@ -89,10 +90,11 @@ class ChannelMessageRouter:
 
     def __init__(
         self, config: MateConfig, repos: Repositories, agents: AgentDirectory, agent: Agent,
-        memory: MemoryEventSink, prompts: PromptLibrary, *, commands: CommandPort,
+        memory: MemoryEventSink, prompts: PromptLibrary, *, commands: CommandPort, people: PersonDirectory,
         media: MediaPreparer | None = None, access: AccessPolicies | None = None,
     ) -> None:
         self._config = config
+        self._people = people
         self._access = access or AccessPolicies.from_config(config.channels)
         self._media = media
         self._repos = repos
@@ -111,6 +113,11 @@ class ChannelMessageRouter:
 
     # -- routing ----------------------------------------------------------------------
 
+    async def person_of(self, message: InboundMessage) -> Person:
+        """Who sent `message`: the owner (person 1) or the person of that account."""
+        owner = self._decide(message).is_admin
+        return await self._people.resolve(message.channel, message.sender_id, message.sender_name, is_owner=owner)
+
     async def agent_for(self, message: InboundMessage) -> int:
         for rule in self._config.routing:
             if rule.channel not in ("*", message.channel):
@@ -122,6 +129,11 @@ class ChannelMessageRouter:
                     # Bound to the chat, not the topic: a forum's topics share the group's agent.
                     key = chat_key(message)
                     return await self._agents.for_chat(key, message.chat_title or key)
+                if rule.agent == "per-person":
+                    person = await self.person_of(message)
+                    if person.is_owner:
+                        return 1
+                    return await self._agents.for_person(person.id, person.name)
                 return rule.agent
         return self._config.agents[0].id
 
@@ -152,7 +164,7 @@ class ChannelMessageRouter:
         conversation_id = key if count == 0 else f"{key}#{count + 1}"
         return await self._repos.conversations.create(
             conversation_id, agent_id=agent_id, channel=message.channel, chat_key=key,
-            trigger_source=message.trigger_source, title=message.chat_title or None,
+            trigger_source=message.trigger_source, title=message.chat_title or None, is_group=not message.is_direct,
         )
 
     async def new_conversation(self, conversation: ConversationRecord, message: InboundMessage) -> ConversationRecord:

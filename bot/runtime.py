@@ -123,7 +123,7 @@ async def open_runtime(
                       [tool, MemorySearchTool(search, core.prompts)])
         media = MediaPreparer(mate.media, Path(mate.database.path).parent / "media")
         stack.callback(media.close)  # runs after the router drained: drops queued media work
-        access = AccessPolicies.from_config(mate.channels)
+        access = core.access
         channel_states = ChannelStateBoard()
         # The commands take the router per call (ChatControl), so they are built first and
         # handed to it whole.
@@ -132,7 +132,7 @@ async def open_runtime(
                                   summarizer=services.worker if services else None,
                                   channel_states=channel_states, search=search)
         router = ChannelMessageRouter(mate, core.repos, core.agents, agent, memory, core.prompts,
-                                      commands=commands, media=media, access=access)
+                                      commands=commands, media=media, access=access, people=core.people)
         yield Runtime(core=core, llm=llm, tokens=tokens, window=window, agent=agent, router=router,
                       commands=commands, memory=memory, offline=offline, channel_states=channel_states,
                       access=access, memory_tool=tool, search=search, memory_services=services)

@@ -26,7 +26,7 @@ def test_defaults_match_spec_numbers() -> None:
     assert (memory.emergence_day_range, memory.emergence_cron) == (7, "0 2 * * *")
     assert (memory.profile_max_chars, memory.memory_max_chars) == (4000, 12000)
     assert mate.api.port == 8765 and mate.api.host == "127.0.0.1"
-    assert [r.agent for r in mate.routing] == [1, "per-chat"]
+    assert [r.agent for r in mate.routing] == ["per-person", "per-chat"]
 
 
 @pytest.mark.parametrize(

@@ -135,7 +135,7 @@ async def test_dm_from_allowed_user_is_answered(env: Env) -> None:
     assert sent[0]["channel_id"] == "300" and sent[0]["content"] == "hi in private"
     assert untimed(env.fa.messages_requests()[0]["messages"][-1]["content"]) == "hello there"
     conversation = await env.rt.core.repos.conversations.active_for_chat("dc:300")
-    assert conversation is not None and conversation.agent_id == 1
+    assert conversation is not None and conversation.agent_id != 1  # a friend has an agent of their own
 
 
 async def test_dm_from_unknown_user_gets_one_line_with_their_id(env: Env) -> None:
