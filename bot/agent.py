@@ -22,6 +22,7 @@ from bot.storage import Repositories
 from bot.storage.records import ConversationRecord
 from bot.tools import ToolResult, ToolSet
 from channels.base import ReplyStream
+from memory.people_profiles import newest_first, profiles_block
 from memory.workspace import WorkspaceFileService
 
 log = logging.getLogger(__name__)
@@ -106,8 +107,14 @@ class Agent:
     async def system_prompt(self, agent_id: int, agent_name: str) -> str:
         return (await self._system(agent_id, agent_name))[0]
 
-    async def _system(self, agent_id: int, agent_name: str) -> tuple[str, int]:
-        """The system prompt and where its base part ends (a cache breakpoint goes there)."""
+    async def _system(
+        self, agent_id: int, agent_name: str, group: ConversationRecord | None = None, sender_id: str | None = None,
+    ) -> tuple[str, int]:
+        """The system prompt and where its base part ends (a cache breakpoint goes there).
+
+        In a group (`group`) the profiles of the sender and of the other recent speakers follow
+        the workspace files, so the model knows who is who without mixing them up.
+        """
         today = self._today_text()
         key = (agent_name, today)
         base = self._base_prompts.get(key)
@@ -117,8 +124,19 @@ class Agent:
             base = self._base_prompts[key] = self._prompts.render(
                 "agent/system", agent_name=agent_name, today=today, channel_hint="")
         system = await self._workspace.build_system_prompt(agent_id, base)
+        if group is not None and sender_id:
+            people = await self._member_profiles(group, sender_id)
+            system = f"{system}\n\n{people}" if people else system
         split = len(base.rstrip())
         return system, split if system.startswith(base.rstrip()) else 0
+
+    async def _member_profiles(self, group: ConversationRecord, sender_id: str) -> str:
+        limit = self._config.memory.group_profiles_max
+        if limit <= 0:
+            return ""
+        recent = await self._repos.messages.recent_senders(group.id, limit, after_id=group.summary_upto_message_id)
+        senders = newest_first((group.channel, sender_id), [(group.channel, s) for s in recent], limit)
+        return await profiles_block(self._workspace, group.agent_id, senders)
 
     async def respond(
         self, conversation: ConversationRecord, text: str, *, agent_name: str = "Mate",
@@ -135,7 +153,8 @@ class Agent:
         the message as the history keeps it (with "[image]" markers).
         """
         tools = self.tool_definitions()
-        system, split = await self._system(conversation.agent_id, agent_name)
+        group = conversation if conversation.is_group else None
+        system, split = await self._system(conversation.agent_id, agent_name, group, sender_id)
         user_tokens = self._tokens.count_text(text)
         media_tokens = media.tokens if media is not None and media.blocks else 0
         too_long = self._window.check_fits(system, tools, user_tokens + media_tokens, self.model)

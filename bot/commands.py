@@ -77,7 +77,9 @@ class CommandHandler:
         if command == "compact":
             return await self._compact(conversation)
         if command == "status":
-            return await self._status(conversation)
+            return await self._status(conversation, await self._who(router, message, conversation))
+        if command == "whoami":
+            return await self._who(router, message, conversation)
         return await self._memory(router, message, conversation, args)
 
     async def _compact(self, conversation: ConversationRecord) -> str:
@@ -89,7 +91,15 @@ class CommandHandler:
             return self._prompts.text("compact_nothing")
         return self._prompts.text("compact_done", before=result.before_tokens, after=result.after_tokens)
 
-    async def _status(self, conversation: ConversationRecord) -> str:
+    async def _who(self, router: ChatControl, message: InboundMessage, conversation: ConversationRecord) -> str:
+        """One line: the person the bot takes the sender for, and the agent that answers here."""
+        person = await router.person_of(message)
+        agent = await self._repos.agents.get(conversation.agent_id)
+        key = "whoami_owner" if person.is_owner else "whoami_person"
+        return self._prompts.text(key, name=person.name, person_id=person.id, agent_id=conversation.agent_id,
+                                  agent_name=agent.name if agent else "?")
+
+    async def _status(self, conversation: ConversationRecord, who: str) -> str:
         t = self._prompts.text
         agent = await self._repos.agents.get(conversation.agent_id)
         name = agent.name if agent else "?"
@@ -115,7 +125,7 @@ class CommandHandler:
         ]
         channels = [t("status_channel_line", name=channel, state=state)
                     for channel, state in self._channel_states.states().items()]
-        return t("status", agent_id=conversation.agent_id, agent_name=name, model=self._agent.model,
+        return t("status", who=who, agent_id=conversation.agent_id, agent_name=name, model=self._agent.model,
                  provider=self._provider(),
                  window_tokens=used, window_budget=self._window.budget,
                  summary=t("status_summary_yes") if fresh.summary else t("status_summary_no"),

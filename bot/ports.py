@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
+from bot.people import Person
 from bot.storage.records import ConversationRecord
 from channels.base import InboundMessage
 
@@ -12,6 +13,8 @@ class ChatControl(Protocol):
     """What a command may ask of the router."""
 
     def is_admin(self, message: InboundMessage) -> bool: ...
+
+    async def person_of(self, message: InboundMessage) -> Person: ...
 
     async def new_conversation(self, conversation: ConversationRecord, message: InboundMessage) -> ConversationRecord: ...
 

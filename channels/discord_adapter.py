@@ -434,6 +434,10 @@ class DiscordChannel:
         async def status(interaction: discord.Interaction) -> None:
             await ask(interaction, "/status")
 
+        @tree.command(name="whoami", description="Who the bot takes you for, and which agent answers")
+        async def whoami(interaction: discord.Interaction) -> None:
+            await ask(interaction, "/whoami", ephemeral=True)
+
         memory = app_commands.Group(name="memory", description="Memory tools (admin)")
 
         @memory.command(name="emerge", description="Consolidate recent daily notes into MEMORY.md")

@@ -221,8 +221,10 @@ def test_required_string_keys_exist(library: PromptLibrary) -> None:
     [
         ("compact_done", {"before", "after"}),
         ("status", {"agent_id", "agent_name", "model", "provider", "window_tokens", "window_budget",
-                    "summary", "files", "runs", "channels", "tokens"}),
+                    "summary", "files", "runs", "channels", "tokens", "who"}),
         ("status_channel_line", {"name", "state"}),
+        ("whoami_owner", {"name", "person_id", "agent_id", "agent_name"}),
+        ("whoami_person", {"name", "person_id", "agent_id", "agent_name"}),
         ("status_file_line", {"filename", "size", "budget"}),
         ("status_run_line", {"kind", "status", "when", "reason"}),
         ("too_long", {"tokens", "budget"}),

@@ -239,6 +239,15 @@ class SqliteMessageRepository:
         )
         return [_message(r) for r in rows]
 
+    async def recent_senders(self, conversation_id: str, limit: int, *, after_id: int = 0) -> list[str]:
+        """The ids of the people who wrote after `after_id`, the most recent speaker first."""
+        rows = await self._db.fetchall(
+            "SELECT sender_id FROM mate_message WHERE conversation_id = ? AND id > ? AND role = 'user' "
+            "AND sender_id IS NOT NULL GROUP BY sender_id ORDER BY MAX(id) DESC LIMIT ?",
+            (conversation_id, after_id, limit),
+        )
+        return [str(r["sender_id"]) for r in rows]
+
     async def latest(
         self, conversation_id: str, limit: int, *, after_id: int = 0, upto_id: int | None = None,
         roles: Sequence[str] | None = None,
