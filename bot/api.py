@@ -23,6 +23,7 @@ from aiohttp.typedefs import Handler
 from bot.config import ApiConfig
 from bot.errors import VersionConflict, WorkspaceError
 from bot.runtime import Runtime
+from bot.storage.people import OWNER_PERSON_ID
 from bot.text import clean_text, is_blank
 from channels.base import InboundMessage, IncomingFile
 from memory.filenames import validate_workspace_filename
@@ -342,6 +343,15 @@ async def conversations(request: web.Request) -> web.Response:
     return _ok({"agentId": agent_id, "count": len(items), "conversations": items})
 
 
+async def people(request: web.Request) -> web.Response:
+    """The people the bot knows: their accounts and their own agent (read-only)."""
+    rt = request.app[_RUNTIME]
+    listed = await rt.core.people.list()
+    items = [{"personId": p.id, "name": p.name, "owner": p.id == OWNER_PERSON_ID, "accounts": list(p.accounts),
+              "agentId": p.agent_id, "createTime": p.create_time} for p in listed[:_MAX_LISTED]]
+    return _ok({"count": len(items), "people": items})
+
+
 async def conversation_messages(request: web.Request) -> web.Response:
     """What was said in one conversation, oldest first; tool turns left out (read-only)."""
     rt = request.app[_RUNTIME]
@@ -502,6 +512,7 @@ def build_app(rt: Runtime, config: ApiConfig, token: str | None = None) -> web.A
     app.router.add_get("/api/v1/memory/{agent_id}/files/{filename:.+}", read_file)
     app.router.add_put("/api/v1/memory/{agent_id}/files/{filename:.+}", write_file)
     app.router.add_get("/api/v1/chat/{agent_id}/conversations", conversations)
+    app.router.add_get("/api/v1/people", people)
     app.router.add_get("/api/v1/chat/{agent_id}/conversations/{conversation_id}/messages", conversation_messages)
     app.router.add_get("/api/v1/memory/{agent_id}/search", search)
     app.router.add_post("/api/v1/chat/{agent_id}", chat)
