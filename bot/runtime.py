@@ -116,7 +116,8 @@ async def open_runtime(
             summary_model=mate.llm.effective_memory_model, time_label=MinuteLabels(mate.timezone),
         )
         tool = WorkspaceMemoryTool(core.workspace, core.prompts, budgets={
-            PROFILE_FILE: mate.memory.profile_max_chars, MEMORY_FILE: mate.memory.memory_max_chars})
+            PROFILE_FILE: mate.memory.profile_max_chars, MEMORY_FILE: mate.memory.memory_max_chars},
+            person_budget=mate.memory.person_max_chars)
         semantic = await _semantic_search(stack, core, backfill=with_memory_worker)
         search = MemorySearchService(core.repos.search, semantic)
         agent = Agent(mate, core.repos, core.workspace, window, llm, tokens, core.prompts,

@@ -13,6 +13,7 @@ from bot.prompts import PromptLibrary
 from bot.storage.records import WorkspaceFileRecord
 from bot.tools import ToolResult
 from memory.filenames import FilenameExtensionError, validate_workspace_filename
+from memory.people_profiles import PEOPLE_FOLDER
 from memory.workspace import WorkspaceFileService
 
 log = logging.getLogger(__name__)
@@ -119,7 +120,7 @@ class WorkspaceMemoryTool:
         workspace: WorkspaceFileService,
         prompts: PromptLibrary,
         max_content_bytes: int = DEFAULT_MAX_CONTENT_BYTES,
-        budgets: Mapping[str, int] | None = None,
+        budgets: Mapping[str, int] | None = None, person_budget: int | None = None,
     ) -> None:
         self._workspace = workspace
         self._prompts = prompts
@@ -127,6 +128,7 @@ class WorkspaceMemoryTool:
         # filename -> the most characters it may hold (PROFILE.md, MEMORY.md): the same
         # budgets the memory extraction keeps, so the model cannot grow them past it.
         self._budgets = dict(budgets or {})
+        self._person_budget = person_budget  # each people/*.md of a group's agent
 
     def definitions(self) -> list[dict[str, Any]]:
         # Deep copies: a caller that mutates a definition cannot change ours.
@@ -288,6 +290,8 @@ class WorkspaceMemoryTool:
 
     def _check_budget(self, filename: str, text: str) -> None:
         budget = self._budgets.get(filename)
+        if budget is None and filename.startswith(PEOPLE_FOLDER):  # a group member's profile
+            budget = self._person_budget
         if budget is not None and len(text) > budget:
             raise _Refused(self._prompts.text("tool_error_over_budget", filename=filename, size=len(text),
                                               budget=budget))
