@@ -248,6 +248,7 @@ class ChannelMessageRouter:
     ) -> RoutedReply | None:
         key = conversation_key(message)
         async with self._locks.hold(key):
+            await self.person_of(message)  # a person on first contact, in a group too
             agent_id = forced_agent if forced_agent is not None else await self.agent_for(message)
             conversation = await self.conversation_for(message, agent_id)
             text = message.text
