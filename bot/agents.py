@@ -11,7 +11,7 @@ from bot.errors import ConfigError, UnknownAgent
 from bot.prompts import PromptLibrary
 from bot.storage import Repositories
 from bot.storage.agents import AgentSeed
-from bot.storage.people import person_binding
+from bot.storage.people import PERSON_BINDING_PREFIX, person_binding
 from bot.storage.records import AgentRecord
 from memory.workspace import PROFILE_FILE, SEED_FILES, WorkspaceFileService
 
@@ -27,7 +27,9 @@ def configured_id_collision(config: MateConfig, bindings: Mapping[int, str]) -> 
     if not taken:
         return ""
     agent_id, key = taken[0]
-    return (f"mate.agents: id {agent_id} already belongs to the agent created for the chat {key}; "
+    owner = (f"person {key.removeprefix(PERSON_BINDING_PREFIX)}" if key.startswith(PERSON_BINDING_PREFIX)
+             else f"the chat {key}")
+    return (f"mate.agents: id {agent_id} already belongs to the agent created for {owner}; "
             "give the configured agent an id that is not in use")
 
 

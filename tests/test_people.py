@@ -129,3 +129,16 @@ def test_matebot_people_prints_each_person_with_accounts_and_agent(tmp_path: Pat
         "1\tOwner\towner\tagent 1\ttelegram:100",
         "2\tSam\tperson\tno agent yet\tdiscord:6 telegram:5",
     ]
+
+
+async def test_a_configured_agent_on_a_persons_agent_id_stops_start_up_naming_the_person(tmp_path: Path) -> None:
+    config = make_config(tmp_path, channels=channels())
+    async with open_core(config) as core:
+        bo = await core.people.resolve("telegram", "5", "Bo", is_owner=False)
+        taken = await core.agents.for_person(bo.id, bo.name)
+    clash = make_config(tmp_path, channels=channels(), agents=[{"id": 1}, {"id": taken, "name": "Work"}])
+    with pytest.raises(ConfigError) as raised:
+        async with open_core(clash):
+            pass
+    assert str(raised.value) == (f"mate.agents: id {taken} already belongs to the agent created for person {bo.id}; "
+                                 "give the configured agent an id that is not in use")
