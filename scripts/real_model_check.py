@@ -31,6 +31,7 @@ import tempfile
 import threading
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 import zipfile
 from datetime import datetime, timezone
@@ -90,6 +91,7 @@ FACTS = {
     "explicit": r"mia|14 march|march 14|14\.? ?m(a|ä)r",
 }
 
+CONTEXT = 8192  # llama-server's context (tokens): the prompt and the longest reply asked for
 SERVER_START_TIMEOUT = 300.0
 DAEMON_START_TIMEOUT = 90.0
 TURN_TIMEOUT = 600.0
@@ -344,11 +346,11 @@ def prepare(cache: Path, logs: Path) -> tuple[Path, Path, Path, float, float]:
 
 
 def start_llama(procs: Processes, binary: Path, template: Path, model: Path, threads: int,
-                logs: Path) -> tuple[str, float, subprocess.Popen[bytes]]:
+                logs: Path, *, context: int = CONTEXT) -> tuple[str, float, subprocess.Popen[bytes]]:
     port = free_port()
     log = logs / "llama-server.log"
     argv = [str(binary), "-m", str(model), "--chat-template-file", str(template), "--host", "127.0.0.1",
-            "--port", str(port), "-t", str(threads), "-c", "8192", "-np", "1", "--no-webui"]
+            "--port", str(port), "-t", str(threads), "-c", str(context), "-np", "1", "--no-webui"]
     say(f"starting llama-server on 127.0.0.1:{port} (log: {log})")
     started = time.monotonic()
     proc = procs.start("llama-server", argv, log=log)
@@ -368,13 +370,18 @@ def start_llama(procs: Processes, binary: Path, template: Path, model: Path, thr
     raise CheckError(f"llama-server did not answer /health within {SERVER_START_TIMEOUT:.0f} s; see {log}")
 
 
+def runtime_label(threads: int, context: int) -> str:
+    return f"llama.cpp llama-server ({LLAMA_SDIST}=={LLAMA_VERSION}), -t {threads} -c {context}"
+
+
 # -- step 4-5: matebot -----------------------------------------------------------------
 
 
-def write_config(work: Path, base_url: str, api_port: int) -> Path:
+def daemon_config(work: Path, base_url: str, api_port: int) -> dict[str, Any]:
+    """The configuration (as a YAML/JSON tree) of a matebot whose model is llama-server at base_url."""
     data = work / "data"
     data.mkdir(parents=True, exist_ok=True)
-    config = {
+    return {
         "mate": {
             "timezone": "UTC",
             "database": {"path": str(data / "mate.db")},
@@ -412,8 +419,11 @@ def write_config(work: Path, base_url: str, api_port: int) -> Path:
             "log": {"file": str(data / "matebot.log"), "level": "info"},
         }
     }
+
+
+def write_config(work: Path, base_url: str, api_port: int) -> Path:
     path = work / "config.yaml"
-    path.write_text(json.dumps(config, indent=2))  # JSON is YAML
+    path.write_text(json.dumps(daemon_config(work, base_url, api_port), indent=2))  # JSON is YAML
     return path
 
 
@@ -497,7 +507,7 @@ def extract(api: str, conversation: str) -> None:
     exchange analysed once.
     """
     started = time.monotonic()
-    url = f"{api}/api/v1/memory/1/summarize/{urllib.request.quote(conversation, safe='')}"
+    url = f"{api}/api/v1/memory/1/summarize/{urllib.parse.quote(conversation, safe='')}"
     try:
         status, answer = http("POST", url, {}, token=API_TOKEN, timeout=TURN_TIMEOUT)
     except OSError as exc:
@@ -567,7 +577,7 @@ def memory_facts(api: str, dump: Path) -> dict[str, Any]:
             name = entry.get("filename") if isinstance(entry, dict) else None
             if not name or name in ("AGENTS.md", "SOUL.md"):
                 continue
-            code, body = http("GET", f"{api}/api/v1/memory/1/files/{urllib.request.quote(name)}", token=API_TOKEN)
+            code, body = http("GET", f"{api}/api/v1/memory/1/files/{urllib.parse.quote(name)}", token=API_TOKEN)
             if code == 200 and isinstance(body, dict):
                 texts.append(f"===== {name}\n{body.get('data', {}).get('content', '')}")
     joined = "\n".join(texts)
@@ -618,7 +628,7 @@ def main(argv: list[str] | None = None) -> int:
         seconds = [t["seconds"] for t in turns]
         result = {
             "model": MODEL_NAME,
-            "runtime": f"llama.cpp llama-server ({LLAMA_SDIST}=={LLAMA_VERSION}), -t {args.threads} -c 8192",
+            "runtime": runtime_label(args.threads, CONTEXT),
             "turns": len(turns),
             "turns_answered": sum(t["ok"] for t in turns),
             "seconds_per_turn": round(sum(seconds) / len(seconds), 1) if seconds else None,
