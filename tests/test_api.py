@@ -157,6 +157,8 @@ async def test_token_required_when_configured(secured: Api) -> None:
         assert response.status == 200
     async with secured.http.get(secured.url + "/api/v1/memory/1/files") as response:
         assert response.status == 401
+    async with secured.http.get(secured.url + "/api/v1/people") as response:  # who talks to the bot is private
+        assert response.status == 401
     async with secured.http.post(secured.url + "/api/v1/chat/1", json={"message": "hi"},
                                  headers={"Authorization": "Bearer wrong"}) as response:
         assert response.status == 401

@@ -35,7 +35,7 @@ ROUTES: dict[tuple[str, str], tuple[tuple[str, ...], dict[str, Any] | None]] = {
     ("POST", "/api/v1/chat/{agent_id}"): ((), {"message": "hi"}),
     ("POST", "/api/v1/chat/{agent_id}/stream"): ((), {"message": "hi"}),
 }
-_OPEN_ROUTES = {("GET", "/healthz"), ("GET", "/")}  # no variables, no body
+_OPEN_ROUTES = {("GET", "/healthz"), ("GET", "/"), ("GET", "/api/v1/people")}  # no variables, no body
 _DEFAULTS = {"agent_id": "1", "conversation_id": "web:known", "filename": "NOTES.md"}
 _BASE_QUERY = {"/api/v1/memory/{agent_id}/search": "q=key"}
 
