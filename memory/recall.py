@@ -22,8 +22,8 @@ from typing import Any, Protocol
 
 from bot.errors import MateError
 from bot.prompts import PromptLibrary
-from bot.storage.search import ContextMessage, SearchHit, SqliteSearchRepository
-from bot.storage.search_text import CJK_CHARS, normalised, spaced
+from bot.storage.search import ContextMessage, SearchHit, SqliteSearchRepository, words_match
+from bot.storage.search_text import CJK_CHARS, normalised, query_dates, spaced
 
 DEFAULT_LIMIT = 5
 MAX_LIMIT = 20
@@ -174,7 +174,11 @@ class MemorySearchService:
         hits = [*pinned.values(), *ranked]
         if exclude_message is not None:
             hits = [hit for hit in hits if hit.message_id != exclude_message]
-        results = [await self._result(hit, query, terms) for hit in hits[:limit]]
+        hits = hits[:limit]
+        messages = [(hit.conversation_id, hit.message_id) for hit in hits
+                    if hit.conversation_id is not None and hit.message_id is not None]
+        contexts = dict(zip(messages, await self._search.around(messages, CONTEXT_MESSAGES)))
+        results = [_result(hit, query, terms, contexts) for hit in hits]
         return {"agentId": agent_id, "query": query, "count": len(results), "results": results}
 
     async def _lexical(self, agent_id: int, query: str, terms: list[str], source: str,
@@ -184,10 +188,11 @@ class MemorySearchService:
         hits: dict[int, SearchHit] = {}
         phrase = spaced(query[: PHRASE_CHARS[1]]).split()
         if 1 < len(phrase) <= PHRASE_TOKENS:  # the whole query word for word ranks first
-            for hit in await self._search.words(agent_id, fts_phrase(" ".join(phrase)), source, wanted):
+            whole = words_match(fts_phrase(" ".join(phrase)))
+            for hit in await self._search.words(agent_id, whole, source, wanted):
                 pinned.setdefault(hit.key, hit)
         if terms and len(pinned) < wanted:
-            for hit in await self._search.words(agent_id, fts_expression(terms), source, wanted):
+            for hit in await self._words(agent_id, query, terms, source, wanted):
                 if hit.key not in pinned:
                     hits.setdefault(hit.key, hit)
         if len(pinned) + len(hits) < wanted and PHRASE_CHARS[0] <= len(query) <= PHRASE_CHARS[1]:
@@ -197,19 +202,33 @@ class MemorySearchService:
                     hits.setdefault(hit.key, hit)
         return pinned, list(hits.values())
 
-    async def _result(self, hit: SearchHit, query: str, terms: list[str]) -> dict[str, Any]:
-        result: dict[str, Any] = {"source": hit.source}
-        if hit.source == "conversations":
-            result["conversationId"] = hit.conversation_id
-            result["messageId"] = hit.message_id
-        else:
-            result["filename"] = hit.filename
-        result["time"] = hit.time
-        result["snippet"] = snippet(hit.body, [query, *terms], SNIPPET_CHARS)
-        if hit.conversation_id is not None and hit.message_id is not None:
-            around = await self._search.around(hit.conversation_id, hit.message_id, CONTEXT_MESSAGES)
-            result["context"] = [_context(m) for m in around]
-        return result
+    async def _words(self, agent_id: int, query: str, terms: list[str], source: str,
+                     wanted: int) -> list[SearchHit]:
+        """The rows with any of the query's words, best first; the dates it names ("in May
+        2023", "周二") rank their rows up, and a query of nothing but dates finds those rows."""
+        words = fts_expression(terms)
+        dates = query_dates(query)
+        if not dates.phrases:
+            return await self._search.words(agent_id, words_match(words), source, wanted)
+        on_dates = fts_expression(dates.phrases)
+        if not word_terms(dates.rest):
+            return await self._search.words(agent_id, words_match(words, on_dates), source, wanted)
+        return await self._search.words_on_dates(agent_id, words, on_dates, source, wanted)
+
+
+def _result(hit: SearchHit, query: str, terms: list[str],
+            contexts: dict[tuple[str, int], list[ContextMessage]]) -> dict[str, Any]:
+    result: dict[str, Any] = {"source": hit.source}
+    if hit.source == "conversations":
+        result["conversationId"] = hit.conversation_id
+        result["messageId"] = hit.message_id
+    else:
+        result["filename"] = hit.filename
+    result["time"] = hit.time
+    result["snippet"] = snippet(hit.body, [query, *terms], SNIPPET_CHARS)
+    if hit.conversation_id is not None and hit.message_id is not None:
+        result["context"] = [_context(m) for m in contexts[(hit.conversation_id, hit.message_id)]]
+    return result
 
 
 def _context(message: ContextMessage) -> dict[str, Any]:

@@ -130,6 +130,35 @@ def _search_triggers(message_text: str, file_text: str, message_trigram: str, fi
     )
 
 
+# From version 11 a word search finds its agent's rows through mate_search_scope (index key ->
+# agent), looked up for each match, instead of the scope word in its MATCH expression: bm25
+# counts the rows of every phrase of an expression, and the scope word's are all of the
+# agent's rows. Kept by triggers of its own, beside the index's; a row left behind by a
+# message that is no longer searched has no index row to match.
+_SCOPE_MESSAGE = ("INSERT OR REPLACE INTO mate_search_scope(key, agent_id) SELECT NEW.id * 2, c.agent_id "
+                  "FROM mate_conversation c WHERE c.id = NEW.conversation_id")
+_SCOPE_FILE = "INSERT OR REPLACE INTO mate_search_scope(key, agent_id) VALUES (NEW.id * 2 + 1, NEW.agent_id)"
+_SEARCH_SCOPE = (
+    """CREATE TABLE IF NOT EXISTS mate_search_scope (
+        key INTEGER PRIMARY KEY,
+        agent_id INTEGER NOT NULL
+    )""",
+    "INSERT OR REPLACE INTO mate_search_scope(key, agent_id) SELECT rowid, agent_id FROM mate_search_trigram "
+    "WHERE agent_id IS NOT NULL",
+    f"""CREATE TRIGGER IF NOT EXISTS tr_search_scope_message_insert AFTER INSERT ON mate_message
+        WHEN {_SEARCHED_MESSAGE.format(r="NEW")} BEGIN {_SCOPE_MESSAGE}; END""",
+    f"""CREATE TRIGGER IF NOT EXISTS tr_search_scope_message_update AFTER UPDATE OF content, role, content_format
+        ON mate_message WHEN {_SEARCHED_MESSAGE.format(r="NEW")} BEGIN {_SCOPE_MESSAGE}; END""",
+    """CREATE TRIGGER IF NOT EXISTS tr_search_scope_message_delete AFTER DELETE ON mate_message BEGIN
+        DELETE FROM mate_search_scope WHERE key = OLD.id * 2; END""",
+    f"""CREATE TRIGGER IF NOT EXISTS tr_search_scope_file_insert AFTER INSERT ON mate_workspace_file
+        WHEN NEW.deleted = 0 BEGIN {_SCOPE_FILE}; END""",
+    f"""CREATE TRIGGER IF NOT EXISTS tr_search_scope_file_update AFTER UPDATE OF deleted, agent_id
+        ON mate_workspace_file WHEN NEW.deleted = 0 BEGIN {_SCOPE_FILE}; END""",
+    """CREATE TRIGGER IF NOT EXISTS tr_search_scope_file_delete AFTER DELETE ON mate_workspace_file BEGIN
+        DELETE FROM mate_search_scope WHERE key = OLD.id * 2 + 1; END""",
+)
+
 _TRIGGERS = ("tr_search_message_insert", "tr_search_message_update", "tr_search_message_delete",
              "tr_search_file_insert", "tr_search_file_update", "tr_search_file_delete")
 
@@ -409,6 +438,7 @@ MIGRATIONS: tuple[tuple[int, str, tuple[str, ...]], ...] = (
             "OR chat_key LIKE 'tg:-%'",
         ),
     ),
+    (11, "word searches find an agent's rows through a table of index keys (mate_search_scope)", _SEARCH_SCOPE),
 )
 
 LATEST_VERSION = max(version for version, _, _ in MIGRATIONS)
