@@ -116,7 +116,8 @@ async def _ask(path: Path, planted: dict[int, int]) -> dict[str, Any]:
     latencies: list[float] = []
     leaked = 0
     async with open_core(config) as core:
-        stored = (await core.db.fetchone("SELECT COUNT(*) FROM mate_message"))[0]
+        counted = await core.db.fetchone("SELECT COUNT(*) FROM mate_message")
+        stored = int(counted[0]) if counted else 0
         service = MemorySearchService(core.repos.search)
         for index, fact in enumerate(FACTS):
             for attempt in range(REPEATS):
