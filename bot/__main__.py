@@ -179,6 +179,11 @@ async def _check_config(config: Config, args: argparse.Namespace) -> int:
     resolved = f"anthropic, model {llm.model}" if llm.uses_anthropic else "offline (canned replies, no model)"
     why = " (no API key)" if llm.provider == "auto" and not llm.uses_anthropic else ""
     print(f"# provider {llm.provider} resolves to: {resolved}{why}")
+    from bot.people import shared_owner_memory
+
+    warning = shared_owner_memory(config.mate)
+    if warning:
+        print(f"# warning: {warning}")
     return EXIT_OK
 
 
@@ -318,12 +323,13 @@ async def _conversations(config: Config, args: argparse.Namespace) -> int:
 
 async def _people(config: Config, args: argparse.Namespace) -> int:
     from bot.app import open_core
+    from bot.storage.people import OWNER_PERSON_ID
 
     async with open_core(config) as core:  # opening writes the config's links, as the daemon's start does
         listed = await core.people.list()
     for person in listed:
         agent = f"agent {person.agent_id}" if person.agent_id is not None else "no agent yet"
-        role = "owner" if person.id == 1 else "person"
+        role = "owner" if person.id == OWNER_PERSON_ID else "person"
         print(f"{person.id}\t{person.name}\t{role}\t{agent}\t{' '.join(person.accounts) or '-'}")
     return EXIT_OK
 

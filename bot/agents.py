@@ -94,9 +94,12 @@ class AgentDirectory:
     async def exists(self, agent_id: int) -> bool:
         return agent_id in self._known or await self._repos.agents.get(agent_id) is not None
 
-    async def for_person(self, person_id: int, name: str) -> int:
+    async def for_person(self, person_id: int) -> int:
         """A person's own agent (routing `per-person`), bound to the person as a group's agent is to
-        its chat, so the same id rules hold for both."""
+        its chat, so the same id rules hold for both. It has the owner's agent's name: the
+        assistant is the same one, with a memory of its own (never the person's display name,
+        which the network chose)."""
+        name = next((a.name for a in self._config.agents if a.id == 1), self._config.agents[0].name)
         return await self.for_chat(person_binding(person_id), name, seed_profile=True)
 
     async def for_chat(self, chat_key: str, title: str, *, seed_profile: bool = False) -> int:

@@ -88,6 +88,9 @@ class RouteRule(_Model):
     agent: int | Literal["per-chat", "per-person"] = 1
 
 
+PERSON_CHANNELS = ("telegram", "discord", "console")  # where a person writes from with an account id
+
+
 class PersonEntry(_Model):
     """One person's accounts on several channels, linked so they reach one agent and one memory."""
 
@@ -101,6 +104,8 @@ class PersonEntry(_Model):
             channel, _, sender = account.partition(":")
             if not channel or not sender.strip():
                 raise ValueError(f"{account!r} is not <channel>:<id> (for example telegram:123456)")
+            if channel not in PERSON_CHANNELS:
+                raise ValueError(f"{account!r}: the channel is one of {', '.join(PERSON_CHANNELS)}")
         return value
 
 
@@ -340,6 +345,9 @@ class MateConfig(_Model):
             if rule.agent == "per-person" and 1 not in ids:
                 raise ValueError(f"routing.{index}.agent: per-person sends the owner to agent 1, "
                                  "which is not configured in mate.agents")
+            if rule.agent == "per-person" and rule.chat != "direct":
+                # A group has one agent: per person it would hop between members' agents.
+                raise ValueError(f"routing.{index}.agent: per-person is for direct chats (chat: direct)")
         owners: dict[str, int] = {}
         for index, person in enumerate(self.people):
             for account in person.ids:
@@ -347,6 +355,12 @@ class MateConfig(_Model):
                     raise ValueError(f"people: {account} is listed for {self.people[owners[account]].name!r} "
                                      f"and for {person.name!r}; an account belongs to one person")
                 owners[account] = index
+        admins = {f"telegram:{a}" for a in self.channels.telegram.admins} | {
+            f"discord:{a}" for a in self.channels.discord.admins}
+        owner_entries = [p.name for p in self.people if admins & set(p.ids)]
+        if len(owner_entries) > 1:
+            raise ValueError(f"people: {' and '.join(repr(n) for n in owner_entries)} both list an admin id; "
+                             "the owner is one person: list all of your accounts in one entry")
         if self.api.enabled and not self.api.token and not is_loopback(self.api.host):
             raise ValueError("api.token: required when api.host is not a loopback address")
         return self

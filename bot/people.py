@@ -57,6 +57,12 @@ class PersonDirectory:
         owner_entry = next((p for p in self._config.people if owner_ids & set(p.ids)), None)
         await self._people.ensure_owner(owner_entry.name if owner_entry else OWNER_NAME)
         owner_linked = sorted(owner_ids | set(owner_entry.ids if owner_entry else ()))
+        # A link the config no longer has (an admin removed, an id taken out of an entry) is
+        # undone first: that account is no longer the owner, nor the person it was linked to.
+        listed = [a for entry in self._config.people for a in entry.ids]
+        dropped = await self._people.unlink_all_but(split_account(a) for a in [*owner_linked, *listed])
+        if dropped:
+            log.info("%d account link(s) no longer in the config were undone", dropped)
         await self._people.link(owner_entry.name if owner_entry else OWNER_NAME,
                                 [split_account(a) for a in owner_linked], person_id=OWNER_PERSON_ID)
         for entry in self._config.people:
@@ -91,3 +97,18 @@ class PersonDirectory:
 def _name_for(sender_name: str | None, account: str) -> str:
     name = " ".join((sender_name or "").split())[:80]
     return name or account
+
+
+def shared_owner_memory(config: MateConfig) -> str:
+    """A warning when a route sends direct chats of people other than the owner to one fixed
+    agent (the route shipped before per-person memory): they would read the owner's memory."""
+    channels = config.channels
+    open_to_others = [name for name, channel in (("telegram", channels.telegram), ("discord", channels.discord))
+                      if channel.enabled and (channel.allowed_users or channel.dm_policy == "open")]
+    for index, rule in enumerate(config.routing):
+        reached = open_to_others if rule.channel == "*" else [c for c in open_to_others if c == rule.channel]
+        if rule.chat in ("direct", "*") and isinstance(rule.agent, int) and reached:
+            return (f"mate.routing.{index} sends direct chats to agent {rule.agent}: people other than you "
+                    f"on {', '.join(reached)} share its memory (your PROFILE.md and MEMORY.md); "
+                    "use agent: per-person to give each person their own")
+    return ""

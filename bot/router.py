@@ -14,16 +14,24 @@ from bot.access import Access, AccessPolicies, ChatKind, Decision
 from bot.agent import Agent
 from bot.agents import AgentDirectory
 from bot.command_names import command_name
-from bot.config import MateConfig
+from bot.config import PERSON_CHANNELS, MateConfig
 from bot.errors import StorageError
 from bot.media import MediaPreparer, MediaRefused, PreparedMedia
 from bot.people import Person, PersonDirectory
 from bot.ports import CommandPort
 from bot.prompts import PromptLibrary
 from bot.storage import Repositories
-from bot.storage.records import ConversationRecord
+from bot.storage.records import ConversationRecord, MessageRecord
 from bot.text import clean_text, is_blank
-from channels.base import InboundMessage, ReplyStream, RoutedReply, Stored, chat_key, conversation_key
+from channels.base import (
+    InboundMessage,
+    ReplyStream,
+    RoutedReply,
+    Stored,
+    chat_key,
+    conversation_key,
+    parse_conversation_key,
+)
 from memory.events import ConversationCompletedEvent, MemoryEventSink
 
 
@@ -133,7 +141,7 @@ class ChannelMessageRouter:
                     person = await self.person_of(message)
                     if person.is_owner:
                         return 1
-                    return await self._agents.for_person(person.id, person.name)
+                    return await self._agents.for_person(person.id)
                 return rule.agent
         return self._config.agents[0].id
 
@@ -248,7 +256,8 @@ class ChannelMessageRouter:
     ) -> RoutedReply | None:
         key = conversation_key(message)
         async with self._locks.hold(key):
-            await self.person_of(message)  # a person on first contact, in a group too
+            if message.channel in PERSON_CHANNELS:
+                await self.person_of(message)  # a person on first contact, in a group too
             agent_id = forced_agent if forced_agent is not None else await self.agent_for(message)
             conversation = await self.conversation_for(message, agent_id)
             text = message.text
@@ -327,6 +336,10 @@ class ChannelMessageRouter:
                 async with self._locks.hold(conversation.chat_key):
                     if await self._repos.messages.last_id(conversation_id) != record.id:
                         continue  # answered meanwhile (the platform delivered it again)
+                    if not await self._still_routed_here(conversation, record):
+                        log.info("a message left unanswered is not answered: the rules now send it elsewhere",
+                                 extra={"conversation_id": conversation_id})
+                        continue
                     reply = await self._answer(conversation, record.content, user_text, record.sender_id,
                                                record.sender_name, None, (record.id, previous_id), None,
                                                sent_at=record.create_time)
@@ -341,6 +354,21 @@ class ChannelMessageRouter:
                      extra={"conversation_id": conversation_id})
             answered.append(reply)
         return answered
+
+    async def _still_routed_here(self, conversation: ConversationRecord, record: MessageRecord) -> bool:
+        """Whether today's access rules and routes still send a direct chat's message to the agent
+        its conversation has: after an upgrade, or a link or an admin removed, the owner's agent
+        must not answer someone it no longer belongs to. A group's agent is bound to its chat."""
+        place = parse_conversation_key(conversation.id)
+        if conversation.is_group or place is None:  # a group, or the console / web (the owner's)
+            return True
+        channel, chat_id, thread_id = place
+        message = InboundMessage(channel=channel, chat_id=chat_id, thread_id=thread_id,
+                                 sender_id=record.sender_id or "", sender_name=record.sender_name or "",
+                                 text=record.content, is_direct=True)
+        if not self._decide(message).answers:
+            return False
+        return await self.agent_for(message) == conversation.agent_id
 
     def _track(self, work: Coroutine[Any, Any, None]) -> None:
         self._in_flight += 1

@@ -20,6 +20,7 @@ from bot.clock import MinuteLabels
 from bot.llm import AnthropicClient, LLMClient, OfflineClient
 from bot.llm import UsageRecordingClient
 from bot.media import MediaPreparer
+from bot.people import shared_owner_memory
 from bot.llm import TextToolCallClient
 from bot.router import ChannelMessageRouter
 from channels.base import ChannelStateBoard
@@ -99,6 +100,9 @@ async def open_runtime(
     async with AsyncExitStack() as stack:
         core = await stack.enter_async_context(open_core(config))
         mate = config.mate
+        warning = shared_owner_memory(mate)
+        if warning:
+            log.warning("%s", warning)
         offline = False
         if llm is None:
             client = make_llm(config)

@@ -77,11 +77,8 @@ class Member:
 class _Scope:
     """Which files one conversation's extraction may change: PROFILE.md and MEMORY.md in a
     direct chat; in a group MEMORY.md and the profile of each member of the transcript."""
-    members: tuple[Member, ...] = ()
-
-    @property
-    def is_group(self) -> bool:
-        return bool(self.members)
+    is_group: bool = False
+    members: tuple[Member, ...] = ()  # a group's people of this batch (none when only the assistant spoke)
 
 
 @dataclass(frozen=True, slots=True)
@@ -225,7 +222,7 @@ class MemorySummarizationService:
                 break
             batch = rows[:limit]
             end = batch[-1].id if len(rows) > limit else upto
-            scope = _Scope(members_of(batch, conversation.channel)) if conversation.is_group else _Scope()
+            scope = _Scope(True, members_of(batch, conversation.channel)) if conversation.is_group else _Scope()
             outcome = await self._batch(agent_id, conversation_id, scope, batch, watermark, end, attempts)
             files += [f for f in outcome.files if f not in files]
             if outcome.retryable:
@@ -449,8 +446,10 @@ class MemorySummarizationService:
                 new = apply_edits(current, edits, target.filename)
             else:
                 continue
-            if target.title and not new.startswith("# "):
-                new = f"{target.title}\n\n{new}"  # a member's profile always says whose it is
+            if target.title and not new.startswith(f"{target.title}\n"):
+                # A member's profile always says whose it is, whatever the model put first.
+                body = new.split("\n", 1)[1] if new.startswith("# ") else new
+                new = f"{target.title}\n{body}" if body.startswith("\n") else f"{target.title}\n\n{body}"
             if new.strip() != current.strip():
                 plan.contents[target.filename] = new
         return plan

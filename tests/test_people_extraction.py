@@ -102,3 +102,30 @@ async def test_a_direct_chat_still_keeps_profile_md(tmp_path: Path) -> None:
         prompt = user_prompt(env.fake.requests[-1].body)
     assert outcome.status == "completed" and profile is not None and "nurse" in profile.content
     assert "User: I work as a nurse" in prompt and "P1" not in prompt
+
+
+async def test_a_group_batch_where_only_the_assistant_spoke_never_writes_a_profile_md(tmp_path: Path) -> None:
+    async with memory_env(tmp_path, **{"min-messages-for-summarize": 0}) as env:
+        group = await env.core.agents.for_chat("tg:-1001", "Family")
+        await env.core.repos.conversations.create(GROUP, agent_id=group, channel="telegram", chat_key=GROUP,
+                                                  trigger_source="channel", is_group=True)
+        await env.core.repos.messages.add_turn(GROUP, [("assistant", "good morning, everyone", 1, "text")])
+        for _ in range(3):
+            env.fake.push(TextReply(reply(profile_update="# Profile\n\n- the group likes mornings")))
+        outcome = await env.service.analyze_and_update_memory(group, GROUP)
+        profile = await env.core.workspace.get(group, "PROFILE.md")
+        system = json.dumps(env.fake.requests[-1].body["system"])
+    assert outcome.status == "failed" and profile is None
+    assert "people_updates" in system  # the group's prompt, even with nobody numbered
+
+
+async def test_a_profile_always_starts_with_its_members_name(tmp_path: Path) -> None:
+    async with memory_env(tmp_path, **{"min-messages-for-summarize": 0}) as env:
+        group = await env.core.agents.for_chat("tg:-1001", "Family")
+        await group_chat(env.core, group, LINES)
+        env.fake.push(TextReply(reply(people_updates={"P1": "# Bob\n\n- nurse", "P2": "- lives in Porto"})))
+        await env.service.analyze_and_update_memory(group, GROUP)
+        alice = await env.core.workspace.get(group, profile_filename("telegram", "111"))
+        bob = await env.core.workspace.get(group, profile_filename("telegram", "222"))
+    assert alice is not None and alice.content == "# Alice\n\n- nurse\n"
+    assert bob is not None and bob.content == "# Bob\n\n- lives in Porto\n"

@@ -209,9 +209,10 @@ async def test_the_memory_tool_search_commands_and_web_api_stay_with_their_perso
         # Sam's model reads PROFILE.md and searches for Ana's code: both answer from Sam's memory only.
         w.llm.push(ToolUseReply(READ_TOOL, {"filename": "PROFILE.md"}))
         w.llm.push(ToolUseReply(SEARCH_TOOL, {"query": f"{SECRETS['ana']} code"}))
+        w.llm.push(ToolUseReply(SEARCH_TOOL, {"query": f"{SECRETS['sam']}"}))  # the control: Sam's own is found
         w.llm.push(TextReply("done"))
         await w.dc.send_dm("what do you know, tools please", author_id=SAM_DC, username="sam")
-        await w.until(lambda: len([r for r in w.chats() if "tools please" in json.dumps(r.body)]) >= 3, "tool rounds")
+        await w.until(lambda: len([r for r in w.chats() if "tools please" in json.dumps(r.body)]) >= 4, "tool rounds")
         # What each tool answered, without the search's echo of the query Sam's model wrote.
         rounds = [r for r in w.chats() if "tools please" in json.dumps(r.body)][1:]
         answers = [json.loads(r.body["messages"][-1]["content"][0]["content"]) for r in rounds]
@@ -222,6 +223,7 @@ async def test_the_memory_tool_search_commands_and_web_api_stay_with_their_perso
         w.tg.push_text(f"/memory search {SECRETS['sam']}", chat_id=ANA_TG, user_id=ANA_TG, first_name="Ana")
         await w.until(lambda: sum(1 for s in w.tg.sent if s["chat_id"] == ANA_TG) >= 3, "Ana's command answers")
         ana_sees = [s["text"] for s in w.tg.sent if s["chat_id"] == ANA_TG]
+        not_admin = w.rt.core.prompts.text("not_admin")
         # The owner's own search finds the owner's words, not Ana's.
         w.tg.push_text(f"/memory search {SECRETS['ana']}", chat_id=OWNER_TG, user_id=OWNER_TG, first_name="Olga")
         w.tg.push_text(f"/memory search {SECRETS['owner-tg']}", chat_id=OWNER_TG, user_id=OWNER_TG,
@@ -236,10 +238,11 @@ async def test_the_memory_tool_search_commands_and_web_api_stay_with_their_perso
                 listed = (await response.json())["data"]
         web = w.request_with("web round from Olga")
 
-    assert len(tool_rounds) == 2
+    assert len(tool_rounds) == 3
     assert SECRETS["sam"] in tool_rounds[0] and not [s for s in others("sam") if s in tool_rounds[0]]
     assert not [s for s in others("sam") if s in tool_rounds[1]]
-    assert all(SECRETS["sam"] not in text and SECRETS["owner-tg"] not in text for text in ana_sees[1:])
+    assert SECRETS["sam"] in tool_rounds[2] and not [s for s in others("sam") if s in tool_rounds[2]]
+    assert ana_sees[1:] == [not_admin, not_admin]
     assert SECRETS["ana"] not in owner_sees[0] and SECRETS["owner-tg"] in owner_sees[1]
     assert SECRETS["owner-tg"] in web and not [s for s in others("owner-tg", "owner-dc") if s in web]
     by_name = {p["name"]: p for p in listed["people"]}
@@ -255,6 +258,8 @@ async def test_whoami_names_the_person_and_the_agent(tmp_path: Path, linked: boo
         await w.dc.send_dm("/whoami", author_id=OWNER_DC, username="olga")
         await w.until(lambda: len(w.tg.sent) >= 1 and len(w.dc.sent_messages) >= 1, "the answers")
         telegram, discord_answer = w.tg.sent[0]["text"], w.dc.sent_messages[0]["content"]
-    assert telegram.startswith("You are Sam (person 2)" if linked else "You are Chen (person")
-    assert "agent 1 " not in telegram
+        listed = {p.name: p for p in await w.rt.core.people.list()}
+    person = listed["Sam" if linked else "Chen"]
+    assert person.agent_id not in (None, 1)
+    assert telegram == f"You are {person.name} (person {person.id}); agent {person.agent_id} (Mate) answers here."
     assert discord_answer.startswith("You are Owner, the owner (person 1); agent 1 (Mate)")

@@ -423,10 +423,13 @@ MIGRATIONS: tuple[tuple[int, str, tuple[str, ...]], ...] = (
                 name TEXT NOT NULL,
                 create_time TEXT NOT NULL
             )""",
+            # source: 'config' for a link of the config's `people` (or an admin id), undone when
+            # the config drops it; 'contact' for an account met in a chat.
             """CREATE TABLE IF NOT EXISTS mate_person_account (
                 channel TEXT NOT NULL,
                 sender_id TEXT NOT NULL,
                 person_id INTEGER NOT NULL REFERENCES mate_person(id) ON DELETE CASCADE,
+                source TEXT NOT NULL DEFAULT 'contact',
                 PRIMARY KEY (channel, sender_id)
             )""",
             "CREATE INDEX IF NOT EXISTS ix_person_account_person ON mate_person_account(person_id)",
@@ -435,7 +438,12 @@ MIGRATIONS: tuple[tuple[int, str, tuple[str, ...]], ...] = (
             # Before this version a group was a chat with an agent of its own, or a Telegram
             # chat with a negative id (groups; users are positive).
             "UPDATE mate_conversation SET is_group = 1 WHERE chat_key IN (SELECT chat_key FROM mate_chat_agent) "
-            "OR chat_key LIKE 'tg:-%'",
+            "OR chat_key LIKE 'tg:-%' OR id IN (SELECT conversation_id FROM mate_message WHERE role = 'user' "
+            "AND sender_id IS NOT NULL GROUP BY conversation_id HAVING COUNT(DISTINCT sender_id) > 1)",
+            # A group's agent keeps one profile per member now: its old PROFILE.md, which mixed
+            # the members, is no longer shown to the model (it stays, to read or move by hand).
+            "UPDATE mate_workspace_file SET enabled = 0 WHERE filename = 'PROFILE.md' AND agent_id IN "
+            "(SELECT agent_id FROM mate_chat_agent WHERE chat_key NOT LIKE 'person:%')",
         ),
     ),
     (11, "word searches find an agent's rows through a table of index keys (mate_search_scope)", _SEARCH_SCOPE),

@@ -16,6 +16,9 @@ def person_binding(person_id: int) -> str:
     return f"{PERSON_BINDING_PREFIX}{person_id}"
 
 
+_NEXT_ID = "SELECT MAX(COALESCE(MAX(id), 0), ?) + 1 FROM mate_person"  # never 1: that is the owner's
+
+
 class SqlitePersonRepository:
     def __init__(self, db: Database) -> None:
         self._db = db
@@ -52,9 +55,7 @@ class SqlitePersonRepository:
                 row = await cur.fetchone()
             if row:
                 return PersonRecord(int(row[0]), row[1], row[2])
-            # Never id 1: that is the owner's, even before the owner's row is written.
-            async with conn.execute("SELECT MAX(COALESCE(MAX(id), 0), ?) + 1 FROM mate_person",
-                                    (OWNER_PERSON_ID,)) as cur:
+            async with conn.execute(_NEXT_ID, (OWNER_PERSON_ID,)) as cur:
                 top = await cur.fetchone()
             person_id = int(top[0]) if top else OWNER_PERSON_ID + 1
             await conn.execute("INSERT INTO mate_person(id, name, create_time) VALUES (?, ?, ?)",
@@ -65,20 +66,21 @@ class SqlitePersonRepository:
 
     async def link(self, name: str, accounts: Iterable[tuple[str, str]], *, person_id: int | None = None) -> int:
         """One person for `accounts` (a config entry): `person_id` when given, else the person one
-        of them already is (the oldest), else a new one. Every account then points at it."""
+        of them already is (the oldest, never the owner), else a new one. Every account then
+        points at it, as a config link."""
         listed = list(accounts)
         now = utc_now()
         async with self._db.transaction() as conn:
             if person_id is None and listed:
                 where = " OR ".join("(channel = ? AND sender_id = ?)" for _ in listed)
-                async with conn.execute(f"SELECT MIN(person_id) FROM mate_person_account WHERE {where}",
-                                        [part for account in listed for part in account]) as cur:
+                async with conn.execute(
+                    f"SELECT MIN(person_id) FROM mate_person_account WHERE ({where}) AND person_id <> ?",
+                    [*(part for account in listed for part in account), OWNER_PERSON_ID],
+                ) as cur:
                     row = await cur.fetchone()
-                found = row[0] if row else None
-                person_id = int(found) if found is not None and int(found) != OWNER_PERSON_ID else None
+                person_id = int(row[0]) if row and row[0] is not None else None
             if person_id is None:
-                async with conn.execute("SELECT MAX(COALESCE(MAX(id), 0), ?) + 1 FROM mate_person",
-                                        (OWNER_PERSON_ID,)) as cur:
+                async with conn.execute(_NEXT_ID, (OWNER_PERSON_ID,)) as cur:
                     top = await cur.fetchone()
                 person_id = int(top[0]) if top else OWNER_PERSON_ID + 1
             await conn.execute(
@@ -86,10 +88,22 @@ class SqlitePersonRepository:
                 "ON CONFLICT(id) DO UPDATE SET name = excluded.name", (person_id, name, now))
             for channel, sender_id in listed:
                 await conn.execute(
-                    "INSERT INTO mate_person_account(channel, sender_id, person_id) VALUES (?, ?, ?) "
-                    "ON CONFLICT(channel, sender_id) DO UPDATE SET person_id = excluded.person_id",
+                    "INSERT INTO mate_person_account(channel, sender_id, person_id, source) VALUES (?, ?, ?, 'config') "
+                    "ON CONFLICT(channel, sender_id) DO UPDATE SET person_id = excluded.person_id, source = 'config'",
                     (channel, sender_id, person_id))
         return person_id
+
+    async def unlink_all_but(self, kept: Iterable[tuple[str, str]]) -> int:
+        """Drop the config links that are not in `kept` (the config no longer has them): such an
+        account is met afresh, as a person of its own. How many were dropped."""
+        keys = {f"{channel}:{sender_id}" for channel, sender_id in kept}
+        rows = await self._db.fetchall(
+            "SELECT channel, sender_id FROM mate_person_account WHERE source = 'config'")
+        gone = [(r["channel"], r["sender_id"]) for r in rows if f"{r['channel']}:{r['sender_id']}" not in keys]
+        for channel, sender_id in gone:
+            await self._db.execute("DELETE FROM mate_person_account WHERE channel = ? AND sender_id = ?",
+                                   (channel, sender_id))
+        return len(gone)
 
     async def list(self) -> list[PersonRecord]:
         """Every person with their accounts and own agent (the owner's is agent 1, not stored)."""
