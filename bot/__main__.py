@@ -94,6 +94,9 @@ def build_parser() -> argparse.ArgumentParser:
     conversations.add_argument("--agent", type=_whole_number)
     commands.add_parser("people", parents=[common],
                         help="list the people the bot knows, their accounts and their agents")
+    tasks = commands.add_parser("tasks", parents=[common],
+                                help="list the reminders and scheduled tasks waiting in every chat")
+    tasks.add_argument("--agent", type=_whole_number)
     return parser
 
 
@@ -334,6 +337,26 @@ async def _people(config: Config, args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+async def _tasks(config: Config, args: argparse.Namespace) -> int:
+    from bot.app import open_core
+    from bot.tasks.service import TaskService
+
+    async with open_core(config) as core:
+        if args.agent is not None:
+            await core.agents.get(args.agent)
+        service = TaskService(config.mate.tasks, config.mate.timezone, core.repos.tasks, core.access, core.prompts)
+        listed = await service.for_agent(args.agent)
+    for task in listed:
+        chat = task.chat
+        where = f"{chat.channel}:{chat.chat_id}" + (f":{chat.thread_id}" if chat.thread_id else "")
+        repeat = f"cron {task.cron}" if task.cron else "once"
+        print(f"{task.id}\tagent {task.agent_id}\t{where}\tnext {service.next_run_text(task)}\t{repeat}\t"
+              f"by {task.created_by_name or task.created_by}\t{' '.join(task.message.split())}")
+    if not listed:
+        print("no scheduled tasks", file=sys.stderr)
+    return EXIT_OK
+
+
 async def _run(config: Config, args: argparse.Namespace) -> int:
     from bot.daemon import run_daemon
 
@@ -478,6 +501,7 @@ _HANDLERS: dict[str, Callable[[Config, argparse.Namespace], Coroutine[Any, Any, 
     "memory disable": _memory_toggle,
     "conversations": _conversations,
     "people": _people,
+    "tasks": _tasks,
     "run": _run,
     "chat": _chat,
     "memory emerge": _memory_emerge,

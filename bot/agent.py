@@ -93,6 +93,7 @@ class Agent:
         self._prompts = prompts
         self._tools = list(tools)
         self._definitions = [d for t in self._tools for d in t.definitions()]
+        self._with_turn_tools: dict[tuple[str, ...], list[dict[str, Any]]] = {}
         self._base_prompts: dict[tuple[str, str], str] = {}
         self._today_text = today_text or _DayText(config.timezone)
         self._clock = clock
@@ -101,8 +102,17 @@ class Agent:
     def model(self) -> str:
         return self._config.llm.model
 
-    def tool_definitions(self) -> list[dict[str, Any]]:
-        return self._definitions
+    def tool_definitions(self, turn_tools: Sequence[ToolSet] = ()) -> list[dict[str, Any]]:
+        """The tools of every turn, then those offered to this turn's sender (the same list
+        object each time for the same names: the token count is cached by identity)."""
+        added = [d for t in turn_tools for d in t.definitions()]
+        if not added:
+            return self._definitions
+        key = tuple(d["name"] for d in added)
+        found = self._with_turn_tools.get(key)
+        if found is None:
+            found = self._with_turn_tools[key] = self._definitions + added
+        return found
 
     async def system_prompt(self, agent_id: int, agent_name: str) -> str:
         return (await self._system(agent_id, agent_name))[0]
@@ -143,6 +153,7 @@ class Agent:
         sender_id: str | None = None, sender_name: str | None = None, external_id: str | None = None,
         existing: tuple[int, int] | None = None, on_stored: Callable[[], None] | None = None,
         stream: ReplyStream | None = None, sent_at: str | None = None, media: PreparedMedia | None = None,
+        turn_tools: Sequence[ToolSet] = (),
     ) -> AgentReply:
         """Answer `text`; `existing` = (id, previous id) when it is already stored (recovery),
         `sent_at` its stored time.
@@ -151,8 +162,9 @@ class Agent:
         `stream` is shown the answer as it is written (when `mate.llm.stream` is on).
         `media`: the message's images and documents, sent with this turn only; `text` is
         the message as the history keeps it (with "[image]" markers).
+        `turn_tools`: tool sets for this turn only, beside the agent's own (a sender's task tools).
         """
-        tools = self.tool_definitions()
+        tools = self.tool_definitions(turn_tools)
         group = conversation if conversation.is_group else None
         system, split = await self._system(conversation.agent_id, agent_name, group, sender_id)
         user_tokens = self._tokens.count_text(text)
@@ -178,7 +190,7 @@ class Agent:
         if isinstance(window, MessageTooLong):  # check_fits said it fits; only calibration can move
             return self._too_long(window, user_id)
         live = stream if stream is not None and self._config.llm.stream else None
-        return await self._run_turn(conversation, window, user_id, split, live)
+        return await self._run_turn(conversation, window, user_id, split, live, turn_tools)
 
     def _too_long(self, result: MessageTooLong, user_message_id: int | None) -> AgentReply:
         return AgentReply(self._prompts.text("too_long", tokens=result.tokens, budget=result.budget),
@@ -186,7 +198,7 @@ class Agent:
 
     async def _run_turn(
         self, conversation: ConversationRecord, window: Window, user_id: int, split: int,
-        stream: ReplyStream | None,
+        stream: ReplyStream | None, turn_tools: Sequence[ToolSet] = (),
     ) -> AgentReply:
         turn: list[tuple[str, Content]] = []
         rounds = 0
@@ -228,7 +240,8 @@ class Agent:
                 if stream is not None:
                     stream.status(self._prompts.text("tool_status"))
                 turn.append(("assistant", response.content))
-                turn.append(("tool", await self._run_tools(conversation.agent_id, response.tool_calls, user_id)))
+                results = await self._run_tools(conversation.agent_id, response.tool_calls, user_id, turn_tools)
+                turn.append(("tool", results))
                 continue
             final = response.text.strip()
             if response.tool_calls and not final:
@@ -282,18 +295,22 @@ class Agent:
         raw = window.raw_tokens + sum(self._tokens.count_content(c) + PER_MESSAGE_OVERHEAD for _, c in turn)
         self._tokens.observe(self.model, raw, response.prompt_tokens)
 
-    async def _run_tools(self, agent_id: int, calls: Sequence[ToolCall], asked_in: int) -> list[dict[str, Any]]:
+    async def _run_tools(
+        self, agent_id: int, calls: Sequence[ToolCall], asked_in: int, turn_tools: Sequence[ToolSet] = (),
+    ) -> list[dict[str, Any]]:
         results = []
         for call in calls:
-            result = await self._run_tool(agent_id, call, asked_in)
+            result = await self._run_tool(agent_id, call, asked_in, turn_tools)
             block: dict[str, Any] = {"type": "tool_result", "tool_use_id": call.id, "content": result.content}
             if result.is_error:
                 block["is_error"] = True
             results.append(block)
         return results
 
-    async def _run_tool(self, agent_id: int, call: ToolCall, asked_in: int) -> ToolResult:
-        for tool_set in self._tools:
+    async def _run_tool(
+        self, agent_id: int, call: ToolCall, asked_in: int, turn_tools: Sequence[ToolSet] = (),
+    ) -> ToolResult:
+        for tool_set in (*self._tools, *turn_tools):
             if tool_set.handles(call.name):
                 try:
                     return await tool_set.call(agent_id, call.name, call.input, asked_in=asked_in)

@@ -352,6 +352,27 @@ async def people(request: web.Request) -> web.Response:
     return _ok({"count": len(items), "people": items})
 
 
+async def tasks(request: web.Request) -> web.Response:
+    """The agent's live reminders and scheduled tasks in every chat, the next due first (the
+    nightly consolidation is not a task)."""
+    rt = request.app[_RUNTIME]
+    agent_id = await _agent_id(request)
+    listed = await rt.tasks.for_agent(agent_id)
+    items = [{**rt.tasks.describe(task), "timezone": task.timezone, "channel": task.chat.channel,
+              "chatId": task.chat.chat_id, "threadId": task.chat.thread_id} for task in listed[:_MAX_LISTED]]
+    return _ok({"agentId": agent_id, "count": len(items), "tasks": items})
+
+
+async def cancel_task(request: web.Request) -> web.Response:
+    rt = request.app[_RUNTIME]
+    agent_id = await _agent_id(request)
+    raw = request.match_info["task_id"]
+    task_id = _whole_number(raw, "the task id", 1) if _WHOLE_NUMBER.fullmatch(raw) else None
+    if task_id is None or not await rt.tasks.cancel_for_agent(agent_id, task_id):
+        raise _NotFound(rt.core.prompts.text("api_unknown_task", task_id=raw[:32], agent_id=agent_id))
+    return _ok({"taskId": task_id, "cancelled": True})
+
+
 async def conversation_messages(request: web.Request) -> web.Response:
     """What was said in one conversation, oldest first; tool turns left out (read-only)."""
     rt = request.app[_RUNTIME]
@@ -515,6 +536,8 @@ def build_app(rt: Runtime, config: ApiConfig, token: str | None = None) -> web.A
     app.router.add_get("/api/v1/people", people)
     app.router.add_get("/api/v1/chat/{agent_id}/conversations/{conversation_id}/messages", conversation_messages)
     app.router.add_get("/api/v1/memory/{agent_id}/search", search)
+    app.router.add_get("/api/v1/agents/{agent_id}/tasks", tasks)
+    app.router.add_delete("/api/v1/agents/{agent_id}/tasks/{task_id}", cancel_task)
     app.router.add_post("/api/v1/chat/{agent_id}", chat)
     app.router.add_post("/api/v1/chat/{agent_id}/stream", chat_stream)
     app.router.add_get("/healthz", healthz)

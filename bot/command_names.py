@@ -8,6 +8,7 @@ COMMANDS: tuple[tuple[str, str], ...] = (
     ("compact", "Summarise the conversation so far"),
     ("status", "Agent, model, context and memory status"),
     ("whoami", "Who the bot takes you for, and which agent answers"),
+    ("tasks", "This chat's reminders | cancel <id>"),
     ("memory", "emerge | summarize | show [profile|memory|today]"),
 )
 _KNOWN = frozenset({name for name, _ in COMMANDS} | {"start"})  # Telegram's /start

@@ -16,6 +16,7 @@ from bot.ports import ChatControl
 from bot.prompts import PromptLibrary
 from bot.storage import Repositories
 from bot.storage.records import ConversationRecord
+from bot.tasks.service import TaskService, chat_of
 from channels.base import ChannelStateBoard, InboundMessage
 from memory.recall import MemorySearchService, SearchQueryRefused
 from memory.workspace import (
@@ -40,15 +41,17 @@ class SummarizeRunner(Protocol):
 
 
 class CommandHandler:
-    """Answers /help, /new, /compact, /status and /memory; None for text that is not a command."""
+    """Answers /help, /new, /compact, /status, /whoami, /tasks and /memory; None for text that is not a command."""
 
     def __init__(
         self, config: MateConfig, repos: Repositories, workspace: WorkspaceFileService,
         window: ConversationWindowManager, agent: Agent, prompts: PromptLibrary,
         emergence: EmergenceRunner | None = None, summarizer: SummarizeRunner | None = None,
         channel_states: ChannelStateBoard | None = None, search: MemorySearchService | None = None,
+        tasks: TaskService | None = None,
     ) -> None:
         self._config = config
+        self._tasks = tasks
         self._search = search
         self._repos = repos
         self._workspace = workspace
@@ -69,7 +72,8 @@ class CommandHandler:
         args = [w.lower() for w in words[1:]]
         t = self._prompts.text
         if command in ("help", "start"):
-            return t("help") + ("\n" + t("help_console") if message.channel == "console" else "")
+            return (t("help") + "\n" + t("help_tasks")
+                    + ("\n" + t("help_console") if message.channel == "console" else ""))
         if command == "new":
             await router.new_conversation(conversation, message)
             self._window.forget(conversation.id)
@@ -80,7 +84,36 @@ class CommandHandler:
             return await self._status(conversation, await self._who(router, message, conversation))
         if command == "whoami":
             return await self._who(router, message, conversation)
+        if command == "tasks":
+            return await self._task_command(message, words[1:])
         return await self._memory(router, message, conversation, args)
+
+    async def _task_command(self, message: InboundMessage, args: list[str]) -> str:
+        """/tasks lists this chat's tasks (anyone here may read them); /tasks cancel <id> needs the
+        right to schedule in this chat."""
+        t = self._prompts.text
+        if self._tasks is None:
+            return t("tasks_none")
+        chat = chat_of(message)
+        if not args:
+            tasks = await self._tasks.in_chat(chat)
+            if not tasks:
+                return t("tasks_none")
+            lines = [t("tasks_header")]
+            for task in tasks:
+                when = (self._tasks.next_run_text(task) or "?")[:16].replace("T", " ")
+                key = "tasks_line_repeat" if task.cron else "tasks_line_once"
+                lines.append(t(key, task_id=task.id, when=when, cron=task.cron, message=task.message))
+            return "\n".join(lines)
+        raw = args[1].lstrip("#") if len(args) == 2 else ""
+        if args[0].lower() != "cancel" or not raw.isdecimal() or not raw.isascii() or len(raw) > 18:
+            return t("tasks_usage")
+        if not self._tasks.may_schedule(message):
+            return t("task_not_allowed")
+        task_id = int(raw)
+        if not await self._tasks.cancel_in_chat(chat, task_id):
+            return t("tasks_not_found", task_id=task_id)
+        return t("tasks_cancelled", task_id=task_id)
 
     async def _compact(self, conversation: ConversationRecord) -> str:
         agent = await self._repos.agents.get(conversation.agent_id)

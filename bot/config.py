@@ -196,6 +196,17 @@ class MemoryConfig(_Model):
         return value
 
 
+class TasksConfig(_Model):
+    """Reminders and scheduled tasks people ask for in a chat."""
+
+    max_per_chat: int = Field(25, ge=1, le=10000)  # live tasks one chat may hold
+    min_interval_minutes: float = Field(15, ge=1)  # a repeating task runs at most this often
+    # A task the daemon was down for runs once at start-up when at most this late; later,
+    # it is skipped and the chat's next reply mentions it.
+    catch_up_minutes: float = Field(120, ge=0)
+    group_members_may_schedule: bool = False  # in groups: admins only, or every member
+
+
 DmPolicy = Literal["allowlist", "open"]
 
 
@@ -313,6 +324,7 @@ class MateConfig(_Model):
     shutdown_drain_seconds: float = Field(30, ge=0, le=3600)
     memory: MemoryConfig = MemoryConfig()
     media: MediaConfig = MediaConfig()
+    tasks: TasksConfig = TasksConfig()
     channels: ChannelsConfig = ChannelsConfig()
     api: ApiConfig = ApiConfig()
     log: LogConfig = LogConfig()

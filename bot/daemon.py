@@ -115,7 +115,7 @@ async def _serve(
                                                  name=f"channel-{channel.name}"))
             with_console = console if console is not None else console_wanted(config)
             if with_console:
-                running.append(tasks.create_task(_run_console(rt, stop, exit_when_console_closes),
+                running.append(tasks.create_task(_run_console(rt, stop, exit_when_console_closes, services),
                                                  name="console"))
             if config.mate.recovery_minutes > 0:
                 running.append(tasks.create_task(_recover(config, rt, channels), name="recovery"))
@@ -200,12 +200,13 @@ async def _stop_channel(channel: Channel) -> None:
         log.exception("stopping %s failed", channel.name)
 
 
-async def _run_console(rt: Runtime, stop: asyncio.Event, exit_on_close: bool) -> None:
+async def _run_console(rt: Runtime, stop: asyncio.Event, exit_on_close: bool, services: Services) -> None:
     async def handle(message: InboundMessage, stream: ReplyStream | None = None) -> str | None:
         reply = await rt.router.handle(message, stream=stream)
         return reply.text if reply else None
 
     console = ConsoleChannel(handle, prompts=rt.core.prompts)
+    services.outbox.add(console)  # reminders set at the console are printed there
     try:
         await console.run()
     except (OSError, ValueError) as exc:  # stdin not readable as a stream (closed, a plain file...)

@@ -22,7 +22,9 @@ from bot.ports import CommandPort
 from bot.prompts import PromptLibrary
 from bot.storage import Repositories
 from bot.storage.records import ConversationRecord, MessageRecord
+from bot.tasks.port import TurnTasks
 from bot.text import clean_text, is_blank
+from bot.tools import ToolSet
 from channels.base import (
     InboundMessage,
     ReplyStream,
@@ -99,9 +101,10 @@ class ChannelMessageRouter:
     def __init__(
         self, config: MateConfig, repos: Repositories, agents: AgentDirectory, agent: Agent,
         memory: MemoryEventSink, prompts: PromptLibrary, *, commands: CommandPort, people: PersonDirectory,
-        media: MediaPreparer | None = None, access: AccessPolicies | None = None,
+        media: MediaPreparer | None = None, access: AccessPolicies | None = None, tasks: TurnTasks | None = None,
     ) -> None:
         self._config = config
+        self._tasks = tasks
         self._people = people
         self._access = access or AccessPolicies.from_config(config.channels)
         self._media = media
@@ -239,7 +242,10 @@ class ChannelMessageRouter:
             self._in_flight += 1
             self._idle.clear()
             try:
-                return await self._handle(message, agent_id, once, stream)
+                reply = await self._handle(message, agent_id, once, stream)
+                if reply is not None and self._tasks is not None:  # a reminder missed while down, once
+                    reply = await self._tasks.with_notice(message, reply)
+                return reply
             except (sqlite3.Error, StorageError) as exc:  # a read-only file, a full disk
                 log.error("storing the conversation failed: %s", exc,
                           extra={"channel": message.channel, "chat_id": message.chat_id})
@@ -286,8 +292,10 @@ class ChannelMessageRouter:
                     return RoutedReply(self._prompts.text(refused.key, **refused.params), conversation.id, agent_id)
                 text = media.history_text(text)
             stored = text if message.is_direct else f"[{message.sender_name or message.sender_id}] {text}"
+            tools = self._tasks.tools_for(message) if self._tasks is not None else ()
             return await self._answer(conversation, stored, text, message.sender_id, message.sender_name,
-                                      message.external_id, existing, once, stream, sent_at, media)
+                                      message.external_id, existing, once, stream, sent_at, media, tools,
+                                      message.trigger_source == "cron")
 
     async def _prepared(self, message: InboundMessage) -> PreparedMedia:
         if self._media is None:
@@ -304,19 +312,21 @@ class ChannelMessageRouter:
         self, conversation: ConversationRecord, stored: str, user_text: str, sender_id: str | None,
         sender_name: str | None, external_id: str | None, existing: tuple[int, int] | None,
         on_stored: Stored | None, stream: ReplyStream | None = None, sent_at: str | None = None,
-        media: PreparedMedia | None = None,
+        media: PreparedMedia | None = None, tools: tuple[ToolSet, ...] = (), scheduled: bool = False,
     ) -> RoutedReply:
         agent = await self._agents.get(conversation.agent_id)
         reply = await self._agent.respond(conversation, stored, agent_name=agent.name, sender_id=sender_id,
                                           sender_name=sender_name, external_id=external_id, existing=existing,
-                                          on_stored=on_stored, stream=stream, sent_at=sent_at, media=media)
+                                          on_stored=on_stored, stream=stream, sent_at=sent_at, media=media,
+                                          turn_tools=tools)
         if reply.ok and reply.last_message_id is not None:
             # Off the reply path: the turn is stored, so the reply can go now; drain()
             # waits for this too, and the upsert keeps the furthest upto whatever the order.
             # The event carries what the user wrote: a group's "[Name] " prefix must not
             # count toward the length pre-check.
+            # A scheduled task's turn is a `cron` turn wherever it runs: extraction skips it.
             self._track(self._publish(conversation, user_text, reply.text, reply.last_message_id,
-                                      reply.message_count))
+                                      reply.message_count, "cron" if scheduled else conversation.trigger_source))
         return RoutedReply(reply.text, conversation.id, conversation.agent_id, reply.failure)
 
     async def recover_unanswered(self, since: str) -> list[RoutedReply]:
@@ -384,11 +394,11 @@ class ChannelMessageRouter:
             self._idle.set()
 
     async def _publish(self, conversation: ConversationRecord, user_text: str, reply: str, upto: int,
-                       count: int) -> None:
+                       count: int, trigger_source: str) -> None:
         try:
             event = ConversationCompletedEvent(
                 agent_id=conversation.agent_id, conversation_id=conversation.id, user_message=user_text,
-                assistant_reply=reply, message_count=count, trigger_source=conversation.trigger_source,
+                assistant_reply=reply, message_count=count, trigger_source=trigger_source,
             )
             await self._memory.publish(event, upto)
         except Exception:  # the reply is already made; memory has its own durable retry

@@ -23,6 +23,8 @@ from bot.media import MediaPreparer
 from bot.people import shared_owner_memory
 from bot.llm import TextToolCallClient
 from bot.router import ChannelMessageRouter
+from bot.tasks.service import TaskService
+from bot.tasks.tool import TurnTaskTools
 from channels.base import ChannelStateBoard
 from bot.storage.embeddings import SqliteEmbeddingRepository
 from memory.embeddings import EmbeddingBackfill, EndpointHealth, OpenAIEmbeddingClient, SemanticSearch
@@ -65,6 +67,7 @@ class Runtime:
     memory_tool: WorkspaceMemoryTool
     search: MemorySearchService
     memory_services: MemoryServices | None
+    tasks: TaskService  # reminders: the tools, /tasks, the API; the daemon's timer fires them
 
 
 YOUNG_GC_THRESHOLD = 20_000
@@ -130,17 +133,19 @@ async def open_runtime(
         stack.callback(media.close)  # runs after the router drained: drops queued media work
         access = core.access
         channel_states = ChannelStateBoard()
+        tasks = TaskService(mate.tasks, mate.timezone, core.repos.tasks, access, core.prompts)
         # The commands take the router per call (ChatControl), so they are built first and
         # handed to it whole.
         commands = CommandHandler(mate, core.repos, core.workspace, window, agent, core.prompts,
                                   emergence=services.emergence if services else None,
                                   summarizer=services.worker if services else None,
-                                  channel_states=channel_states, search=search)
+                                  channel_states=channel_states, search=search, tasks=tasks)
         router = ChannelMessageRouter(mate, core.repos, core.agents, agent, memory, core.prompts,
-                                      commands=commands, media=media, access=access, people=core.people)
+                                      commands=commands, media=media, access=access, people=core.people,
+                                      tasks=TurnTaskTools(tasks, core.prompts))
         yield Runtime(core=core, llm=llm, tokens=tokens, window=window, agent=agent, router=router,
                       commands=commands, memory=memory, offline=offline, channel_states=channel_states,
-                      access=access, memory_tool=tool, search=search, memory_services=services)
+                      access=access, memory_tool=tool, search=search, memory_services=services, tasks=tasks)
 
 
 def _memory_services(stack: AsyncExitStack, core: Core, llm: LLMClient) -> MemoryServices:

@@ -6,10 +6,9 @@ import asyncio
 import contextlib
 import logging
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone, tzinfo
+from datetime import datetime, timedelta, timezone
 from types import TracebackType
 from typing import Any, Protocol
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 from apscheduler.triggers.cron import CronTrigger
@@ -17,14 +16,16 @@ from apscheduler.triggers.cron import CronTrigger
 from bot.clock import Clock, iso, parse_iso, utc_now
 from bot.storage import Repositories
 from bot.storage.records import CronJobRecord
+from bot.tasks.timing import parse_cron, resolve_zone
 
 log = logging.getLogger(__name__)
+
+__all__ = ["CronJobRunner", "CronScheduler", "missed_while_down", "parse_cron", "resolve_zone"]
 
 
 # None = "run however late": a fire delayed by a suspended host still runs (once, since
 # coalesce folds the backlog into one run), matching the catch-up rule for restarts.
 MISFIRE_GRACE_TIME: int | None = None
-_DAY_NAMES = ("sun", "mon", "tue", "wed", "thu", "fri", "sat")
 
 
 class CronJobRunner(Protocol):
@@ -33,61 +34,6 @@ class CronJobRunner(Protocol):
     async def run_text_job(self, job: CronJobRecord) -> None: ...
 
     async def run_emergence_job(self, job: CronJobRecord) -> None: ...
-
-
-def resolve_zone(name: str) -> tzinfo | None:
-    """The tzinfo of a job's zone; None for "local" (APScheduler then uses the host's zone)."""
-    if not name or name == "local":
-        return None
-    try:
-        return ZoneInfo(name)
-    except (ZoneInfoNotFoundError, ValueError):
-        raise ValueError(f"unknown time zone {name!r}") from None
-
-
-def parse_cron(expression: str, zone: str) -> CronTrigger:
-    """A CronTrigger for a standard five-field crontab line, evaluated in `zone`.
-
-    APScheduler 3 numbers weekdays from Monday=0, crontab from Sunday=0 (7 also Sunday),
-    so the day-of-week field is rewritten into day names first: "0 2 * * 0" is Sunday.
-    Unlike cron, a restricted day-of-month AND day-of-week must both match.
-    Raises ValueError for anything else.
-    """
-    fields = expression.split()
-    if len(fields) != 5:
-        raise ValueError(f"expected five fields, got {len(fields)}")
-    fields[4] = _crontab_weekdays(fields[4])
-    return CronTrigger.from_crontab(" ".join(fields), timezone=resolve_zone(zone))
-
-
-def _crontab_weekdays(field: str) -> str:
-    if field in ("*", "?"):
-        return "*"
-    days: set[int] = set()
-    for part in field.split(","):
-        body, slash, step_text = part.partition("/")
-        step = int(step_text) if slash else 1
-        if body == "*":
-            low, high = 0, 6
-        elif "-" in body:
-            start, end = body.split("-", 1)
-            low, high = _crontab_day(start), _crontab_day(end)
-        else:
-            low = _crontab_day(body)
-            high = 6 if slash else low
-        if step < 1 or low > high:
-            raise ValueError(f"bad day-of-week {part!r}")
-        days.update(day % 7 for day in range(low, high + 1, step))
-    return ",".join(_DAY_NAMES[day] for day in sorted(days))
-
-
-def _crontab_day(text: str) -> int:
-    value = text.strip().lower()
-    if value.isdigit() and 0 <= int(value) <= 7:
-        return int(value)
-    if value in _DAY_NAMES:
-        return _DAY_NAMES.index(value)
-    raise ValueError(f"bad day-of-week {text!r}")
 
 
 def _iso(moment: datetime | None) -> str | None:

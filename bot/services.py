@@ -11,6 +11,8 @@ from typing import TYPE_CHECKING
 from bot.config import Config
 from bot.errors import MateError
 from bot.runtime import Runtime
+from bot.tasks.delivery import ChannelOutbox, ReminderDelivery
+from bot.tasks.timer import TaskTimer
 from channels.base import Channel
 
 if TYPE_CHECKING:  # imported where it is started: a daemon without memory never loads APScheduler
@@ -29,12 +31,15 @@ class ApiAddress:
 
 @dataclass(frozen=True, slots=True)
 class Services:
-    """What start_services started: the chat channels to supervise, and the API and scheduler
-    where they run (both closed by the stack)."""
+    """What start_services started: the chat channels to supervise, and the API, the scheduler and
+    the reminders' timer where they run (closed by the stack). `outbox` is where reminders are
+    sent: the channels, and the console once the daemon starts it."""
 
     channels: tuple[Channel, ...]
     api: ApiAddress | None
     scheduler: CronScheduler | None
+    outbox: ChannelOutbox
+    timer: TaskTimer
 
 
 async def start_services(config: Config, rt: Runtime, stack: AsyncExitStack) -> Services:
@@ -71,6 +76,11 @@ async def start_services(config: Config, rt: Runtime, stack: AsyncExitStack) -> 
 
         channels.append(DiscordChannel(mate.channels.discord, rt.router.handle, rt.core.prompts,
                                        access=rt.access.discord))
+    outbox = ChannelOutbox()
     for channel in channels:
         rt.channel_states.add(channel)
-    return Services(tuple(channels), api, scheduler)
+        outbox.add(channel)
+    delivery = ReminderDelivery(rt.router, outbox, rt.core.prompts, rt.access, rt.core.repos)
+    timer = await stack.enter_async_context(TaskTimer(
+        rt.core.repos.tasks, rt.tasks, delivery, catch_up_minutes=mate.tasks.catch_up_minutes))
+    return Services(tuple(channels), api, scheduler, outbox, timer)

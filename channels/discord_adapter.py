@@ -438,6 +438,11 @@ class DiscordChannel:
         async def whoami(interaction: discord.Interaction) -> None:
             await ask(interaction, "/whoami", ephemeral=True)
 
+        @tree.command(name="tasks", description="This chat's reminders and scheduled tasks")
+        @app_commands.describe(cancel="The id of a task to cancel")
+        async def tasks(interaction: discord.Interaction, cancel: int | None = None) -> None:
+            await ask(interaction, "/tasks" if cancel is None else f"/tasks cancel {cancel}")
+
         memory = app_commands.Group(name="memory", description="Memory tools (admin)")
 
         @memory.command(name="emerge", description="Consolidate recent daily notes into MEMORY.md")

@@ -34,9 +34,11 @@ ROUTES: dict[tuple[str, str], tuple[tuple[str, ...], dict[str, Any] | None]] = {
     ("GET", "/api/v1/memory/{agent_id}/search"): (("limit",), None),
     ("POST", "/api/v1/chat/{agent_id}"): ((), {"message": "hi"}),
     ("POST", "/api/v1/chat/{agent_id}/stream"): ((), {"message": "hi"}),
+    ("GET", "/api/v1/agents/{agent_id}/tasks"): ((), None),
+    ("DELETE", "/api/v1/agents/{agent_id}/tasks/{task_id}"): ((), None),
 }
 _OPEN_ROUTES = {("GET", "/healthz"), ("GET", "/"), ("GET", "/api/v1/people")}  # no variables, no body
-_DEFAULTS = {"agent_id": "1", "conversation_id": "web:known", "filename": "NOTES.md"}
+_DEFAULTS = {"agent_id": "1", "conversation_id": "web:known", "filename": "NOTES.md", "task_id": "1"}
 _BASE_QUERY = {"/api/v1/memory/{agent_id}/search": "q=key"}
 
 

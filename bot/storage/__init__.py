@@ -18,6 +18,7 @@ from bot.storage.memory_state import (
     SqliteMemoryRunRepository,
 )
 from bot.storage.search import SqliteSearchRepository
+from bot.storage.tasks import SqliteTaskRepository
 from bot.storage.usage import SqliteLlmUsageRepository
 from bot.storage.workspace_files import SqliteWorkspaceFileRepository
 
@@ -37,6 +38,7 @@ class Repositories:
     llm_usage: SqliteLlmUsageRepository
     search: SqliteSearchRepository
     people: SqlitePersonRepository
+    tasks: SqliteTaskRepository
 
     @classmethod
     def over(cls, db: Database) -> Repositories:
@@ -52,6 +54,7 @@ class Repositories:
             llm_usage=SqliteLlmUsageRepository(db),
             search=SqliteSearchRepository(db),
             people=SqlitePersonRepository(db),
+            tasks=SqliteTaskRepository(db),
         )
 
 

@@ -1,4 +1,4 @@
-"""SQL for mate_cron_job."""
+"""SQL for the system jobs of mate_cron_job (the nightly consolidation); reminders are in bot/storage/tasks.py."""
 
 from __future__ import annotations
 
@@ -12,6 +12,8 @@ _COLUMNS = (
     "id, agent_id, name, cron_expression, timezone, task_type, trigger_message, enabled, "
     "last_run_time, next_run_time, update_time, create_time"
 )
+# Reminders people schedule live in the same table; the cron scheduler never sees them.
+_JOBS = "task_type <> 'reminder'"
 
 
 def _record(row: Any) -> CronJobRecord:
@@ -42,14 +44,14 @@ class SqliteCronJobRepository:
         return result.lastrowid
 
     async def list(self, *, enabled_only: bool = False) -> list[CronJobRecord]:
-        sql = f"SELECT {_COLUMNS} FROM mate_cron_job"
+        sql = f"SELECT {_COLUMNS} FROM mate_cron_job WHERE {_JOBS}"
         if enabled_only:
-            sql += " WHERE enabled = 1"
+            sql += " AND enabled = 1"
         return [_record(r) for r in await self._db.fetchall(sql + " ORDER BY id")]
 
     async def for_agent(self, agent_id: int) -> builtins.list[CronJobRecord]:
         rows = await self._db.fetchall(
-            f"SELECT {_COLUMNS} FROM mate_cron_job WHERE agent_id = ? ORDER BY id", (agent_id,)
+            f"SELECT {_COLUMNS} FROM mate_cron_job WHERE agent_id = ? AND {_JOBS} ORDER BY id", (agent_id,)
         )
         return [_record(r) for r in rows]
 
@@ -67,6 +69,7 @@ class SqliteCronJobRepository:
     async def fingerprint(self) -> str:
         """Changes whenever a job is added, removed or edited (used to reload the scheduler)."""
         row = await self._db.fetchone(
-            "SELECT COUNT(*), COALESCE(MAX(id), 0), COALESCE(MAX(update_time), '') FROM mate_cron_job"
+            "SELECT COUNT(*), COALESCE(MAX(id), 0), COALESCE(MAX(update_time), '') FROM mate_cron_job "
+            f"WHERE {_JOBS}"
         )
         return f"{row[0]}:{row[1]}:{row[2]}" if row else ""

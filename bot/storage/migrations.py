@@ -162,6 +162,42 @@ _SEARCH_SCOPE = (
 _TRIGGERS = ("tr_search_message_insert", "tr_search_message_update", "tr_search_message_delete",
              "tr_search_file_insert", "tr_search_file_update", "tr_search_file_delete")
 
+# From version 12 mate_cron_job also holds the reminders people schedule in a chat (task type
+# `reminder`). SQLite cannot widen a CHECK constraint in place, so the table is copied into
+# one with the new columns; nothing references it, so the copy keeps every id and row.
+_CRON_JOB_COLUMNS = ("id, agent_id, name, cron_expression, timezone, task_type, trigger_message, enabled, "
+                     "last_run_time, next_run_time, create_time, update_time")
+_REMINDERS = (
+    """CREATE TABLE mate_cron_job_v12 (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        agent_id INTEGER NOT NULL REFERENCES mate_agent(id),
+        name TEXT NOT NULL,
+        cron_expression TEXT NOT NULL,
+        timezone TEXT NOT NULL,
+        task_type TEXT NOT NULL CHECK (task_type IN ('text', 'emergence', 'reminder')),
+        trigger_message TEXT NOT NULL DEFAULT '',
+        enabled INTEGER NOT NULL DEFAULT 1,
+        last_run_time TEXT,
+        next_run_time TEXT,
+        create_time TEXT NOT NULL,
+        update_time TEXT NOT NULL,
+        target_channel TEXT,
+        target_chat_id TEXT,
+        target_thread_id TEXT,
+        run_at TEXT,
+        created_by TEXT,
+        created_by_name TEXT,
+        missed_time TEXT
+    )""",
+    f"INSERT INTO mate_cron_job_v12({_CRON_JOB_COLUMNS}) SELECT {_CRON_JOB_COLUMNS} FROM mate_cron_job",
+    "DROP TABLE mate_cron_job",
+    "ALTER TABLE mate_cron_job_v12 RENAME TO mate_cron_job",
+    """CREATE INDEX IF NOT EXISTS ix_cron_job_target ON mate_cron_job(target_channel, target_chat_id)
+        WHERE task_type = 'reminder'""",
+    """CREATE INDEX IF NOT EXISTS ix_cron_job_due ON mate_cron_job(next_run_time)
+        WHERE task_type = 'reminder' AND enabled = 1""",
+)
+
 MIGRATIONS: tuple[tuple[int, str, tuple[str, ...]], ...] = (
     (
         1,
@@ -447,6 +483,8 @@ MIGRATIONS: tuple[tuple[int, str, tuple[str, ...]], ...] = (
         ),
     ),
     (11, "word searches find an agent's rows through a table of index keys (mate_search_scope)", _SEARCH_SCOPE),
+    (12, "mate_cron_job holds reminders: task type reminder, the chat to deliver to, a one-shot time, "
+         "who made it and a missed run to mention", _REMINDERS),
 )
 
 LATEST_VERSION = max(version for version, _, _ in MIGRATIONS)

@@ -1,0 +1,1 @@
+"""Reminders and scheduled tasks people ask for in a chat, delivered to that chat (SPEC S27)."""

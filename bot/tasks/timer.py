@@ -1,0 +1,145 @@
+"""TaskTimer: runs each reminder once at its time, catches up after downtime, marks older runs missed."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from datetime import datetime, timedelta
+from types import TracebackType
+from typing import Protocol
+
+from bot.clock import Clock, iso, parse_iso, utc_now
+from bot.storage.tasks import SqliteTaskRepository, TaskRecord
+from bot.tasks.service import TaskService
+from bot.tasks.timing import latest_due, next_fire, parse_cron
+
+log = logging.getLogger(__name__)
+
+MAX_SLEEP = 30.0  # the clock is read again at least this often (a suspended host, a changed clock)
+STOP_GRACE = 5.0
+
+
+class FireTask(Protocol):
+    """Delivers one task's run; False when it could not start (the daemon is stopping)."""
+
+    async def __call__(self, task: TaskRecord) -> bool: ...
+
+
+class TaskTimer:
+    """Wakes at the next due task; records each run before delivering it, so a crash between the
+    two delivers at most once.
+
+    The clock is injected and read each time: APScheduler 3 reads the wall clock itself, so
+    its triggers only compute the times here (cron fields, DST), and the waiting is ours.
+    """
+
+    def __init__(
+        self, store: SqliteTaskRepository, service: TaskService, fire: FireTask, *, catch_up_minutes: float,
+        clock: Clock = utc_now, max_sleep: float = MAX_SLEEP,
+    ) -> None:
+        self._store = store
+        self._service = service
+        self._fire = fire
+        self._catch_up = timedelta(minutes=catch_up_minutes)
+        self._clock = clock
+        self._max_sleep = max_sleep
+        self._loop: asyncio.Task[None] | None = None
+        self._firing: set[asyncio.Task[None]] = set()
+
+    async def __aenter__(self) -> TaskTimer:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.stop()
+
+    async def start(self) -> None:
+        await self._service.load_missed()
+        self._loop = asyncio.create_task(self._run(), name="task-timer")
+
+    async def stop(self) -> None:
+        """No new runs; runs in progress get a few seconds, then are cancelled (recorded already:
+        start-up recovery answers a turn left without its reply)."""
+        loop, self._loop = self._loop, None
+        if loop is not None:
+            loop.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await loop
+        if self._firing:
+            _, pending = await asyncio.wait(self._firing, timeout=STOP_GRACE)
+            for task in pending:
+                task.cancel()
+            await asyncio.gather(*pending, return_exceptions=True)
+
+    async def _run(self) -> None:
+        while True:
+            try:
+                await self.run_due()
+                delay = await self._delay()
+            except Exception:  # boundary: a broken row or a locked database must not end the timer
+                log.exception("running due tasks failed; trying again in %.0f s", self._max_sleep)
+                delay = self._max_sleep
+            await self._service.changes.wait(delay)
+
+    async def _delay(self) -> float:
+        upcoming = await self._store.next_due()
+        if upcoming is None:
+            return self._max_sleep
+        try:
+            seconds = (parse_iso(upcoming) - self._clock()).total_seconds()
+        except ValueError:
+            return self._max_sleep
+        return min(max(seconds, 0.01), self._max_sleep)
+
+    async def run_due(self) -> int:
+        """Start every task due now (each in its own task); how many were started."""
+        now = self._clock()
+        started = 0
+        for task in await self._store.due(iso(now)):
+            if await self._take(task, now):
+                started += 1
+        return started
+
+    async def _take(self, task: TaskRecord, now: datetime) -> bool:
+        assert task.next_run_time is not None
+        try:
+            due = parse_iso(task.next_run_time)
+            trigger = parse_cron(task.cron, task.timezone) if task.cron else None
+        except (ValueError, KeyError) as exc:  # a hand-edited row: stop it rather than retry it forever
+            log.warning("task %s disabled: %s", task.id, exc)
+            await self._store.miss(task.id, task.next_run_time, None)
+            return False
+        following: datetime | None = None
+        if trigger is not None:
+            due = latest_due(trigger, due, now)  # one catch-up covers every run missed in a row
+            following = next_fire(trigger, now)
+        next_text = iso(following) if following is not None else None
+        late = now - due
+        if late > self._catch_up:
+            if await self._store.miss(task.id, task.next_run_time, next_text):
+                self._service.note_missed(task)
+                log.info("task %s missed its run of %s (%.0f min late); its chat hears of it once",
+                         task.id, iso(due), late.total_seconds() / 60)
+            return False
+        if not await self._store.claim(task.id, task.next_run_time, next_text, ran=iso(now)):
+            return False  # cancelled or taken meanwhile
+        if late > timedelta(minutes=1):
+            log.info("task %s runs %.0f min late (missed while down)", task.id, late.total_seconds() / 60)
+        running = asyncio.create_task(self._deliver(task, next_text), name=f"task-{task.id}")
+        self._firing.add(running)
+        running.add_done_callback(self._firing.discard)
+        return True
+
+    async def _deliver(self, task: TaskRecord, claimed_next: str | None) -> None:
+        assert task.next_run_time is not None
+        try:
+            started = await self._fire(task)
+        except Exception:  # boundary: one task's failure must not touch the others
+            log.exception("task %s failed", task.id)
+            return
+        if not started:
+            await self._store.release(task.id, task.next_run_time, claimed_next)
+            log.info("task %s put back: the daemon is stopping; it runs at the next start", task.id)

@@ -1,0 +1,154 @@
+"""The schedule_task, list_tasks and cancel_task tools, bound to the chat and sender of one turn."""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import Any
+
+from bot.prompts import PromptLibrary
+from bot.storage.tasks import ChatRef
+from bot.tasks.service import Sender, TaskProblem, TaskService, chat_of
+from bot.tools import ToolResult, ToolSet
+from channels.base import InboundMessage, RoutedReply
+
+log = logging.getLogger(__name__)
+
+SCHEDULE_TOOL = "schedule_task"
+LIST_TOOL = "list_tasks"
+CANCEL_TOOL = "cancel_task"
+TASK_TOOLS = frozenset({SCHEDULE_TOOL, LIST_TOOL, CANCEL_TOOL})
+
+
+def definitions(default_zone: str) -> list[dict[str, Any]]:
+    """The three tool definitions; the same for every chat, so the provider's prompt cache holds them."""
+    return [
+        {
+            "name": SCHEDULE_TOOL,
+            "description": (
+                "Schedule a message for this chat: a reminder the user asks for (\"remind me tomorrow at 9 to "
+                "call mum\") or a repeating task (\"every Monday at 8, list my week\"). At that time you are "
+                "given `message` as an instruction and write the message to the chat yourself. Give exactly "
+                "one of `at` (one time) or `cron` (repeating). Work out `at` from the time shown at the start "
+                "of the user's message. Tasks may repeat at most every few minutes (see the error)."
+            ),
+            "input_schema": {
+                "type": "object",
+                "properties": {
+                    "message": {"type": "string",
+                                "description": "What to do or say then, in the user's words, e.g. "
+                                               "\"remind them to call mum\"."},
+                    "at": {"type": "string",
+                           "description": "One time, ISO 8601 local date and time, seconds allowed, e.g. "
+                                          "2026-12-04T09:00:00 (an offset such as +01:00 makes it absolute)."},
+                    "cron": {"type": "string",
+                             "description": "A repeat as five cron fields: minute hour day month weekday, "
+                                            "e.g. \"0 9 * * 1\" for Mondays at 9:00."},
+                    "timezone": {"type": "string",
+                                 "description": f"IANA time zone of `at` and `cron`; default {default_zone}."},
+                },
+                "required": ["message"],
+            },
+        },
+        {
+            "name": LIST_TOOL,
+            "description": "List this chat's scheduled tasks and reminders, the next due first.",
+            "input_schema": {"type": "object", "properties": {}},
+        },
+        {
+            "name": CANCEL_TOOL,
+            "description": "Cancel one of this chat's scheduled tasks by its taskId (from list_tasks).",
+            "input_schema": {
+                "type": "object",
+                "properties": {"taskId": {"type": "integer", "description": "The task's id."}},
+                "required": ["taskId"],
+            },
+        },
+    ]
+
+
+def _error(text: str) -> ToolResult:
+    return ToolResult(json.dumps({"error": text}, ensure_ascii=False), is_error=True)
+
+
+def _ok(data: dict[str, Any]) -> ToolResult:
+    return ToolResult(json.dumps(data, ensure_ascii=False))
+
+
+class ChatTaskTools:
+    """The task tools for a sender who may schedule, acting on the chat of this turn only."""
+
+    def __init__(self, service: TaskService, prompts: PromptLibrary, chat: ChatRef, sender: Sender,
+                 offered: list[dict[str, Any]]) -> None:
+        self._service = service
+        self._prompts = prompts
+        self._chat = chat
+        self._sender = sender
+        self._offered = offered
+
+    def definitions(self) -> list[dict[str, Any]]:
+        return self._offered
+
+    def handles(self, name: str) -> bool:
+        return name in TASK_TOOLS
+
+    async def call(self, agent_id: int, name: str, arguments: Any, *, asked_in: int | None = None) -> ToolResult:
+        if not isinstance(arguments, dict):
+            return _error(self._prompts.text("tool_bad_input", error="the input must be a JSON object"))
+        if name == SCHEDULE_TOOL:
+            try:
+                task = await self._service.schedule(
+                    self._chat, self._sender, agent_id, arguments.get("message"), at=arguments.get("at"),
+                    cron=arguments.get("cron"), zone=arguments.get("timezone"))
+            except TaskProblem as problem:
+                return _error(str(problem))
+            return _ok({"taskId": task.id, "nextRun": self._service.next_run_text(task), "timezone": task.timezone})
+        if name == LIST_TOOL:
+            tasks = await self._service.in_chat(self._chat)
+            return _ok({"count": len(tasks), "tasks": [self._service.describe(task) for task in tasks]})
+        task_id = arguments.get("taskId")
+        if isinstance(task_id, str) and task_id.strip().isdigit() and len(task_id.strip()) <= 18:
+            task_id = int(task_id.strip())  # small models write numbers as text
+        if not isinstance(task_id, int) or isinstance(task_id, bool) or not 0 < task_id < 2**63:
+            return _error(self._prompts.text("task_error_id"))
+        if not await self._service.cancel_in_chat(self._chat, task_id):
+            return _error(self._prompts.text("task_error_not_found", task_id=task_id))
+        return _ok({"taskId": task_id, "cancelled": True})
+
+
+class RefusedTaskTools:
+    """For a sender who may not schedule here: nothing is offered, and a call the model makes
+    anyway (it saw the tools used earlier in the chat) gets a clear refusal to pass on."""
+
+    def __init__(self, prompts: PromptLibrary) -> None:
+        self._prompts = prompts
+
+    def definitions(self) -> list[dict[str, Any]]:
+        return []
+
+    def handles(self, name: str) -> bool:
+        return name in TASK_TOOLS
+
+    async def call(self, agent_id: int, name: str, arguments: Any, *, asked_in: int | None = None) -> ToolResult:
+        return _error(self._prompts.text("task_not_allowed"))
+
+
+class TurnTaskTools:
+    """What the router asks of tasks each turn: the tools this sender gets, and the missed runs to mention."""
+
+    def __init__(self, service: TaskService, prompts: PromptLibrary) -> None:
+        self._service = service
+        self._prompts = prompts
+        self._offered = definitions(service.default_zone)  # one list: the token count is cached by identity
+        self._refused = RefusedTaskTools(prompts)
+
+    def tools_for(self, message: InboundMessage) -> tuple[ToolSet, ...]:
+        if message.trigger_source == "cron":  # a reminder's own turn never makes another one
+            return ()
+        if not self._service.may_schedule(message):
+            return (self._refused,)
+        sender = Sender(message.sender_id, message.sender_name or message.sender_id)
+        return (ChatTaskTools(self._service, self._prompts, chat_of(message), sender, self._offered),)
+
+    async def with_notice(self, message: InboundMessage, reply: RoutedReply) -> RoutedReply:
+        return await self._service.with_notice(message, reply)

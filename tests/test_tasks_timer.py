@@ -1,0 +1,93 @@
+"""The reminders' timer on a clock the test moves: DST in Europe/Berlin, and a daemon that was down
+across a task's time (caught up once within the window, mentioned once when later) (SPEC S27)."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from pathlib import Path
+
+from bot.clock import iso
+from bot.storage.tasks import ChatRef
+from bot.tasks.service import Sender, TaskService
+from tests.tasks_env import OWNER, SCHEDULED_MARK, SteppedClock, World, utc, world
+
+BERLIN = "Europe/Berlin"
+OWNER_CHAT = ChatRef("telegram", str(OWNER))
+
+
+def service_at(w: World, clock: SteppedClock) -> TaskService:
+    """The runtime's task rules, reading the test's clock (the tools read the real one)."""
+    mate = w.rt.core.config.mate
+    return TaskService(mate.tasks, mate.timezone, w.rt.core.repos.tasks, w.rt.access, w.rt.core.prompts, clock=clock)
+
+
+async def fires_at(w: World, clock: SteppedClock, moment: datetime, count: int) -> None:
+    """Move the clock to just before `moment` (nothing new arrives), then to it (reminder `count` arrives)."""
+    clock.set(moment - timedelta(seconds=1))
+    await w.timer.run_due()
+    assert len(w.sent_to(OWNER)) == count - 1, (moment, w.sent_to(OWNER))
+    clock.set(moment)
+    await w.until(lambda: len(w.sent_to(OWNER)) >= count, f"the reminder at {moment}")
+
+
+async def test_a_daily_nine_oclock_task_stays_at_nine_across_both_dst_changes(tmp_path: Path) -> None:
+    clock = SteppedClock(utc(2026, 3, 28, 6, 0))  # Saturday, 07:00 in Berlin (CET, +01:00)
+    async with world(tmp_path, clock=clock, timezone=BERLIN) as w:
+        task = await service_at(w, clock).schedule(OWNER_CHAT, Sender(str(OWNER), "Olga"), 1, "take the pill",
+                                                   cron="0 9 * * *")
+        assert w.rt.tasks.next_run_text(task) == "2026-03-28T09:00:00+01:00"
+
+        await fires_at(w, clock, utc(2026, 3, 28, 8, 0), 1)  # 09:00 CET
+        stored = await w.rt.core.repos.tasks.get(task.id)
+        assert stored is not None and stored.next_run_time == iso(utc(2026, 3, 29, 7, 0))  # 09:00 CEST
+        await fires_at(w, clock, utc(2026, 3, 29, 7, 0), 2)  # the clocks went forward at 02:00
+        await fires_at(w, clock, utc(2026, 3, 30, 7, 0), 3)
+
+        clock.set(utc(2026, 10, 24, 6, 0))  # autumn: a long time later, on the same task
+        await service_at(w, clock).cancel_in_chat(OWNER_CHAT, task.id)
+        autumn = await service_at(w, clock).schedule(OWNER_CHAT, Sender(str(OWNER), "Olga"), 1, "take the pill",
+                                                     cron="0 9 * * *")
+        await fires_at(w, clock, utc(2026, 10, 24, 7, 0), 4)  # 09:00 CEST
+        await fires_at(w, clock, utc(2026, 10, 25, 8, 0), 5)  # 09:00 CET: the clocks went back at 03:00
+        stored = await w.rt.core.repos.tasks.get(autumn.id)
+        assert stored is not None and w.rt.tasks.next_run_text(stored) == "2026-10-26T09:00:00+01:00"
+        assert len(w.reminder_turns()) == 5
+
+
+async def test_a_reminder_missed_while_down_runs_once_within_the_catch_up_window(tmp_path: Path) -> None:
+    clock = SteppedClock(utc(2026, 5, 4, 8, 0))
+    async with world(tmp_path, clock=clock) as w:
+        await service_at(w, clock).schedule(OWNER_CHAT, Sender(str(OWNER), "Olga"), 1, "call mum",
+                                            at="2026-05-06T09:00:00")
+        daily = await service_at(w, clock).schedule(OWNER_CHAT, Sender(str(OWNER), "Olga"), 1, "stretch",
+                                                    cron="30 8 * * *")
+        clock.set(utc(2026, 5, 4, 8, 29))  # the daemon stops here, before either ran
+    clock.set(utc(2026, 5, 6, 9, 40))  # two days later: 09:00 was 40 min ago, today's 08:30 70 min ago
+    async with world(tmp_path, clock=clock) as w:
+        await w.until(lambda: len(w.sent_to(OWNER)) >= 2, "the two catch-up runs")
+        assert len(w.reminder_turns()) == 2  # the daily task once, for all its missed days
+        assert {("call mum" in str(t.body["messages"][-1]["content"])) for t in w.reminder_turns()} == {True, False}
+        stored = await w.rt.core.repos.tasks.get(daily.id)
+        assert stored is not None and stored.next_run_time == iso(utc(2026, 5, 7, 8, 30))
+    async with world(tmp_path, clock=clock) as w:  # and a restart after that runs nothing again
+        assert await w.timer.run_due() == 0
+        assert w.sent_to(OWNER) == []
+
+
+async def test_a_reminder_later_than_the_window_is_mentioned_once_in_the_next_reply(tmp_path: Path) -> None:
+    clock = SteppedClock(utc(2026, 5, 4, 8, 0))
+    async with world(tmp_path, clock=clock, tasks={"catch-up-minutes": 60}) as w:
+        task = await service_at(w, clock).schedule(OWNER_CHAT, Sender(str(OWNER), "Olga"), 1, "call mum",
+                                                   at="2026-05-04T09:00:00")
+    clock.set(utc(2026, 5, 4, 11, 0))  # two hours late
+    async with world(tmp_path, clock=clock, tasks={"catch-up-minutes": 60}) as w:
+        assert await w.timer.run_due() == 0  # whichever run of it saw the task first has marked it
+        stored = await w.rt.core.repos.tasks.get(task.id)
+        assert stored is not None and not stored.enabled and stored.missed_time == iso(utc(2026, 5, 4, 9, 0))
+        assert w.reminder_turns() == [] and w.sent_to(OWNER) == []
+    async with world(tmp_path, clock=clock, tasks={"catch-up-minutes": 60}) as w:  # a restart does not lose it
+        first = await w.tell(OWNER, "good morning")
+        second = await w.tell(OWNER, "anything else?")
+    assert first == "(While I was offline I missed a reminder due 2026-05-04 09:00: call mum)\n\nok"
+    assert second == "ok"
+    assert all(SCHEDULED_MARK not in str(r.body) for r in w.chats())
