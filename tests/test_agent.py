@@ -74,7 +74,13 @@ async def test_usage_calibrates_the_token_factor(tmp_path: Path, fake: FakeAnthr
         model = rt.agent.model
         await blank_workspace(rt)
         assert rt.tokens.factor(model) == 1.0
-        await chat(rt, "warm up")  # reports 10 input tokens: clamped, moves the factor down
+        # reports three quarters of our estimate (the fake's own count of the tool definitions
+        # is above it, as the API's is): moves the factor down
+        estimate = (rt.tokens.count_text(await rt.agent.system_prompt(1, "Mate"))
+                    + rt.tokens.count_tools(rt.agent.tool_definitions()) + rt.tokens.count_text("warm up")
+                    + PER_MESSAGE_OVERHEAD + TIME_LABEL_TOKENS)
+        fake.reply_text("ok", input_tokens=estimate * 3 // 4)
+        await chat(rt, "warm up")
         low = rt.tokens.factor(model)
         assert low < 1.0
 

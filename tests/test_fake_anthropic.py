@@ -11,7 +11,7 @@ import anthropic
 import pytest
 from aiohttp import web
 
-from tests.fakes.anthropic import FakeAnthropic, RecordedRequest, Script, TextReply
+from tests.fakes.anthropic import FakeAnthropic, RecordedRequest, Script, TextReply, ToolUseReply
 
 MESSAGES: list[dict[str, Any]] = [{"role": "user", "content": "hi"}]
 KW: dict[str, Any] = {"model": "claude-test", "max_tokens": 100, "messages": MESSAGES}
@@ -357,3 +357,158 @@ async def test_streaming_is_paced_by_time_to_first_token_and_rate(make_client: C
             assert 0.75 <= loop.time() - start < 3.0  # the whole answer, then at once
         finally:
             await client.close()
+
+
+LOOKUP_TOOL: dict[str, Any] = {
+    "name": "lookup", "description": "Look a word up in the dictionary.",
+    "input_schema": {"type": "object", "properties": {"word": {"type": "string", "description": "The word."}},
+                     "required": ["word"]},
+}
+
+
+@pytest.mark.parametrize(("model", "choice", "system_prompt_tokens"), [
+    ("claude-sonnet-4-5", None, 346),  # Claude 4 models: 346 with tool_choice auto / none ...
+    ("claude-sonnet-4-5", {"type": "any"}, 313),  # ... and 313 when a tool is forced
+    ("claude-3-haiku-20240307", None, 264),
+    ("claude-3-opus-20240229", {"type": "tool", "name": "lookup"}, 281),
+])
+async def test_tools_are_counted_as_json_with_the_tool_use_system_prompt(
+    fake: FakeAnthropic, make_client: ClientFactory, model: str, choice: dict[str, Any] | None,
+    system_prompt_tokens: int,
+) -> None:
+    from tests.fakes.anthropic_billing import estimate_tokens
+
+    client = make_client()
+    extra: dict[str, Any] = {"tool_choice": choice} if choice else {}
+    bare = await client.messages.count_tokens(model=model, messages=MESSAGES)
+    counted = await client.messages.count_tokens(model=model, messages=MESSAGES, tools=[LOOKUP_TOOL], **extra)
+    # The definition as the JSON it is sent as (names, keys and all), plus the API's own prompt.
+    assert counted.input_tokens - bare.input_tokens == estimate_tokens(json.dumps(LOOKUP_TOOL)) + system_prompt_tokens
+    billed = await client.messages.create(model=model, max_tokens=20, messages=MESSAGES, tools=[LOOKUP_TOOL], **extra)
+    assert billed.usage.input_tokens == counted.input_tokens
+
+
+def _one_hour(text: str) -> list[dict[str, Any]]:
+    return [{"type": "text", "text": text, "cache_control": {"type": "ephemeral", "ttl": "1h"}}]
+
+
+async def test_a_one_hour_cache_entry_lives_sixty_minutes_and_its_write_is_reported_apart(
+    fake: FakeAnthropic, make_client: ClientFactory,
+) -> None:
+    clock = [1000.0]
+    fake.now = lambda: clock[0]
+    client = make_client()
+    system = _one_hour("policy " * 1000)
+
+    async def ask() -> Any:
+        return (await client.messages.create(model="m", max_tokens=50, system=system, messages=MESSAGES)).usage
+
+    first = await ask()
+    assert first.cache_creation_input_tokens >= 1024 and first.cache_read_input_tokens == 0
+    assert first.cache_creation is not None
+    assert first.cache_creation.ephemeral_1h_input_tokens == first.cache_creation_input_tokens
+    assert first.cache_creation.ephemeral_5m_input_tokens == 0
+    clock[0] += 59 * 60  # long past five minutes
+    assert (await ask()).cache_read_input_tokens == first.cache_creation_input_tokens
+    clock[0] += 59 * 60  # the read renewed it for another hour
+    assert (await ask()).cache_read_input_tokens == first.cache_creation_input_tokens
+    clock[0] += 61 * 60
+    expired = await ask()
+    assert expired.cache_read_input_tokens == 0 and expired.cache_creation_input_tokens == first.cache_creation_input_tokens
+
+
+async def test_a_request_mixing_lifetimes_bills_each_part_by_its_breakpoint(
+    fake: FakeAnthropic, make_client: ClientFactory,
+) -> None:
+    clock = [1000.0]
+    fake.now = lambda: clock[0]
+    client = make_client()
+    system = _one_hour("policy " * 1000)
+    history = [{"role": "user", "content": [{"type": "text", "text": "tell me " * 800,
+                                             "cache_control": {"type": "ephemeral"}}]}]
+    first = (await client.messages.create(model="m", max_tokens=50, system=system, messages=history)).usage
+    assert first.cache_creation is not None
+    assert first.cache_creation.ephemeral_1h_input_tokens >= 1024  # the system prompt, up to its 1-hour breakpoint
+    assert first.cache_creation.ephemeral_5m_input_tokens >= 1000  # the history after it
+    clock[0] += 10 * 60  # the 5-minute part expired, the 1-hour part did not
+    later = (await client.messages.create(model="m", max_tokens=50, system=system, messages=history)).usage
+    assert later.cache_read_input_tokens == first.cache_creation.ephemeral_1h_input_tokens
+    assert later.cache_creation is not None
+    assert later.cache_creation.ephemeral_5m_input_tokens == first.cache_creation.ephemeral_5m_input_tokens
+
+
+@pytest.mark.parametrize("ttls", [("5m", "1h"), ("2h",)])
+async def test_cache_control_the_api_refuses_gets_a_400(
+    fake: FakeAnthropic, make_client: ClientFactory, ttls: tuple[str, ...],
+) -> None:
+    blocks = [{"type": "text", "text": f"part {i} " * 400, "cache_control": {"type": "ephemeral", "ttl": ttl}}
+              for i, ttl in enumerate(ttls)]
+    with pytest.raises(anthropic.BadRequestError) as info:
+        await make_client().messages.create(model="m", max_tokens=50, system=blocks, messages=MESSAGES)
+    assert "cache_control" in str(info.value) and "ttl" in str(info.value)
+
+
+async def test_changing_tool_choice_keeps_the_cached_tools_and_system_but_not_the_messages(
+    fake: FakeAnthropic, make_client: ClientFactory,
+) -> None:
+    client = make_client()
+    system = _one_hour("policy " * 1000)
+    history = [{"role": "user", "content": [{"type": "text", "text": "tell me " * 800,
+                                             "cache_control": {"type": "ephemeral"}}]}]
+    kw: dict[str, Any] = {"model": "m", "max_tokens": 50, "system": system, "messages": history,
+                          "tools": [LOOKUP_TOOL]}
+    first = (await client.messages.create(**kw)).usage
+    forced = (await client.messages.create(**kw, tool_choice={"type": "any"})).usage
+    assert first.cache_creation is not None
+    # tools and system are read (the API's tool-use prompt is 313 tokens instead of 346 when forced) ...
+    assert forced.cache_read_input_tokens == first.cache_creation.ephemeral_1h_input_tokens - (346 - 313)
+    assert forced.cache_creation_input_tokens >= 1000  # ... the history is written again
+
+
+async def test_a_tool_use_answer_can_call_several_tools(fake: FakeAnthropic, make_client: ClientFactory) -> None:
+    fake.reply_tool_use("lookup", {"word": "a"})
+    fake.push(ToolUseReply("lookup", {"word": "a"}, more=(("lookup", {"word": "b"}), ("lookup", {"word": "c"}))))
+    fake.push(ToolUseReply("lookup", {"word": "a"}, more=(("lookup", {"word": "b"}),)))
+    client = make_client()
+    single = await client.messages.create(**KW)
+    message = await client.messages.create(**KW)
+    assert [b.input for b in message.content if b.type == "tool_use"] == [{"word": "a"}, {"word": "b"}, {"word": "c"}]
+    assert len({b.id for b in message.content if b.type == "tool_use"}) == 3
+    assert message.usage.output_tokens > single.usage.output_tokens
+    async with client.messages.stream(**KW) as stream:
+        streamed = await stream.get_final_message()
+    assert [b.input for b in streamed.content if b.type == "tool_use"] == [{"word": "a"}, {"word": "b"}]
+
+
+async def test_each_request_records_what_it_was_billed_and_when(fake: FakeAnthropic, make_client: ClientFactory) -> None:
+    fake.now = lambda: 5000.0
+    answer = await make_client().messages.create(system=_one_hour("policy " * 1000), **KW)
+    (recorded,) = fake.requests
+    assert recorded.at == 5000.0
+    assert recorded.usage is not None
+    assert recorded.usage["cache_creation_input_tokens"] == answer.usage.cache_creation_input_tokens
+    assert recorded.usage["cache_creation"]["ephemeral_1h_input_tokens"] == answer.usage.cache_creation_input_tokens
+    assert recorded.usage["output_tokens"] == answer.usage.output_tokens
+
+
+async def test_reading_a_long_prefix_keeps_the_shorter_cached_prefixes_inside_it_alive(
+    fake: FakeAnthropic, make_client: ClientFactory,
+) -> None:
+    clock = [1000.0]
+    fake.now = lambda: clock[0]
+    client = make_client()
+    marked = {"type": "ephemeral"}
+    history = [{"role": "user", "content": [{"type": "text", "text": "tell me " * 800, "cache_control": marked}]}]
+
+    async def ask(workspace: str) -> Any:
+        system = [{"type": "text", "text": "base rules " * 600, "cache_control": marked},
+                  {"type": "text", "text": workspace, "cache_control": marked}]
+        return (await client.messages.create(model="m", max_tokens=20, system=system, messages=history)).usage
+
+    first = await ask("MEMORY.md: likes tea")
+    clock[0] += 4 * 60
+    assert (await ask("MEMORY.md: likes tea")).cache_read_input_tokens == first.cache_creation_input_tokens
+    clock[0] += 4 * 60  # 8 minutes after the base prompt was written, 4 after it was last used
+    changed = await ask("MEMORY.md: likes tea, moved to Lisbon")
+    assert changed.cache_read_input_tokens >= 1024  # the base prompt, renewed by the read 4 minutes ago
+    assert changed.cache_creation_input_tokens >= 1000  # the changed workspace and the history after it

@@ -17,7 +17,9 @@ from typing import Any
 from aiohttp import web
 
 from tests.fakes.anthropic_billing import (
+    CacheUsage,
     PromptCache,
+    cache_problem,
     cut_to_tokens,
     estimate_tokens,
     media_problem,
@@ -45,6 +47,8 @@ class RecordedRequest:
     headers: dict[str, str]  # keys lower-cased so lookups don't depend on client casing
     body: dict[str, Any]
     time: float  # loop.time() on arrival
+    at: float = 0.0  # the cache's clock (FakeAnthropic.now) on arrival: simulated time where a test moves it
+    usage: dict[str, Any] | None = None  # what the answer billed, once answered (None: no answer was billed)
 
 
 @dataclass(frozen=True)
@@ -65,7 +69,11 @@ class TextReply:
 
 @dataclass(frozen=True)
 class ToolUseReply:
-    """A tool_use answer; raw_input_json, when set, is spliced in verbatim instead of input."""
+    """A tool_use answer; raw_input_json, when set, is spliced in verbatim instead of input.
+
+    `more`: further (name, input) calls in the same answer, as a model calls several tools at
+    once; an answer cut at max_tokens loses them.
+    """
 
     name: str
     input: dict[str, Any] = field(default_factory=dict)
@@ -75,6 +83,7 @@ class ToolUseReply:
     input_tokens: int | None = None
     output_tokens: int | None = None
     delay: float = 0.0
+    more: tuple[tuple[str, dict[str, Any]], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -120,13 +129,19 @@ class _Answer:
     output_tokens: int
     raw_input: str | None  # the tool input JSON as streamed (cut when max_tokens ran out)
     splice: str | None  # raw tool input text sent verbatim in the JSON body
-    cache_creation_input_tokens: int = 0
-    cache_read_input_tokens: int = 0
+    cache: CacheUsage | None = None  # None: the script set input_tokens itself
 
-    def usage(self, output_tokens: int) -> dict[str, int]:
-        return {"input_tokens": self.input_tokens, "output_tokens": output_tokens,
-                "cache_creation_input_tokens": self.cache_creation_input_tokens,
-                "cache_read_input_tokens": self.cache_read_input_tokens}
+    def usage(self, output_tokens: int) -> dict[str, Any]:
+        return _usage(self.cache or CacheUsage(self.input_tokens), output_tokens)
+
+
+def _usage(cache: CacheUsage, output_tokens: int) -> dict[str, Any]:
+    """The usage object as the API sends it, cache writes split by lifetime."""
+    return {"input_tokens": cache.input_tokens, "output_tokens": output_tokens,
+            "cache_creation_input_tokens": cache.cache_creation_input_tokens,
+            "cache_read_input_tokens": cache.cache_read_input_tokens,
+            "cache_creation": {"ephemeral_5m_input_tokens": cache.ephemeral_5m_input_tokens,
+                               "ephemeral_1h_input_tokens": cache.ephemeral_1h_input_tokens}}
 
 
 Script = TextReply | ToolUseReply | ErrorReply | DisconnectReply | CustomReply | StalledReply
@@ -301,13 +316,14 @@ class FakeAnthropic:
             headers={k.lower(): v for k, v in request.headers.items()},
             body=body if isinstance(body, dict) else {},
             time=asyncio.get_running_loop().time(),
+            at=self.now(),
         )
         self.requests.append(recorded)
         if not isinstance(body, dict):
             return self._error(ErrorReply(400, "invalid_request_error", "request body is not a JSON object"))
         if request.method == "POST" and request.path == "/v1/messages/count_tokens":
             return web.json_response({"input_tokens": request_tokens(body)})
-        if (problem := media_problem(body)) is not None:
+        if (problem := media_problem(body) or cache_problem(body)) is not None:
             return self._error(ErrorReply(400, "invalid_request_error", problem))
         if request.method != "POST" or request.path != "/v1/messages":
             return self._error(ErrorReply(404, "not_found_error", f"{request.method} {request.path} not found"))
@@ -350,6 +366,7 @@ class FakeAnthropic:
             return await result
         model = str(recorded.body.get("model", "claude-fake"))
         answer = self._shape(recorded.body, script)
+        recorded.usage = answer.usage(answer.output_tokens)
         cut = script.break_after_chars if isinstance(script, TextReply) else None
         if cut is not None and not recorded.body.get("stream"):
             return await self._answer(request, recorded, DisconnectReply())
@@ -373,7 +390,9 @@ class FakeAnthropic:
         if isinstance(script, ToolUseReply):
             raw_input = script.raw_input_json if script.raw_input_json is not None else json.dumps(script.input)
         default_stop = script.stop_reason if isinstance(script, TextReply) else "tool_use"
-        wanted = estimate_tokens(text or "") + estimate_tokens(raw_input or "")
+        more = script.more if isinstance(script, ToolUseReply) else ()
+        wanted = (estimate_tokens(text or "") + estimate_tokens(raw_input or "")
+                  + sum(estimate_tokens(json.dumps(arguments)) for _, arguments in more))
         stop_reason, cut = default_stop, False
         if budget is not None and wanted > budget:
             stop_reason, cut = "max_tokens", True
@@ -383,11 +402,12 @@ class FakeAnthropic:
         output = script.output_tokens
         if output is None or cut:
             output = min(wanted, budget) if cut and budget is not None else wanted
-        created = read = 0
+        cache: CacheUsage | None = None
         if script.input_tokens is not None:
             input_tokens = script.input_tokens
         else:
-            input_tokens, created, read = self.cache.usage(body)
+            cache = self.cache.usage(body)
+            input_tokens = cache.input_tokens
         blocks: list[dict[str, Any]] = []
         if text is not None:
             blocks.append({"type": "text", "text": text})
@@ -405,8 +425,11 @@ class FakeAnthropic:
                 "name": script.name,
                 "input": tool_input,
             })
+            if not cut:
+                blocks.extend({"type": "tool_use", "id": self._next_id("toolu"), "name": name, "input": arguments}
+                              for name, arguments in more)
         splice = script.raw_input_json if isinstance(script, ToolUseReply) and tool_input == _RAW_SENTINEL else None
-        return _Answer(blocks, stop_reason, input_tokens, output, raw_input, splice, created, read)
+        return _Answer(blocks, stop_reason, input_tokens, output, raw_input, splice, cache)
 
     def _json_message(self, model: str, answer: _Answer) -> web.Response:
         message = {
@@ -446,6 +469,7 @@ class FakeAnthropic:
         }
         await send("message_start", {"message": message})
         await send("ping", {})
+        first_tool = next((i for i, b in enumerate(answer.blocks) if b["type"] == "tool_use"), -1)
         if self.ttft > 0:
             await asyncio.sleep(self.ttft)
         for index, block in enumerate(answer.blocks):
@@ -468,7 +492,8 @@ class FakeAnthropic:
                 start = {**block, "input": {}}
                 await send("content_block_start", {"index": index, "content_block": start})
                 # Several deltas, as the real API does, so accumulation is exercised.
-                for chunk in _chunks(answer.raw_input or ""):
+                raw = answer.raw_input if index == first_tool else json.dumps(block["input"])
+                for chunk in _chunks(raw or ""):
                     delta = {"type": "input_json_delta", "partial_json": chunk}
                     await send("content_block_delta", {"index": index, "delta": delta})
             await send("content_block_stop", {"index": index})
@@ -493,12 +518,10 @@ class FakeAnthropic:
     async def _stream_error(self, request: web.Request, recorded: RecordedRequest, script: ErrorReply) -> web.StreamResponse:
         response = web.StreamResponse(headers={**self._headers(), "Content-Type": "text/event-stream"})
         await response.prepare(request)
-        input_tokens, created, read = self.cache.usage(recorded.body)
+        recorded.usage = _usage(self.cache.usage(recorded.body), 1)
         message: dict[str, Any] = {"id": self._next_id("msg"), "type": "message", "role": "assistant",
                    "model": str(recorded.body.get("model", "claude-fake")), "content": [],
-                   "stop_reason": None, "stop_sequence": None,
-                   "usage": {"input_tokens": input_tokens, "output_tokens": 1,
-                             "cache_creation_input_tokens": created, "cache_read_input_tokens": read}}
+                   "stop_reason": None, "stop_sequence": None, "usage": recorded.usage}
         error = {"type": "error", "error": {"type": script.error_type, "message": script.message}}
         for event, data in (("message_start", {"type": "message_start", "message": message}), ("error", error)):
             await response.write(f"event: {event}\ndata: {json.dumps(data)}\n\n".encode())
