@@ -1,24 +1,32 @@
-"""What prompt caching saves: billed-equivalent input tokens of one long conversation.
+"""What a user message costs: billed-equivalent tokens through the real pipeline, with prompt caching and without.
 
-What: one conversation of `--turns` (200) turns through the real pipeline (router,
-window, agent, the Anthropic SDK) against the fake Messages API of tests/, with memory
-extraction on (the memory worker runs after each exchange, cooldown 0). The fake bills
-as the real API does: input tokens counted from the request, cache writes for
-`cache_control` prefixes of at least 1024 tokens, reads within the 5-minute lifetime.
-The same run is made twice: with the cache, and with the fake's cache turned off (every
-token billed as uncached input). Billed-equivalent input = uncached x1 + cache writes
-x1.25 + cache reads x0.1, summed from mate_llm_usage.
+Two scenarios; `--scenario day` is the default.
 
-How: user messages of 20-60 words, answers of 60-150 words, `--gap` (30) seconds
-between turns on the fake's cache clock (a lively chat; a gap over 5 minutes would
-expire the cache). Every 10th extraction updates MEMORY.md, which changes the
-workspace part of the system prompt as real memory growth does.
+day (bench/cost_day.py): one person's real day — 40 user messages in 5 sessions with seeded
+gaps of 30 s to 3 h, a conversation with a long past, memory files at 70 % of their budgets,
+the default cooldown, extraction, compaction and the nightly memory review all billed, output
+tokens at 5x input. It prints `cost_per_message_tokens`, `cost_ratio` (against the same day
+without caching), `memory_share` and a breakdown per purpose, beside
+`baseline_cost_per_message_tokens`, what the same day cost on the code the day bench was
+first measured on (BASELINE below).
 
-Target (SPEC): cost_ratio <= 0.25 for chat calls. Not included: output tokens (the same
-with and without caching), latency, compaction (200 turns stay under the default
-window's compaction trigger; the JSON says how many tokens the last request had).
+burst: what prompt caching saves on one long, lively conversation. `--turns` (200) turns
+through the real pipeline (router, window, agent, the Anthropic SDK) against the fake Messages
+API of tests/, with memory extraction on (the memory worker runs after each exchange, cooldown
+0). The fake bills as the real API does: input tokens counted from the request (tool
+definitions as JSON, with the API's tool-use system prompt), cache writes for `cache_control`
+prefixes of at least 1024 tokens, reads within the 5-minute lifetime. The same run is made
+twice: with the cache, and with the fake's cache turned off (every token billed as uncached
+input). Billed-equivalent input = uncached x1 + cache writes x1.25 + cache reads x0.1, summed
+from mate_llm_usage. User messages of 20-60 words, answers of 60-150 words, `--gap` (30)
+seconds between turns on the fake's cache clock (a gap over 5 minutes would expire the cache).
+Every 10th extraction updates MEMORY.md, which changes the workspace part of the system prompt
+as real memory growth does. Target (SPEC): cost_ratio <= 0.25 for chat calls. Not included:
+output tokens, latency, compaction (200 turns stay under the default window's compaction
+trigger; the JSON says how many tokens the last request had).
 
-Run: `python -m bench.cost [--turns 200]`; one JSON line on stdout.
+Run: `python -m bench.cost [--scenario day|burst] [--messages 40 --sessions 5] [--turns 200]`;
+one JSON line on stdout.
 """
 
 from __future__ import annotations
@@ -40,10 +48,11 @@ if __package__ in (None, ""):  # `python bench/cost.py`
 
 from bench._common import HostLoad, emit, make_config, quiet_logs, sentence
 from bot.runtime import open_runtime
+from bot.storage.usage import UsageTotals
 from channels.base import InboundMessage
 
 
-def _billed(rows: Sequence[Any], purpose: str) -> float:
+def _billed(rows: Sequence[UsageTotals], purpose: str) -> float:
     return sum(r.input_tokens + 1.25 * r.cache_creation_input_tokens + 0.1 * r.cache_read_input_tokens
                for r in rows if r.purpose == purpose)
 
@@ -78,6 +87,7 @@ async def _run(turns: int, gap: float, cached: bool, seed: int) -> dict[str, Any
                                                  "base-url": fake.url, "max-retries": 0},
                                  memory={"cooldown-minutes": 0})
             async with open_runtime(config) as rt:
+                assert rt.memory_services is not None
                 worker = rt.memory_services.worker
                 loop = asyncio.create_task(worker.run(), name="memory-worker")
                 try:
@@ -97,29 +107,63 @@ async def _run(turns: int, gap: float, cached: bool, seed: int) -> dict[str, Any
             "memory_calls": sum(r.calls for r in rows if r.purpose == "memory")}
 
 
-def main(argv: list[str] | None = None) -> dict[str, Any]:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--turns", type=int, default=200)
-    parser.add_argument("--gap", type=float, default=30.0, help="seconds between turns on the cache clock")
-    parser.add_argument("--seed", type=int, default=7)
-    args = parser.parse_args(argv)
-    quiet_logs()
-    load = HostLoad()
-    with_cache = asyncio.run(_run(args.turns, args.gap, True, args.seed))
-    without = asyncio.run(_run(args.turns, args.gap, False, args.seed))
-    result = {
+# cost_per_message_tokens of `--scenario day` with its defaults (seed 7, 40 messages, 5 sessions,
+# 48 000 tokens of history), measured once on the code the day bench was written against (commit
+# 65d1cd8, before any change to the cost behaviour): what later changes are held against.
+BASELINE_COST_PER_MESSAGE_TOKENS = 40_897
+
+
+def _burst(turns: int, gap: float, seed: int) -> dict[str, Any]:
+    with_cache = asyncio.run(_run(turns, gap, True, seed))
+    without = asyncio.run(_run(turns, gap, False, seed))
+    return {
         "bench": "cost",
-        "turns": args.turns,
+        "turns": turns,
         "cost_ratio": round(with_cache["chat"] / without["chat"], 4) if without["chat"] else None,
         "memory_cost_ratio": round(with_cache["memory"] / without["memory"], 4) if without["memory"] else None,
         "chat_billed_cached": round(with_cache["chat"]),
         "chat_billed_uncached": round(without["chat"]),
         "chat_calls": with_cache["chat_calls"],
         "memory_calls": with_cache["memory_calls"],
-        "turn_gap_s": args.gap,
+        "turn_gap_s": gap,
         "target": "cost_ratio <= 0.25",
     }
-    return emit(result, load)
+
+
+def _day(messages: int, sessions: int, seed: int, history_tokens: int) -> dict[str, Any]:
+    from bench.cost_day import day_result, plan_day, run_day
+
+    started = time.perf_counter()
+    turns, facts = plan_day(messages, sessions, seed)
+    cached = asyncio.run(run_day(turns, facts, cached=True, seed=seed, history_tokens=history_tokens))
+    uncached = asyncio.run(run_day(turns, facts, cached=False, seed=seed, history_tokens=history_tokens))
+    result = day_result(turns, cached, uncached, BASELINE_COST_PER_MESSAGE_TOKENS)
+    result["history_tokens_at_start"] = history_tokens
+    result["seed"] = seed
+    result["seconds"] = round(time.perf_counter() - started, 1)
+    return result
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--scenario", choices=("day", "burst"), default="day")
+    parser.add_argument("--messages", type=int, default=40, help="day: user messages")
+    parser.add_argument("--sessions", type=int, default=5, help="day: sessions they come in")
+    parser.add_argument("--history-tokens", type=int, default=48_000,
+                        help="day: tokens of earlier conversation at the start")
+    parser.add_argument("--turns", type=int, default=200, help="burst: turns")
+    parser.add_argument("--gap", type=float, default=30.0, help="burst: seconds between turns on the cache clock")
+    parser.add_argument("--seed", type=int, default=7)
+    args = parser.parse_args(argv)
+    if args.scenario == "day" and not 1 <= args.sessions <= args.messages:
+        parser.error("--sessions must be between 1 and --messages")
+    if args.history_tokens < 0 or args.turns < 1:
+        parser.error("--history-tokens must be >= 0 and --turns >= 1")
+    quiet_logs()
+    load = HostLoad()
+    if args.scenario == "burst":
+        return emit(_burst(args.turns, args.gap, args.seed), load)
+    return emit(_day(args.messages, args.sessions, args.seed, args.history_tokens), load)
 
 
 if __name__ == "__main__":

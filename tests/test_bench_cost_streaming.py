@@ -9,8 +9,8 @@ import pytest
 from bench import cost
 
 
-def test_cost_bench_reports_a_ratio_below_one(capsys: pytest.CaptureFixture[str]) -> None:
-    result = cost.main(["--turns", "6"])
+def test_cost_bench_burst_reports_a_ratio_below_one(capsys: pytest.CaptureFixture[str]) -> None:
+    result = cost.main(["--scenario", "burst", "--turns", "6"])
     (line,) = capsys.readouterr().out.splitlines()
 
     assert json.loads(line) == json.loads(json.dumps(result))
