@@ -286,6 +286,7 @@ async def run_locale(scenario: Scenario, locale: str, base_url: str, work: Path,
         "extraction": outcome.status,
         "extraction_reason": outcome.reason[:300],
         "attempts": runs["extraction_runs"],
+        "attempt_errors": runs["extraction_errors"],  # why a try before the last failed (bad JSON...)
         "model_calls": len(recorder.exchanges),
         "prompt_tokens": replies[-1]["input_tokens"] if replies else None,
         "output_tokens": replies[-1]["output_tokens"] if replies else None,
@@ -337,7 +338,7 @@ def main(argv: list[str] | None = None) -> int:
     work = Path(tempfile.mkdtemp(prefix="matebot-real-group-"))
     run_logs = work / "logs"
     run_logs.mkdir(parents=True, exist_ok=True)
-    handler = logging.FileHandler(run_logs / "group-check.log")
+    handler = logging.FileHandler(run_logs / "matebot.log")
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     logging.basicConfig(level=logging.INFO, handlers=[handler])
     # The model is on loopback: a proxy from the environment must not stand in between.

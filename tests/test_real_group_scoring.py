@@ -107,7 +107,7 @@ async def test_the_lane_scores_a_model_by_where_it_files_each_speakers_words(
     first, _, third = scenario.speakers
     expected = first if shift == 0 else third
     assert result["remark_in"] == [f"people/telegram-{expected.sender_id}.md"]
-    assert result["attempts"] == 1 and result["model_calls"] == 1
+    assert result["attempts"] == 1 and result["model_calls"] == 1 and result["attempt_errors"] == []
     dump = (tmp_path / "dump.md").read_text()
     assert f"P1 = {first.name}" in dump and f"P3 = {third.name}" in dump
     assert json.loads(json.dumps(result, ensure_ascii=False)) == result  # one JSON line's worth
