@@ -149,12 +149,18 @@ def _main(argv: Sequence[str] | None) -> int:
         print(f"matebot: config error: {exc}", file=sys.stderr)
         return EXIT_USAGE
     except MateError as exc:
-        print(redact(f"matebot: {exc}"), file=sys.stderr)
+        print(redact(_one_line(f"matebot: {exc}")), file=sys.stderr)
         return EXIT_RUNTIME
     except OSError as exc:  # a folder or the database that cannot be read or written
         where = f" ({exc.filename})" if exc.filename else ""
         print(redact(f"matebot: {exc.strerror or exc}{where}"), file=sys.stderr)
         return EXIT_RUNTIME
+
+
+def _one_line(text: str) -> str:
+    """`text` with line breaks and other control characters escaped: an error stays one line even
+    when it quotes bytes from a damaged file (SQLite names a malformed schema's garbage)."""
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
 
 
 def _keep_log_private(file: str) -> None:
