@@ -120,7 +120,8 @@ async def test_migration_12_keeps_every_cron_job_and_takes_reminders(tmp_path: P
             for statement in statements:
                 conn.execute(statement)
             conn.execute("INSERT INTO schema_version VALUES (?, ?, '2026-01-01')", (version, description))
-        conn.execute("INSERT INTO mate_agent(id, name, create_time, update_time) VALUES (1, 'Mate', '2026-01-01', '2026-01-01')")
+        conn.execute("INSERT INTO mate_agent(id, name, create_time, update_time) "
+                     "VALUES (1, 'Mate', '2026-01-01', '2026-01-01')")
         for job_id in (3, 8):  # gaps in the ids, as deletions leave them
             conn.execute("INSERT INTO mate_cron_job(id, agent_id, name, cron_expression, timezone, task_type, "
                          "trigger_message, last_run_time, create_time, update_time) VALUES (?, 1, 'nightly', "

@@ -68,6 +68,10 @@ class TaskService:
         self.changes = TaskChanges()
         self._missed: set[ChatRef] = set()  # chats whose next reply mentions a missed run
 
+    @property
+    def min_interval_text(self) -> str:
+        return _minutes(timedelta(minutes=self._config.min_interval_minutes))
+
     # -- who may -----------------------------------------------------------------------
 
     def may_schedule(self, message: InboundMessage) -> bool:

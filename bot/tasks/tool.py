@@ -20,47 +20,42 @@ CANCEL_TOOL = "cancel_task"
 TASK_TOOLS = frozenset({SCHEDULE_TOOL, LIST_TOOL, CANCEL_TOOL})
 
 
-def definitions(default_zone: str) -> list[dict[str, Any]]:
+def definitions(default_zone: str, min_interval: str) -> list[dict[str, Any]]:
     """The three tool definitions; the same for every chat, so the provider's prompt cache holds them."""
     return [
         {
             "name": SCHEDULE_TOOL,
             "description": (
-                "Schedule a message for this chat: a reminder the user asks for (\"remind me tomorrow at 9 to "
-                "call mum\") or a repeating task (\"every Monday at 8, list my week\"). At that time you are "
-                "given `message` as an instruction and write the message to the chat yourself. Give exactly "
-                "one of `at` (one time) or `cron` (repeating). Work out `at` from the time shown at the start "
-                "of the user's message. Tasks may repeat at most every few minutes (see the error)."
+                "Schedule a message for this chat: a reminder (\"remind me tomorrow at 9 to call mum\") or a "
+                "repeating task. At that time you get `message` as an instruction and write the message "
+                "yourself. Give exactly one of `at` or `cron`; work out `at` from the time at the start of "
+                "the user's message."
             ),
             "input_schema": {
                 "type": "object",
                 "properties": {
-                    "message": {"type": "string",
-                                "description": "What to do or say then, in the user's words, e.g. "
-                                               "\"remind them to call mum\"."},
+                    "message": {"type": "string", "description": "What to say or do then, e.g. \"call mum\"."},
                     "at": {"type": "string",
-                           "description": "One time, ISO 8601 local date and time, seconds allowed, e.g. "
-                                          "2026-12-04T09:00:00 (an offset such as +01:00 makes it absolute)."},
+                           "description": "Once: local date and time, ISO 8601, e.g. 2026-12-04T09:00:00."},
                     "cron": {"type": "string",
-                             "description": "A repeat as five cron fields: minute hour day month weekday, "
-                                            "e.g. \"0 9 * * 1\" for Mondays at 9:00."},
-                    "timezone": {"type": "string",
-                                 "description": f"IANA time zone of `at` and `cron`; default {default_zone}."},
+                             "description": "Repeating: five cron fields (minute hour day month weekday), at "
+                                            f"most every {min_interval} minutes, e.g. \"0 9 * * 1\"."},
+                    "timezone": {"type": "string", "description": f"IANA zone of at/cron; default {default_zone}."},
                 },
                 "required": ["message"],
             },
         },
         {
             "name": LIST_TOOL,
-            "description": "List this chat's scheduled tasks and reminders, the next due first.",
+            "description": "List this chat's scheduled tasks and reminders.",
             "input_schema": {"type": "object", "properties": {}},
         },
         {
             "name": CANCEL_TOOL,
-            "description": "Cancel one of this chat's scheduled tasks by its taskId (from list_tasks).",
+            "description": "Cancel one of this chat's scheduled tasks.",
             "input_schema": {
                 "type": "object",
-                "properties": {"taskId": {"type": "integer", "description": "The task's id."}},
+                "properties": {"taskId": {"type": "integer", "description": "From list_tasks or schedule_task."}},
                 "required": ["taskId"],
             },
         },
@@ -139,7 +134,8 @@ class TurnTaskTools:
     def __init__(self, service: TaskService, prompts: PromptLibrary) -> None:
         self._service = service
         self._prompts = prompts
-        self._offered = definitions(service.default_zone)  # one list: the token count is cached by identity
+        # One list for every turn: the agent's token count is cached by identity.
+        self._offered = definitions(service.default_zone, service.min_interval_text)
         self._refused = RefusedTaskTools(prompts)
 
     def tools_for(self, message: InboundMessage) -> tuple[ToolSet, ...]:
