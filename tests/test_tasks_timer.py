@@ -88,6 +88,8 @@ async def test_a_reminder_later_than_the_window_is_mentioned_once_in_the_next_re
     async with world(tmp_path, clock=clock, tasks={"catch-up-minutes": 60}) as w:  # a restart does not lose it
         first = await w.tell(OWNER, "good morning")
         second = await w.tell(OWNER, "anything else?")
+    async with world(tmp_path, clock=clock, tasks={"catch-up-minutes": 60}) as w:  # nor repeat it
+        third = await w.tell(OWNER, "hello again")
     assert first == "(While I was offline I missed a reminder due 2026-05-04 09:00: call mum)\n\nok"
-    assert second == "ok"
+    assert second == third == "ok"
     assert all(SCHEDULED_MARK not in str(r.body) for r in w.chats())
