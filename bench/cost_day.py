@@ -111,27 +111,6 @@ def _message(text: str) -> InboundMessage:
     return InboundMessage("console", "owner", "owner", "owner", text)
 
 
-def _drive_by(rt: Runtime, clock: SimClock) -> None:
-    """Put the daemon's time-keeping pieces on the simulated clock.
-
-    open_runtime takes no clock yet, so the bench sets the clock and sleep each piece was built
-    with (the same parameters their constructors take): the memory worker (cooldown, deferred
-    runs), extraction (today's date, retries), consolidation, the agent (a message's time, the
-    date in the system prompt).
-    """
-    services = rt.memory_services
-    assert services is not None
-    services.worker._clock = clock
-    services.worker._sleep = clock.sleep
-    services.summarization._clock = clock
-    services.summarization._sleep = clock.sleep
-    services.emergence._clock = clock
-    services.emergence._sleep = clock.sleep
-    rt.agent._clock = clock
-    zone_name = rt.core.config.mate.timezone
-    rt.agent._today_text = lambda: f"{clock.now.strftime('%Y-%m-%d, %A')} ({zone_name})"
-
-
 def _bullets(maker: FactMaker, kind: str, budget: int, header: str) -> str:
     """`header` and dated bullets of `kind` facts (as extraction writes them), up to `budget` characters."""
     text = header
@@ -189,8 +168,10 @@ async def run_day(turns: list[Turn], facts: dict[str, PlantedFact], *, cached: b
                                                  "base-url": fake.url, "max-retries": 0})
             model = DayModel(random.Random(seed + 2), dict(facts), config.mate.memory.memory_max_chars)
             fake.responder = model.respond
-            async with open_runtime(config) as rt:
-                _drive_by(rt, clock)
+            # The daemon's time-keeping (the memory worker's cooldown and deferred runs,
+            # extraction, consolidation, the agent's message times and the date in its prompt)
+            # runs on the simulated clock.
+            async with open_runtime(config, clock=clock, sleep=clock.sleep) as rt:
                 services = rt.memory_services
                 assert services is not None
                 worker = services.worker

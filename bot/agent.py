@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
@@ -50,27 +49,30 @@ def _as_sent(item: HistoryItem, media: PreparedMedia | None) -> HistoryItem:
     return replace(item, content=content, tokens=item.tokens + media.tokens)
 
 
-def local_today_text(timezone_name: str) -> str:
-    """"2026-12-03, Thursday (Europe/Berlin)": the system prompt changes once a day, not
-    once a minute, so the provider's prompt cache can hold it (the time goes with each
-    user message instead)."""
+def local_today_text(timezone_name: str, now: datetime | None = None) -> str:
+    """"2026-12-03, Thursday (Europe/Berlin)" for `now` (default: this moment): the system
+    prompt changes once a day, not once a minute, so the provider's prompt cache can hold it
+    (the time goes with each user message instead)."""
     from bot.clock import zone
 
-    return f"{datetime.now(zone(timezone_name)).strftime('%Y-%m-%d, %A')} ({timezone_name})"
+    moment = (now or utc_now()).astimezone(zone(timezone_name))
+    return f"{moment.strftime('%Y-%m-%d, %A')} ({timezone_name})"
 
 
 class _DayText:
-    """local_today_text, computed once a minute at most: every request shows it."""
+    """local_today_text, computed once a minute of `clock` at most: every request shows it."""
 
-    def __init__(self, timezone_name: str) -> None:
+    def __init__(self, timezone_name: str, clock: Clock = utc_now) -> None:
         self._timezone = timezone_name
+        self._clock = clock
         self._minute = -1
         self._text = ""
 
     def __call__(self) -> str:
-        minute = int(time.time() // 60)  # zone offsets are whole minutes: local days turn with UTC minutes
+        now = self._clock()
+        minute = int(now.timestamp() // 60)  # zone offsets are whole minutes: local days turn with UTC minutes
         if minute != self._minute:
-            self._text = local_today_text(self._timezone)
+            self._text = local_today_text(self._timezone, now)
             self._minute = minute
         return self._text
 
@@ -95,7 +97,7 @@ class Agent:
         self._definitions = [d for t in self._tools for d in t.definitions()]
         self._with_turn_tools: dict[tuple[str, ...], list[dict[str, Any]]] = {}
         self._base_prompts: dict[tuple[str, str], str] = {}
-        self._today_text = today_text or _DayText(config.timezone)
+        self._today_text = today_text or _DayText(config.timezone, clock)
         self._clock = clock
 
     @property

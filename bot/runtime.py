@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import gc
 import logging
 from collections.abc import AsyncIterator
@@ -16,12 +17,13 @@ from bot.commands import CommandHandler
 from bot.config import Config
 from bot.context.tokens import TokenEstimator
 from bot.context.window import ConversationWindowManager
-from bot.clock import MinuteLabels
+from bot.clock import Clock, MinuteLabels, utc_now
 from bot.llm import AnthropicClient, LLMClient, OfflineClient
 from bot.llm import UsageRecordingClient
 from bot.media import MediaPreparer
 from bot.people import shared_owner_memory
 from bot.llm import TextToolCallClient
+from bot.retry import Sleep
 from bot.router import ChannelMessageRouter
 from bot.tasks.service import TaskService
 from bot.tasks.tool import TurnTaskTools
@@ -98,8 +100,12 @@ def make_llm(config: Config) -> AnthropicClient | OfflineClient:
 @asynccontextmanager
 async def open_runtime(
     config: Config, *, llm: LLMClient | None = None, with_memory_worker: bool = True,
+    clock: Clock = utc_now, sleep: Sleep = asyncio.sleep,
 ) -> AsyncIterator[Runtime]:
-    """Everything a conversation needs; the memory worker is built but its loop not started."""
+    """Everything a conversation needs; the memory worker is built but its loop not started.
+
+    `clock` and `sleep` are the time the agent and the memory work keep (a bench runs a
+    whole day on a simulated one)."""
     async with AsyncExitStack() as stack:
         core = await stack.enter_async_context(open_core(config))
         mate = config.mate
@@ -116,7 +122,7 @@ async def open_runtime(
             llm = TextToolCallClient(llm)
         llm = UsageRecordingClient(llm, core.repos.llm_usage)
         tokens = TokenEstimator()
-        services = _memory_services(stack, core, llm) if with_memory_worker else None
+        services = _memory_services(stack, core, llm, clock, sleep) if with_memory_worker else None
         memory: MemoryEventSink = services.worker if services else NullMemorySink()
         window = ConversationWindowManager(
             mate.agent.conversation.window, core.repos, tokens, llm, core.prompts, memory,
@@ -128,7 +134,7 @@ async def open_runtime(
         semantic = await _semantic_search(stack, core, backfill=with_memory_worker)
         search = MemorySearchService(core.repos.search, semantic)
         agent = Agent(mate, core.repos, core.workspace, window, llm, tokens, core.prompts,
-                      [tool, MemorySearchTool(search, core.prompts)])
+                      [tool, MemorySearchTool(search, core.prompts)], clock=clock)
         media = MediaPreparer(mate.media, Path(mate.database.path).parent / "media")
         stack.callback(media.close)  # runs after the router drained: drops queued media work
         access = core.access
@@ -148,12 +154,14 @@ async def open_runtime(
                       access=access, memory_tool=tool, search=search, memory_services=services, tasks=tasks)
 
 
-def _memory_services(stack: AsyncExitStack, core: Core, llm: LLMClient) -> MemoryServices:
+def _memory_services(
+    stack: AsyncExitStack, core: Core, llm: LLMClient, clock: Clock, sleep: Sleep,
+) -> MemoryServices:
     mate = core.config.mate
-    service = MemorySummarizationService(mate, core.repos, core.workspace, llm, core.prompts)
-    worker = MemoryWorker(service, core.repos, mate)
+    service = MemorySummarizationService(mate, core.repos, core.workspace, llm, core.prompts, clock, sleep=sleep)
+    worker = MemoryWorker(service, core.repos, mate, clock=clock, sleep=sleep)
     stack.push_async_callback(worker.close)
-    emergence = MemoryEmergenceService(mate, core.repos, core.workspace, llm, core.prompts)
+    emergence = MemoryEmergenceService(mate, core.repos, core.workspace, llm, core.prompts, clock, sleep=sleep)
     return MemoryServices(service, worker, emergence)
 
 
