@@ -9,6 +9,7 @@ from pathlib import Path
 from bot.clock import iso
 from bot.storage.tasks import ChatRef
 from bot.tasks.service import Sender, TaskService
+from tests.fakes.telegram import FakeTelegram
 from tests.tasks_env import OWNER, SCHEDULED_MARK, SteppedClock, World, utc, world
 
 BERLIN = "Europe/Berlin"
@@ -85,11 +86,12 @@ async def test_a_reminder_later_than_the_window_is_mentioned_once_in_the_next_re
         stored = await w.rt.core.repos.tasks.get(task.id)
         assert stored is not None and not stored.enabled and stored.missed_time == iso(utc(2026, 5, 4, 9, 0))
         assert w.reminder_turns() == [] and w.sent_to(OWNER) == []
-    async with world(tmp_path, clock=clock, tasks={"catch-up-minutes": 60}) as w:  # a restart does not lose it
-        first = await w.tell(OWNER, "good morning")
-        second = await w.tell(OWNER, "anything else?")
-    async with world(tmp_path, clock=clock, tasks={"catch-up-minutes": 60}) as w:  # nor repeat it
-        third = await w.tell(OWNER, "hello again")
+    async with FakeTelegram() as tg:  # one server: its message ids go on across the restarts
+        async with world(tmp_path, clock=clock, tg=tg, tasks={"catch-up-minutes": 60}) as w:  # not lost
+            first = await w.tell(OWNER, "good morning")
+            second = await w.tell(OWNER, "anything else?")
+        async with world(tmp_path, clock=clock, tg=tg, tasks={"catch-up-minutes": 60}) as w:  # nor repeated
+            third = await w.tell(OWNER, "hello again")
     assert first == "(While I was offline I missed a reminder due 2026-05-04 09:00: call mum)\n\nok"
     assert second == third == "ok"
     assert all(SCHEDULED_MARK not in str(r.body) for r in w.chats())
