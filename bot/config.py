@@ -52,6 +52,9 @@ class LlmConfig(_Model):
     # A reply that is only a JSON tool call written as text runs as that call (small local
     # models do not emit native tool calls); auto = on when base_url points elsewhere.
     text_tool_calls: Literal["auto", "on", "off"] = "auto"
+    # Prompt caching: auto = the 1-hour cache while a conversation is active (a turn within the
+    # hour), the 5-minute one otherwise; 5m / 1h always that lifetime; off = no cache_control.
+    cache: Literal["auto", "5m", "1h", "off"] = "auto"
 
     @model_validator(mode="after")
     def _key_for_anthropic(self) -> LlmConfig:
@@ -112,6 +115,9 @@ class PersonEntry(_Model):
 class WindowConfig(_Model):
     default_max_input_tokens: int = Field(128000, ge=256)
     compact_trigger_ratio: float = Field(0.75, gt=0, le=1)
+    # The conversation (summary + history + the new message) is folded past this, whatever the
+    # model's limit: every request pays for the whole history, so it stays short (SPEC S32).
+    working_tokens: int = Field(24000, ge=256)
     preserve_recent_pairs: int = Field(2, ge=0, le=50)
     summary_max_tokens: int = Field(300, ge=16)
     summary_cache_minutes: float = Field(30, ge=0)

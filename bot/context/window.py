@@ -113,7 +113,19 @@ class ConversationWindowManager:
 
     @property
     def trigger(self) -> int:
+        """The whole request (system, tools, conversation) is compacted past this share of the model's limit."""
         return int(self._config.default_max_input_tokens * self._config.compact_trigger_ratio)
+
+    @property
+    def working_tokens(self) -> int:
+        """The conversation (summary, history, the new message) is compacted past this, whatever
+        the model's limit: every request re-sends it, so its size is what a message costs."""
+        return self._config.working_tokens
+
+    @property
+    def _load_limit(self) -> int:
+        # History past either limit is folded anyway: reading more of it is wasted work.
+        return min(self.budget, self.working_tokens)
 
     # -- summary state ----------------------------------------------------------------
 
@@ -232,7 +244,7 @@ class ConversationWindowManager:
         first_current = min((i.id for i in current), default=1 << 62)
         history, complete = self._cached_history(conversation.id, cutoff, previous_id)
         if not complete:
-            history, complete = await self._load_history(conversation.id, cutoff, first_current, self.budget)
+            history, complete = await self._load_history(conversation.id, cutoff, first_current, self._load_limit)
             consistent = history[-1].id == previous_id if history else (previous_id or 0) <= cutoff
             if complete and previous_id is not None and consistent:
                 self._store_history(conversation.id, _CachedHistory(cutoff, previous_id, list(history),
@@ -244,13 +256,21 @@ class ConversationWindowManager:
         if self._tokens.calibrated(model, fixed) > self.budget:
             own = sum(i.tokens for i in current)
             return MessageTooLong(tokens=own, budget=max(self.budget - (fixed - own), 0))
-        if not complete or self._calibrated(window) > self.trigger:
+        if not complete or self._over_trigger(window):
             result = await self._fold(conversation, window)
             if result is not None:
                 window.compacted = True
         if self._calibrated(window) > self.budget:
             self._trim_to_fit(window)
         return window
+
+    def _over_trigger(self, window: Window) -> bool:
+        """Compaction is due when the request passes the share of the model's limit, or the
+        conversation in it passes the working window, whichever comes first."""
+        if self._calibrated(window) > self.trigger:
+            return True
+        fixed = self._tokens.count_text(window.system) + self._tokens.count_tools(window.tools)
+        return self._tokens.calibrated(window.model, window.raw_tokens - fixed) > self.working_tokens
 
     def assemble(self, window: Window, extra: list[tuple[str, Content]] = ()) -> list[dict[str, Any]]:  # type: ignore[assignment]
         parts: list[tuple[str, Content]] = []
