@@ -610,6 +610,58 @@ async def _daily_notes(core: Core, facts: dict[str, Fact], warmup_days: int) -> 
     return warm, measured
 
 
+RECALL_AGES_DAYS = (1, 7, 30)
+RECALL_WINDOWS = (24_000, 96_000)  # today's working window, and the trigger it replaced
+_MESSAGE_OVERHEAD = 4  # bot.context.tokens.PER_MESSAGE_OVERHEAD
+
+
+def _window_starts(tokens: list[int], limit: int, kept: int = 4) -> list[int]:
+    """For each message index, the index of the oldest message still sent word for word when it
+    is the new message: the window folds all but the last `kept` messages (two exchanges) once
+    the conversation passes `limit` tokens, as the window manager does (the summary not counted)."""
+    starts: list[int] = []
+    start, used = 0, 0
+    for index, count in enumerate(tokens):
+        used += count + _MESSAGE_OVERHEAD
+        if used > limit and index - kept > start:
+            start = index - kept
+            used = sum(t + _MESSAGE_OVERHEAD for t in tokens[start:index + 1])
+        starts.append(start)
+    return starts
+
+
+async def _recall(core: Core, facts: dict[str, Fact], warmup_days: int, messages_per_day: int) -> dict[str, Any]:
+    """Where a fact stated in the measured days is, when the user asks about it 1, 7 or 30 days
+    (of this chat) later: in the words sent (the working window), in PROFILE.md / MEMORY.md (the
+    system prompt; their state at the end of the run, so older asks are a lower bound), or
+    only in the daily notes (reachable through memory search). The window's summary (300
+    tokens) is not counted: it keeps a few lines, not days of facts."""
+    rows = await core.repos.messages.after(CONVERSATION, 0, limit=1 << 30)
+    tokens = [r.token_count for r in rows]
+    files = "".join([(await core.workspace.read_text(AGENT_ID, name))[0] for name in (PROFILE_FILE, MEMORY_FILE)])
+    notes = "".join(note.content for note in await core.workspace.list(AGENT_ID, DAILY_PREFIX))
+    stated = [(index, facts[r.content]) for index, r in enumerate(rows)
+              if r.role == "user" and r.content in facts and facts[r.content].day >= warmup_days]
+    result: dict[str, Any] = {}
+    for limit in RECALL_WINDOWS:
+        starts = _window_starts(tokens, limit)
+        by_age: dict[str, Any] = {}
+        for age in RECALL_AGES_DAYS:
+            asked = [(i, f) for i, f in stated if i + age * messages_per_day < len(rows)]
+            if not asked:
+                continue
+            window = sum(1 for i, _ in asked if i >= starts[i + age * messages_per_day])
+            in_files = sum(1 for _, f in asked if f.text in files)
+            either = sum(1 for i, f in asked if i >= starts[i + age * messages_per_day] or f.text in files)
+            in_notes = sum(1 for _, f in asked if f.text in notes)
+            by_age[f"{age}d"] = {"asked": len(asked), "window": round(window / len(asked), 3),
+                                 "files": round(in_files / len(asked), 3),
+                                 "window_or_files": round(either / len(asked), 3),
+                                 "daily_notes": round(in_notes / len(asked), 3)}
+        result[str(limit)] = by_age
+    return result
+
+
 def _growth(samples: list[Sample], start: int, end: int, size: Callable[[Sample], int]
             ) -> tuple[float, float, float | None]:
     """(first-week mean, last-week mean, last over first) of one measure of the request sizes
@@ -664,6 +716,7 @@ async def run_memory_soak(*, days: int = 60, warmup_days: int = 30, messages_per
                 clock.at(day + 1, EMERGENCE_HOUR)  # the night after `day`: still that day's phase
                 await _emerge(core, emergence, phase, cursor)
             warm_notes, notes = await _daily_notes(core, facts, warmup_days)
+            recall = await _recall(core, facts, warmup_days, messages_per_day)
             final_memory = len((await core.workspace.read_text(AGENT_ID, MEMORY_FILE))[0])
             final_profile = len((await core.workspace.read_text(AGENT_ID, PROFILE_FILE))[0])
     stats = model.stats
@@ -708,6 +761,8 @@ async def run_memory_soak(*, days: int = 60, warmup_days: int = 30, messages_per
         "request_growth_besides_files": growth_rest,
         "request_growth_from_empty": growth_from_empty,
         "failure_reasons": dict(tally.reasons.most_common(3)),
+        # Facts asked about later, by conversation tokens sent word for word (working window).
+        "recall_by_window_tokens": recall,
         # The warm-up is not measured, but nothing it saw is hidden.
         "warmup_failures": warm.failures,
         "warmup_duplicates": warm_notes.duplicates,

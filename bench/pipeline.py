@@ -10,12 +10,12 @@ loop is not running (no extraction competes with the measurement).
 
 How: conversations of 10, 1,000 and 10,000 stored messages (alternating user/assistant,
 ~20-60 tokens each, inserted with `add_many`). The window is what a user gets from the
-default config (`WindowConfig`: 128,000 input tokens, compaction at 0.75 of that): every
-message stays in the window until the request passes the 96,000-token trigger, so each
-long conversation is measured at the largest window that budget lets it reach without
-compacting, as the window manager counts tokens: all 1,000 messages; for 10,000, the
-newest ~2,300 beside the system prompt, tools, a compaction summary and the current
-message. Before each timed call the cut-off is moved (untimed) so the window stays at
+default config (`WindowConfig`: 128,000 input tokens, compaction at 0.75 of that, or once the
+conversation — summary, history, new message — passes the 24,000-token working window, which
+comes first): each long conversation is measured at the largest window that lets it reach
+without compacting, as the window manager counts tokens: for 1,000 and 10,000 messages the
+newest few hundred behind a compaction summary, beside the system prompt, tools and the
+current message. Before each timed call the cut-off is moved (untimed) so the window stays at
 that size instead of growing with the bench's own turns (so a summary sits ahead of the
 1,000 too); `compactions_while_timing` counts any compaction that ran anyway (0
 expected). `--window N` caps the window at N messages instead. Lengths up to 100 use a
@@ -153,9 +153,13 @@ async def run_pipeline(
                     long_chats[length] = chat
             # The window each long chat is held at: the default budget's (just under the
             # compaction trigger), or the --window cap.
-            budget, trigger = rt.window.budget, rt.window.trigger
+            # The conversation part (summary, history, new message) also stays within the
+            # working window, which is what bounds the request by default.
+            budget, trigger, working = rt.window.budget, rt.window.trigger, rt.window.working_tokens
             current = max(rt.tokens.count_message(_message("x", rng).text) for _ in range(20))
-            room = trigger - current - MARGIN_TOKENS
+            fixed = (rt.tokens.count_text(await rt.agent.system_prompt(1, "Mate"))
+                     + rt.tokens.count_tools(rt.agent.tool_definitions()))
+            room = min(trigger, fixed + working) - current - MARGIN_TOKENS
             targets: dict[int, int] = {}
             first_tokens: dict[str, int] = {}
             for length, chat in long_chats.items():
@@ -233,6 +237,7 @@ async def run_pipeline(
         "window_messages_before_call": window_sizes,
         "window_request_tokens_first_call": first_tokens,
         "window_budget": {"max_input_tokens": budget, "compact_trigger_tokens": trigger,
+                          "working_tokens": working,
                           "cap_messages": window,
                           "source": "default config (WindowConfig)" if window is None else "--window cap"},
         "compactions_while_timing": compactions,
