@@ -118,7 +118,8 @@ async def test_memory_tool_result_goes_back_to_the_model(tmp_path: Path, fake: F
     first, second = fake.messages_requests()
     assert [t["name"] for t in first["tools"]] == [
         "list_workspace_memory_files", "read_workspace_memory_file",
-        "write_workspace_memory_file", "edit_workspace_memory_file", "search_memory"]
+        "write_workspace_memory_file", "edit_workspace_memory_file", "search_memory",
+        "schedule_task", "list_tasks", "cancel_task"]
     (result,) = tool_results(second)
     assert result["tool_use_id"] == "toolu_read1"
     assert not result.get("is_error")

@@ -22,7 +22,7 @@ from tests.fakes.anthropic import (
 )
 
 CID = "console:me"
-BUDGET = 2300  # room for the tool definitions (five tools) and the seeded workspace
+BUDGET = 2750  # room for the tool definitions (eight for the owner: memory and tasks) and the seeded workspace
 RATIO = 0.75
 TRIGGER = int(BUDGET * RATIO)
 SUMMARY_1 = "SUMMARY-ONE: the user likes zebras."
@@ -128,10 +128,18 @@ def assert_alternating(messages: list[dict[str, Any]]) -> None:
         assert before["role"] != after["role"], messages
 
 
+def owner_tools(rt: Runtime) -> list[dict[str, Any]]:
+    """The tools of the owner's console turn: the agent's own, then the task tools the owner gets."""
+    from bot.tasks.tool import TurnTaskTools
+
+    console = InboundMessage("console", "me", "me", "me", "")
+    return rt.agent.tool_definitions(TurnTaskTools(rt.tasks, rt.core.prompts).tools_for(console))
+
+
 async def estimate_without_current(rt: Runtime, conversation_id: str = CID) -> int:
     """What S5 counts before the current message: system + injection + tools + summary + history."""
     system = await rt.agent.system_prompt(1, "Mate")
-    total = rt.tokens.count_text(system) + rt.tokens.count_tools(rt.agent.tool_definitions())
+    total = rt.tokens.count_text(system) + rt.tokens.count_tools(owner_tools(rt))
     conversation = await rt.core.repos.conversations.get(conversation_id)
     assert conversation is not None
     if conversation.summary:
@@ -436,7 +444,7 @@ async def test_oversize_message_is_answered_without_the_model(tmp_path: Path, fa
     async with running(tmp_path, fake, agent=window_config()) as rt:
         await blank_workspace(rt)
         system = await rt.agent.system_prompt(1, "Mate")
-        fixed = rt.tokens.count_text(system) + rt.tokens.count_tools(rt.agent.tool_definitions())
+        fixed = rt.tokens.count_text(system) + rt.tokens.count_tools(owner_tools(rt))
         reply = await chat(rt, sized(rt.tokens, 2500, "huge"))
         stored = await rt.core.repos.messages.count(CID)
 
