@@ -115,7 +115,7 @@ class SqliteAgentRepository:
             await conn.execute(
                 "INSERT INTO mate_cron_job(agent_id, name, cron_expression, timezone, task_type, trigger_message, "
                 "enabled, create_time, update_time) SELECT ?, ?, ?, ?, ?, ?, 1, ?, ? "
-                "WHERE NOT EXISTS (SELECT 1 FROM mate_cron_job WHERE agent_id = ?)",
+                "WHERE NOT EXISTS (SELECT 1 FROM mate_cron_job WHERE agent_id = ? AND task_type <> 'reminder')",
                 (agent_id, name, cron, zone, task_type, trigger, now, now, agent_id),
             )
         return agent_id, created
