@@ -12,9 +12,10 @@ from bot.config import MateConfig
 from bot.context.messages import Content, HistoryItem, encode_content, plain_text
 from bot.context.tokens import PER_MESSAGE_OVERHEAD, TokenEstimator
 from bot.context.window import ConversationWindowManager, MessageTooLong, Window
-from bot.clock import Clock, iso, utc_now
+from bot.clock import Clock, iso, parse_iso, utc_now
 from bot.errors import LLMBusy, LLMError, PromptTooLong, StreamBroken
 from bot.llm import LLMClient, LLMRequest, LLMResponse, ToolCall
+from bot.llm.cache_lifetime import cache_lifetime
 from bot.media import PreparedMedia
 from bot.prompts import PromptLibrary
 from bot.storage import Repositories
@@ -57,6 +58,17 @@ def local_today_text(timezone_name: str, now: datetime | None = None) -> str:
 
     moment = (now or utc_now()).astimezone(zone(timezone_name))
     return f"{moment.strftime('%Y-%m-%d, %A')} ({timezone_name})"
+
+
+def _last_turn_at(window: Window) -> datetime | None:
+    """When the conversation's previous turn was sent: the newest stored time before this turn."""
+    for item in reversed(window.history):
+        if item.time:
+            try:
+                return parse_iso(item.time)
+            except ValueError:
+                return None
+    return None
 
 
 class _DayText:
@@ -206,6 +218,8 @@ class Agent:
         rounds = 0
         retried = False
         on_text = stream.text if stream is not None else None
+        # Decided once a turn: its tool rounds read the prefix the first request wrote.
+        lifetime = cache_lifetime(self._config.llm.cache, _last_turn_at(window), self._clock())
         while True:
             extra = [("assistant" if role == "assistant" else "user", content) for role, content in turn]
             messages = self._window.assemble(window, extra)
@@ -214,6 +228,7 @@ class Agent:
                 max_tokens=self._config.llm.max_output_tokens, tools=window.tools,
                 agent_id=conversation.agent_id, conversation_id=conversation.id,
                 system_split=split, cache_messages=self._breakpoints(messages, len(extra)),
+                cache=lifetime is not None, cache_ttl=lifetime or "5m",
             )
             try:
                 response = await self._llm.complete(request, on_text)

@@ -63,7 +63,7 @@ class AnthropicClient:
         self._redact = Redactor([config.api_key])
         # Turned off for good when the server shows it cannot do them (local servers, proxies).
         self._streaming = True
-        self._caching = True
+        self._caching = config.cache != "off"
 
     async def __aenter__(self) -> AnthropicClient:
         return self

@@ -6,6 +6,7 @@ import json
 import re
 from typing import TYPE_CHECKING, Any
 
+from bot.llm.cache_lifetime import CacheTtl
 from bot.llm.failures import NotStreamed
 from bot.llm.port import LLMRequest, LLMResponse, ToolCall
 from bot.text import storable
@@ -13,8 +14,13 @@ from bot.text import storable
 if TYPE_CHECKING:
     import anthropic
 
-_EPHEMERAL = {"type": "ephemeral"}
 _MAX_BREAKPOINTS = 4  # the Messages API's limit per request
+
+
+def _control(ttl: CacheTtl) -> dict[str, str]:
+    # The 5-minute lifetime is the API's default: sent without `ttl`, as servers that predate
+    # the 1-hour cache (proxies, local servers) expect it.
+    return {"type": "ephemeral"} if ttl == "5m" else {"type": "ephemeral", "ttl": ttl}
 
 
 def request_params(request: LLMRequest) -> dict[str, Any]:
@@ -23,22 +29,25 @@ def request_params(request: LLMRequest) -> dict[str, Any]:
                               "messages": request.messages}
     if request.tools:
         params["tools"] = request.tools
+    control = _control(request.cache_ttl)
     if request.system.strip():  # the API refuses a blank system text block
-        params["system"] = _system_blocks(request.system, request.system_split) if request.cache else request.system
+        params["system"] = (_system_blocks(request.system, request.system_split, control)
+                            if request.cache else request.system)
     if request.cache and request.cache_messages:
         used = len(params["system"]) if "system" in params else 0
-        params["messages"] = _marked(request.messages, request.cache_messages, _MAX_BREAKPOINTS - used)
+        params["messages"] = _marked(request.messages, request.cache_messages, _MAX_BREAKPOINTS - used, control)
     return params
 
 
-def _system_blocks(system: str, split: int) -> list[dict[str, Any]]:
+def _system_blocks(system: str, split: int, control: dict[str, str]) -> list[dict[str, Any]]:
     parts = [system[:split], system[split:]] if 0 < split < len(system) else [system]
     if any(not part.strip() for part in parts):  # the API refuses blank text blocks
         parts = [system]
-    return [{"type": "text", "text": part, "cache_control": _EPHEMERAL} for part in parts]
+    return [{"type": "text", "text": part, "cache_control": control} for part in parts]
 
 
-def _marked(messages: list[dict[str, Any]], indices: tuple[int, ...], allowed: int) -> list[dict[str, Any]]:
+def _marked(messages: list[dict[str, Any]], indices: tuple[int, ...], allowed: int,
+            control: dict[str, str]) -> list[dict[str, Any]]:
     """A copy of `messages` with a breakpoint on the last block of each indexed message."""
     marked = list(messages)
     positions = sorted({i % len(messages) for i in indices if -len(messages) <= i < len(messages)})
@@ -55,7 +64,7 @@ def _marked(messages: list[dict[str, Any]], indices: tuple[int, ...], allowed: i
             continue
         if blocks[-1].get("type") in ("thinking", "redacted_thinking"):
             continue  # a breakpoint cannot sit on a thinking block
-        blocks[-1] = {**blocks[-1], "cache_control": _EPHEMERAL}
+        blocks[-1] = {**blocks[-1], "cache_control": control}
         marked[position] = {**message, "content": blocks}
     return marked
 

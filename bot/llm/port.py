@@ -6,6 +6,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from bot.llm.cache_lifetime import CacheTtl
+
 
 @dataclass(frozen=True, slots=True)
 class ToolCall:
@@ -27,9 +29,12 @@ class LLMRequest:
     # Prompt caching: the end of the system prompt (tools before it) is always a breakpoint;
     # system_split > 0 adds one after system[:system_split] (the base prompt, which outlives
     # workspace edits); cache_messages are indices of messages whose last block ends a prefix.
+    # cache_ttl: the lifetime of every breakpoint (one for all: the API refuses a 1-hour
+    # breakpoint after a 5-minute one).
     cache: bool = True
     system_split: int = 0
     cache_messages: tuple[int, ...] = ()
+    cache_ttl: CacheTtl = "5m"
 
 
 @dataclass(frozen=True, slots=True)
