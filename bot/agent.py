@@ -9,13 +9,13 @@ from datetime import datetime
 from typing import Any
 
 from bot.config import MateConfig
+from bot.context.cache_lifetime import cache_lifetime
 from bot.context.messages import Content, HistoryItem, encode_content, plain_text
 from bot.context.tokens import PER_MESSAGE_OVERHEAD, TokenEstimator
 from bot.context.window import ConversationWindowManager, MessageTooLong, Window
 from bot.clock import Clock, iso, parse_iso, utc_now
 from bot.errors import LLMBusy, LLMError, PromptTooLong, StreamBroken
 from bot.llm import LLMClient, LLMRequest, LLMResponse, ToolCall
-from bot.llm.cache_lifetime import cache_lifetime
 from bot.media import PreparedMedia
 from bot.prompts import PromptLibrary
 from bot.storage import Repositories

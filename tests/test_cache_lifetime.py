@@ -172,3 +172,20 @@ async def test_off_covers_the_memory_calls_too(fake: FakeAnthropic) -> None:
 def test_an_unknown_cache_lifetime_is_refused_naming_the_key() -> None:
     with pytest.raises(ConfigError, match=r"mate\.llm\.cache"):
         parse_config({"mate": {"llm": {"cache": "2h"}}}, environ={})
+
+
+async def test_a_server_that_refuses_the_hour_long_cache_gets_the_five_minute_one(fake: FakeAnthropic) -> None:
+    refusal = "cache_control.ttl: Extra inputs are not permitted"
+    fake.reply_error(400, "invalid_request_error", refusal)
+    fake.reply_text("first")
+    fake.reply_text("second")
+    request = LLMRequest(model="claude-fake", system="You are a helpful assistant. " * 200,
+                         messages=[{"role": "user", "content": "hi"}], max_tokens=50, cache_ttl="1h")
+    async with AnthropicClient(LlmConfig(api_key="k", base_url=fake.url, max_retries=0)) as client:
+        first = await client.complete(request)
+        second = await client.complete(request)
+
+    assert (first.text, second.text) == ("first", "second")
+    refused, retried, later = fake.messages_requests()
+    assert lifetimes(refused) == {"1h"}
+    assert lifetimes(retried) == {"5m"} and lifetimes(later) == {"5m"}  # still cached, for 5 minutes

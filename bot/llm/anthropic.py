@@ -64,6 +64,7 @@ class AnthropicClient:
         # Turned off for good when the server shows it cannot do them (local servers, proxies).
         self._streaming = True
         self._caching = config.cache != "off"
+        self._long_cache = True  # the 1-hour lifetime (`ttl`), which servers that cache may still not know
 
     async def __aenter__(self) -> AnthropicClient:
         return self
@@ -75,6 +76,8 @@ class AnthropicClient:
 
     async def complete(self, request: LLMRequest, on_text: TextListener | None = None) -> LLMResponse:
         uncached = not (self._caching and request.cache)
+        if not self._long_cache:
+            request = replace(request, cache_ttl="5m")
         # Someone waits for a chat answer (or the summary it needs); memory work in the
         # background may wait for a slot as long as it takes rather than fail and be retried.
         bounded = request.purpose in ("chat", "summary")
@@ -98,6 +101,12 @@ class AnthropicClient:
             except CacheRejected as rejected:
                 if uncached:  # asked without cache_control already: the error is about something else
                     raise LLMError(f"request rejected: {rejected}") from None
+                if request.cache_ttl != "5m" and self._long_cache:
+                    log.warning("the model API refuses the 1-hour prompt cache; using the 5-minute one from now on")
+                    self._long_cache = False
+                    request = replace(request, cache_ttl="5m")
+                    params = request_params(request)
+                    continue
                 if self._caching:
                     log.warning("the model API refuses prompt caching (cache_control); sending requests without it")
                 self._caching = False

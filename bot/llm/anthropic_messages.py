@@ -6,9 +6,8 @@ import json
 import re
 from typing import TYPE_CHECKING, Any
 
-from bot.llm.cache_lifetime import CacheTtl
 from bot.llm.failures import NotStreamed
-from bot.llm.port import LLMRequest, LLMResponse, ToolCall
+from bot.llm.port import CacheTtl, LLMRequest, LLMResponse, ToolCall
 from bot.text import storable
 
 if TYPE_CHECKING:

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
-from bot.llm.cache_lifetime import CacheTtl
+CacheTtl = Literal["5m", "1h"]  # the lifetimes cache_control accepts
 
 
 @dataclass(frozen=True, slots=True)

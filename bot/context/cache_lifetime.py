@@ -5,7 +5,8 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import Literal
 
-CacheTtl = Literal["5m", "1h"]
+from bot.llm.port import CacheTtl
+
 CacheMode = Literal["auto", "5m", "1h", "off"]
 
 # A conversation with a turn this recent is likely to go on within the hour.
