@@ -9,7 +9,7 @@ from datetime import datetime
 from typing import Any
 
 from bot.config import MateConfig
-from bot.context.cache_lifetime import cache_lifetime
+from bot.context.cache_lifetime import ChatCacheLifetimes
 from bot.context.messages import Content, HistoryItem, encode_content, plain_text
 from bot.context.tokens import PER_MESSAGE_OVERHEAD, TokenEstimator
 from bot.context.window import ConversationWindowManager, MessageTooLong, Window
@@ -111,6 +111,7 @@ class Agent:
         self._base_prompts: dict[tuple[str, str], str] = {}
         self._today_text = today_text or _DayText(config.timezone, clock)
         self._clock = clock
+        self._lifetimes = ChatCacheLifetimes(config.llm.cache)
 
     @property
     def model(self) -> str:
@@ -219,7 +220,8 @@ class Agent:
         retried = False
         on_text = stream.text if stream is not None else None
         # Decided once a turn: its tool rounds read the prefix the first request wrote.
-        lifetime = cache_lifetime(self._config.llm.cache, _last_turn_at(window), self._clock())
+        lifetime = self._lifetimes.choose(conversation.id, window.system, window.tools, _last_turn_at(window),
+                                          self._clock())
         while True:
             extra = [("assistant" if role == "assistant" else "user", content) for role, content in turn]
             messages = self._window.assemble(window, extra)

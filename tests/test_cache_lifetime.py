@@ -189,3 +189,22 @@ async def test_a_server_that_refuses_the_hour_long_cache_gets_the_five_minute_on
     refused, retried, later = fake.messages_requests()
     assert lifetimes(refused) == {"1h"}
     assert lifetimes(retried) == {"5m"} and lifetimes(later) == {"5m"}  # still cached, for 5 minutes
+
+
+async def test_a_changed_prefix_is_written_for_five_minutes_then_kept_for_the_hour(
+    tmp_path: Path, fake: FakeAnthropic,
+) -> None:
+    moment = Moment()
+    async with running(tmp_path, fake, moment, None) as rt:
+        for step, text in enumerate((LONG_FACT, "what grows there?", "and now?", "and the tomatoes?")):
+            if step == 2:  # an extraction wrote to the memory files: the system prompt changes
+                await rt.core.workspace.write(1, "MEMORY.md", "# Core memory\n\n- The user grows tomatoes.\n")
+            moment.wait(minutes=2)
+            fake.reply_text("noted")
+            await chat(rt, text)
+
+    bodies = [r.body for r in chat_requests(fake)]
+    assert "grows tomatoes" not in json.dumps(bodies[1]["system"])
+    assert "grows tomatoes" in json.dumps(bodies[2]["system"])
+    assert [lifetimes(b) for b in bodies] == [{"5m"}, {"1h"}, {"5m"}, {"1h"}]
+    assert_all_accepted(fake)
