@@ -1,6 +1,6 @@
 """A real-model check of a group's memory: does each member's profile get that member's facts?
 
-Usage: scripts/real-group-check [CACHE_DIR] [--locale en|zh-CN|both] [--threads N] [--keep]
+Usage: scripts/real-group-check [CACHE_DIR] [--locale en|zh-CN|both] [--threads N] [--temp T] [--keep]
 
 1. Reuses scripts/real-model-check's llama-server build and Qwen2.5-Coder-1.5B weights
    under CACHE_DIR (building and downloading them first when they are not there yet).
@@ -323,6 +323,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--locale", choices=[*LOCALES, "both"], default="both",
                         help="the conversation's language and prompts (default: both, one JSON line each)")
     parser.add_argument("--threads", type=int, default=2, help="llama-server threads (default 2)")
+    parser.add_argument("--temp", type=float, default=None,
+                        help="llama-server's sampling temperature for requests that set none, as matebot's "
+                             "(default: the server's own, 0.8; 0 answers the same prompt the same way)")
     parser.add_argument("--keep", action="store_true", help="keep the temporary data folder and say where")
     args = parser.parse_args(argv)
 
@@ -345,11 +348,14 @@ def main(argv: list[str] | None = None) -> int:
     os.environ["NO_PROXY"] = ",".join(filter(None, [os.environ.get("NO_PROXY", ""), "127.0.0.1,localhost"]))
     try:
         binary, template, model, _, _ = prepare(cache, logs)
-        base_url, load_s, _ = start_llama(procs, binary, template, model, args.threads, run_logs, context=CONTEXT)
+        options = [] if args.temp is None else ["--temp", str(args.temp)]
+        base_url, load_s, _ = start_llama(procs, binary, template, model, args.threads, run_logs, context=CONTEXT,
+                                          options=options)
         for locale in LOCALES if args.locale == "both" else (args.locale,):
             dump = logs / f"last-group-{locale}.md"
             result = asyncio.run(run_locale(SCENARIOS[locale], locale, base_url, work / locale, dump))
-            result.update(runtime=runtime_label(args.threads, CONTEXT), server_load_s=round(load_s, 1))
+            result.update(runtime=" ".join([runtime_label(args.threads, CONTEXT), *options]),
+                          server_load_s=round(load_s, 1))
             print(json.dumps(result, ensure_ascii=False), flush=True)
             say(f"{locale}: prompt, replies and files in {dump}")
         return 0

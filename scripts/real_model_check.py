@@ -35,6 +35,7 @@ import urllib.parse
 import urllib.request
 import zipfile
 from datetime import datetime, timezone
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -346,11 +347,12 @@ def prepare(cache: Path, logs: Path) -> tuple[Path, Path, Path, float, float]:
 
 
 def start_llama(procs: Processes, binary: Path, template: Path, model: Path, threads: int,
-                logs: Path, *, context: int = CONTEXT) -> tuple[str, float, subprocess.Popen[bytes]]:
+                logs: Path, *, context: int = CONTEXT,
+                options: Sequence[str] = ()) -> tuple[str, float, subprocess.Popen[bytes]]:
     port = free_port()
     log = logs / "llama-server.log"
     argv = [str(binary), "-m", str(model), "--chat-template-file", str(template), "--host", "127.0.0.1",
-            "--port", str(port), "-t", str(threads), "-c", str(context), "-np", "1", "--no-webui"]
+            "--port", str(port), "-t", str(threads), "-c", str(context), "-np", "1", "--no-webui", *options]
     say(f"starting llama-server on 127.0.0.1:{port} (log: {log})")
     started = time.monotonic()
     proc = procs.start("llama-server", argv, log=log)
