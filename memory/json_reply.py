@@ -15,10 +15,22 @@ class InvalidJsonReply(ValueError):
     """The reply holds no JSON object with the required fields."""
 
 
+def _merged(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """An object whose key repeats keeps both values when they are objects: small models write
+    `"people_edits": {"P2": ...}, "people_edits": {"P3": ...}`, and json keeps only the last."""
+    merged: dict[str, Any] = {}
+    for key, value in pairs:
+        if isinstance(merged.get(key), dict) and isinstance(value, dict):
+            merged[key] = {**merged[key], **value}
+        else:
+            merged[key] = value
+    return merged
+
+
 def extract_json_object(text: str) -> dict[str, Any]:
     """The first JSON object in `text`: inside a ``` fence if there is one, else anywhere."""
     candidates = [m.group(1) for m in _FENCE.finditer(text)] + [text]
-    decoder = json.JSONDecoder()
+    decoder = json.JSONDecoder(object_pairs_hook=_merged)
     for candidate in candidates:
         start = candidate.find("{")
         while start != -1:
@@ -50,7 +62,7 @@ def _as_text(value: Any, field: str) -> str:
 
 
 def _keyed(value: Any, field: str) -> dict[str, Any]:
-    if value is None:
+    if value is None or value == [] or value == "":  # "nobody" written as an empty list or text
         return {}
     if not isinstance(value, dict):
         raise InvalidJsonReply(f"{field} must be an object keyed by person (P1, P2, ...)")

@@ -129,3 +129,17 @@ async def test_a_profile_always_starts_with_its_members_name(tmp_path: Path) -> 
         bob = await env.core.workspace.get(group, profile_filename("telegram", "222"))
     assert alice is not None and alice.content == "# Alice\n\n- nurse\n"
     assert bob is not None and bob.content == "# Bob\n\n- lives in Porto\n"
+
+
+async def test_a_small_models_repeated_keys_and_empty_lists_are_read_as_meant(tmp_path: Path) -> None:
+    async with memory_env(tmp_path, **{"min-messages-for-summarize": 0}) as env:
+        group = await env.core.agents.for_chat("tg:-1001", "Family")
+        await group_chat(env.core, group, LINES)
+        env.fake.push(TextReply('{"should_update": true, "reason": "r", "daily_entry": "", "people_updates": [], '
+                                '"people_edits": {"P1": [{"append": "- nurse"}]}, '
+                                '"people_edits": {"P2": [{"append": "- Porto"}]}}'))
+        outcome = await env.service.analyze_and_update_memory(group, GROUP)
+        alice = await env.core.workspace.get(group, profile_filename("telegram", "111"))
+        bob = await env.core.workspace.get(group, profile_filename("telegram", "222"))
+    assert outcome.status == "completed", outcome
+    assert alice is not None and "nurse" in alice.content and bob is not None and "Porto" in bob.content
