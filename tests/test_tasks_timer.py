@@ -3,12 +3,14 @@ across a task's time (caught up once within the window, mentioned once when late
 
 from __future__ import annotations
 
+import json
 from datetime import datetime, timedelta
 from pathlib import Path
 
 from bot.clock import iso
 from bot.storage.tasks import ChatRef
 from bot.tasks.service import Sender, TaskService
+from bot.tasks.tool import SCHEDULE_TOOL, ChatTaskTools
 from tests.fakes.telegram import FakeTelegram
 from tests.tasks_env import OWNER, SCHEDULED_MARK, SteppedClock, World, utc, world
 
@@ -95,3 +97,18 @@ async def test_a_reminder_later_than_the_window_is_mentioned_once_in_the_next_re
     assert first == "(While I was offline I missed a reminder due 2026-05-04 09:00: call mum)\n\nok"
     assert second == third == "ok"
     assert all(SCHEDULED_MARK not in str(r.body) for r in w.chats())
+
+
+async def test_a_time_that_passes_while_the_model_thinks_is_due_at_once_not_refused(tmp_path: Path) -> None:
+    clock = SteppedClock(utc(2026, 5, 4, 8, 0, 40))  # the message shows "08:00"; "in a minute" is 08:01
+    async with world(tmp_path, clock=clock) as w:
+        tools = ChatTaskTools(service_at(w, clock), w.rt.core.prompts, OWNER_CHAT, Sender(str(OWNER), "Olga"), [])
+        clock.set(utc(2026, 5, 4, 8, 1, 30))  # a slow model answers after its own `at`
+        made = await tools.call(1, SCHEDULE_TOOL, {"message": "stretch", "at": "2026-05-04T08:01:00"})
+        assert not made.is_error, made.content
+        assert json.loads(made.content)["nextRun"] == "2026-05-04T08:01:30+00:00"
+        this_minute = await tools.call(1, SCHEDULE_TOOL, {"message": "now", "at": "2026-05-04T08:00:00"})
+        assert not this_minute.is_error, this_minute.content
+        before = await tools.call(1, SCHEDULE_TOOL, {"message": "late", "at": "2026-05-04T07:59:00"})
+        assert before.is_error and "is in the past" in before.content
+        await w.until(lambda: len(w.sent_to(OWNER)) >= 2, "both reminders, at once")

@@ -88,11 +88,17 @@ class TaskService:
 
     # -- one chat ----------------------------------------------------------------------
 
+    def now(self) -> datetime:
+        return self._clock()
+
     async def schedule(
         self, chat: ChatRef, sender: Sender, agent_id: int, message: Any, *, at: Any = None, cron: Any = None,
-        zone: Any = None,
+        zone: Any = None, asked_at: datetime | None = None,
     ) -> TaskRecord:
-        """A new task, or TaskProblem naming what is wrong (nothing is stored then)."""
+        """A new task, or TaskProblem naming what is wrong (nothing is stored then).
+
+        `asked_at` is when the turn began: the model works out `at` from the minute it was shown
+        then, and a slow model can still be thinking when that moment passes."""
         t = self._prompts.text
         if not isinstance(message, str) or not message.strip() or len(message) > MAX_TASK_MESSAGE_CHARS:
             raise TaskProblem(t("task_error_message", limit=MAX_TASK_MESSAGE_CHARS))
@@ -108,7 +114,7 @@ class TaskService:
             raise TaskProblem(t("task_error_when"))
         now = self._clock()
         if given == ["at"]:
-            first, expression, run_at = self._one_shot(at, zone_name, now), "", True
+            first, expression, run_at = self._one_shot(at, zone_name, now, asked_at), "", True
         else:
             first, expression, run_at = self._repeating(cron, zone_name, now), cron.strip(), False
         created = await self._store.add(NewTask(
@@ -124,7 +130,7 @@ class TaskService:
                  extra={"channel": chat.channel, "chat_id": chat.chat_id})
         return task
 
-    def _one_shot(self, at: Any, zone_name: str, now: datetime) -> datetime:
+    def _one_shot(self, at: Any, zone_name: str, now: datetime, asked_at: datetime | None) -> datetime:
         t = self._prompts.text
         if not isinstance(at, str):
             raise TaskProblem(t("task_error_at", problem="at must be a text such as 2026-12-04T09:00:00"))
@@ -132,6 +138,8 @@ class TaskService:
             moment = parse_at(at, zone_name)
         except ValueError as exc:
             raise TaskProblem(t("task_error_at", problem=str(exc))) from None
+        if moment <= now and asked_at is not None and moment >= _minute_of(asked_at):
+            return now  # it was still ahead when the person asked: due at once, not refused
         if moment <= now:
             raise TaskProblem(t("task_error_past", at=at.strip()[:40], now=local_text(now, zone_name),
                                 timezone=zone_name))
@@ -218,6 +226,11 @@ class TaskService:
         if not lines:
             return reply
         return replace(reply, text="\n".join(lines) + "\n\n" + reply.text)
+
+
+def _minute_of(moment: datetime) -> datetime:
+    """The start of the minute the turn's time label shows."""
+    return moment.replace(second=0, microsecond=0)
 
 
 def _minutes(span: timedelta) -> str:

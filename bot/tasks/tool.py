@@ -28,8 +28,9 @@ def definitions(default_zone: str, min_interval: str) -> list[dict[str, Any]]:
             "description": (
                 "Schedule a message for this chat: a reminder (\"remind me tomorrow at 9 to call mum\") or a "
                 "repeating task. At that time you get `message` as an instruction and write the message "
-                "yourself. Give exactly one of `at` or `cron`; work out `at` from the time at the start of "
-                "the user's message."
+                "yourself. Give exactly one of `at` or `cron`. Use `at` for a one-time reminder (\"in 10 "
+                "minutes\", \"tomorrow at 9\"): add the delay to the time at the start of the user's message. "
+                "Use `cron` only when the person asks for a repeating one (\"every Monday at 9\")."
             ),
             "input_schema": {
                 "type": "object",
@@ -76,6 +77,7 @@ class ChatTaskTools:
     def __init__(self, service: TaskService, prompts: PromptLibrary, chat: ChatRef, sender: Sender,
                  offered: list[dict[str, Any]]) -> None:
         self._service = service
+        self._asked_at = service.now()  # built as the turn begins, with the time the model is shown
         self._prompts = prompts
         self._chat = chat
         self._sender = sender
@@ -94,7 +96,7 @@ class ChatTaskTools:
             try:
                 task = await self._service.schedule(
                     self._chat, self._sender, agent_id, arguments.get("message"), at=arguments.get("at"),
-                    cron=arguments.get("cron"), zone=arguments.get("timezone"))
+                    cron=arguments.get("cron"), zone=arguments.get("timezone"), asked_at=self._asked_at)
             except TaskProblem as problem:
                 return _error(str(problem))
             return _ok({"taskId": task.id, "nextRun": self._service.next_run_text(task), "timezone": task.timezone})
