@@ -10,6 +10,7 @@ from typing import Any
 
 from bot.config import MateConfig
 from bot.context.cache_lifetime import ChatCacheLifetimes
+from bot.context.memory_snapshot import MemorySnapshots
 from bot.context.messages import Content, HistoryItem, encode_content, plain_text
 from bot.context.tokens import PER_MESSAGE_OVERHEAD, TokenEstimator
 from bot.context.window import ConversationWindowManager, MessageTooLong, Window
@@ -112,6 +113,7 @@ class Agent:
         self._today_text = today_text or _DayText(config.timezone, clock)
         self._clock = clock
         self._lifetimes = ChatCacheLifetimes(config.llm.cache)
+        self._snapshots = MemorySnapshots(lambda changes: prompts.render("agent/memory-updated", changes=changes))
 
     @property
     def model(self) -> str:
@@ -204,6 +206,12 @@ class Agent:
         self._window.record(conversation.id, previous_id, [user])
         if isinstance(window, MessageTooLong):  # check_fits said it fits; only calibration can move
             return self._too_long(window, user_id)
+        if group is None:  # a group's prompt changes with who speaks: it is rebuilt each turn
+            kept = self._snapshots.choose(conversation.id, system, split, window.summary,
+                                          compacted=window.compacted, now=self._clock())
+            window.system, split = kept.system, kept.split
+            window.memory_note = self._snapshots.note(kept.changes)
+            window.raw_tokens += self._tokens.count_text(window.memory_note) if window.memory_note else 0
         live = stream if stream is not None and self._config.llm.stream else None
         return await self._run_turn(conversation, window, user_id, split, live, turn_tools)
 
@@ -222,6 +230,7 @@ class Agent:
         # Decided once a turn: its tool rounds read the prefix the first request wrote.
         lifetime = self._lifetimes.choose(conversation.id, window.system, window.tools, _last_turn_at(window),
                                           self._clock())
+        self._snapshots.sent(conversation.id, lifetime, self._clock())
         while True:
             extra = [("assistant" if role == "assistant" else "user", content) for role, content in turn]
             messages = self._window.assemble(window, extra)

@@ -195,16 +195,14 @@ async def test_a_changed_prefix_is_written_for_five_minutes_then_kept_for_the_ho
     tmp_path: Path, fake: FakeAnthropic,
 ) -> None:
     moment = Moment()
+    moment.now = START.replace(hour=23, minute=55)
     async with running(tmp_path, fake, moment, None) as rt:
-        for step, text in enumerate((LONG_FACT, "what grows there?", "and now?", "and the tomatoes?")):
-            if step == 2:  # an extraction wrote to the memory files: the system prompt changes
-                await rt.core.workspace.write(1, "MEMORY.md", "# Core memory\n\n- The user grows tomatoes.\n")
-            moment.wait(minutes=2)
+        for text in (LONG_FACT, "what grows there?", "and now?", "and the tomatoes?"):
+            moment.wait(minutes=2)  # the third turn is past midnight: the date in the prompt changes
             fake.reply_text("noted")
             await chat(rt, text)
 
     bodies = [r.body for r in chat_requests(fake)]
-    assert "grows tomatoes" not in json.dumps(bodies[1]["system"])
-    assert "grows tomatoes" in json.dumps(bodies[2]["system"])
+    assert json.dumps(bodies[1]["system"]).count("2026-03-04") and json.dumps(bodies[2]["system"]).count("2026-03-05")
     assert [lifetimes(b) for b in bodies] == [{"5m"}, {"1h"}, {"5m"}, {"1h"}]
     assert_all_accepted(fake)

@@ -49,8 +49,9 @@ async def test_new_profile_reaches_the_very_next_chat_request(tmp_path: Path) ->
                 loop_task.cancel()
                 await asyncio.gather(loop_task, return_exceptions=True)
             chat_requests = [r for r in fake.requests if not _is_memory_request(r)]
-            assert "Diet: vegan" in json.dumps(chat_requests[-1].body["system"], ensure_ascii=False)
-            assert "Diet: vegan" not in json.dumps(chat_requests[1].body["system"], ensure_ascii=False)
+            # The change reaches the model with the message; the cached system prompt stays as it was.
+            assert "added: - Diet: vegan" in json.dumps(chat_requests[-1].body["messages"][-1], ensure_ascii=False)
+            assert "Diet: vegan" not in json.dumps(chat_requests[-1].body["system"], ensure_ascii=False)
             daily = [f for f in await rt.core.workspace.list(1, "memory/")]
             assert len(daily) == 1 and not daily[0].enabled
             assert daily[0].content.startswith(f"# {daily[0].filename[7:17]}\n")

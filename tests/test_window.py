@@ -22,7 +22,7 @@ from tests.fakes.anthropic import (
 )
 
 CID = "console:me"
-BUDGET = 2750  # room for the tool definitions (eight for the owner: memory and tasks) and the seeded workspace
+BUDGET = 2850  # room for the tool definitions (eight for the owner: memory and tasks) and the seeded workspace
 RATIO = 0.75
 TRIGGER = int(BUDGET * RATIO)
 SUMMARY_1 = "SUMMARY-ONE: the user likes zebras."

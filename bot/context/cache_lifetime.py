@@ -45,11 +45,12 @@ class ChatCacheLifetimes:
     """Each chat turn's cache lifetime, remembering the prefix (tools and system prompt) each
     conversation last sent.
 
-    In `auto`, a turn whose prefix differs from the conversation's previous one (the memory
-    files changed, a new day, a compaction) writes everything again anyway, and a prefix that
-    has just changed may change again soon: it is written for 5 minutes, and the next turn with
-    the same prefix moves it to the hour. Without this, each memory change re-wrote the whole
-    history at 2x (day bench +5 % over 5 minutes only; the burst bench 0.31 of uncached).
+    In `auto`, a turn whose prefix differs from the conversation's previous one (a new day, a
+    compaction, memory files that changed while the cache had expired; bot/context/memory_snapshot.py
+    keeps it otherwise) writes everything again anyway, and a prefix that has just changed may
+    change again soon: it is written for 5 minutes, and the next turn with the same prefix moves
+    it to the hour. Without this, each such change re-wrote the whole history at 2x (the burst
+    bench 0.31 of uncached).
     """
 
     _MAX_CONVERSATIONS = 4096  # forgotten all at once past this: a turn after that writes 5 minutes

@@ -80,6 +80,12 @@ def with_time(content: Content, label: str) -> Content:
     return [{"type": "text", "text": f"[{label}]"}, *content]
 
 
+def with_note(note: str, content: Content) -> Content:
+    """A block of context before the user's own words, as a text block of its own."""
+    blocks = [{"type": "text", "text": content}] if isinstance(content, str) else list(content)
+    return [{"type": "text", "text": note}, *blocks]
+
+
 # What with_time puts before a message, with MinuteLabels' "YYYY-MM-DD HH:MM".
 TIME_LABEL = re.compile(r"^\[\d{4}-\d{2}-\d{2} \d{2}:\d{2}\] ?")
 

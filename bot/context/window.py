@@ -17,6 +17,7 @@ from bot.context.messages import (
     split_exchanges,
     to_api_messages,
     trim_units,
+    with_note,
     with_time,
 )
 from bot.context.tokens import PER_MESSAGE_OVERHEAD, TIME_LABEL_TOKENS, TokenEstimator
@@ -54,6 +55,9 @@ class Window:
     model: str
     compacted: bool = False
     trimmed: int = 0
+    # What changed in the memory files since the system prompt above was built: sent with the
+    # current message only (bot/context/memory_snapshot.py).
+    memory_note: str = ""
 
 
 @dataclass(slots=True)
@@ -285,7 +289,10 @@ class ConversationWindowManager:
                 units.pop(0)
             history = [i for u in units for i in u]
         parts += [(i.api_role, i.content) for i in history]
-        parts += [(i.api_role, self._timed(i)) for i in window.current]
+        current = [(i.api_role, self._timed(i)) for i in window.current]
+        if window.memory_note and current and current[0][0] == "user":
+            current[0] = ("user", with_note(window.memory_note, current[0][1]))
+        parts += current
         parts += list(extra)
         return to_api_messages(parts)
 
