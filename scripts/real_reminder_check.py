@@ -214,7 +214,7 @@ def main(argv: list[str] | None = None) -> int:
         result = asyncio.run(run_check(args.text, base_url, work, dump))
         result.update(runtime=" ".join([runtime_label(args.threads, CONTEXT), *options]),
                       server_load_s=round(load_s, 1))
-        print(json.dumps(result, ensure_ascii=False), flush=True)
+        print(json.dumps(result, ensure_ascii=False, default=str), flush=True)
         say(f"prompts and replies in {dump}")
         return 0
     except CheckError as exc:
