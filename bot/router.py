@@ -350,9 +350,10 @@ class ChannelMessageRouter:
                         log.info("a message left unanswered is not answered: the rules now send it elsewhere",
                                  extra={"conversation_id": conversation_id})
                         continue
+                    scheduled = self._tasks is not None and self._tasks.is_reminder_turn(user_text)
                     reply = await self._answer(conversation, record.content, user_text, record.sender_id,
                                                record.sender_name, None, (record.id, previous_id), None,
-                                               sent_at=record.create_time)
+                                               sent_at=record.create_time, scheduled=scheduled)
             except Exception:  # boundary: one conversation's failure must not stop the others
                 log.exception("could not answer a message left unanswered", extra={"conversation_id": conversation_id})
                 continue

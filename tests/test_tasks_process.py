@@ -113,3 +113,10 @@ async def test_kill_9_between_recording_a_run_and_sending_it_sends_at_most_once(
     # The timer never ran either task again: one turn each, the owner's answered by recovery.
     assert (reminder_turns(llm, "stretch"), reminder_turns(llm, "drink water")) == (2, 1)
     assert rows(db, "SELECT COUNT(*) FROM mate_cron_job WHERE task_type = 'reminder' AND enabled = 1") == [(0,)]
+    # The recovered turn is a reminder's turn too: memory extraction is not asked about it (what
+    # start-up found unanalysed before it may wait; the turn itself neither waits nor was analysed).
+    [(answer_id,)] = rows(db, "SELECT id FROM mate_message WHERE content = 'Stretch now!'")
+    assert all(upto < answer_id for (upto,) in rows(
+        db, f"SELECT upto_message_id FROM mate_memory_pending WHERE conversation_id = 'tg:{OWNER}'"))
+    assert not [r for r in llm.requests if r.path == "/v1/messages" and "should_update" in json.dumps(
+        r.body.get("system", "")) and "Stretch now!" in json.dumps(r.body["messages"], ensure_ascii=False)]

@@ -16,3 +16,8 @@ class TurnTasks(Protocol):
     async def with_notice(self, message: InboundMessage, reply: RoutedReply) -> RoutedReply:
         """`reply`, led by a line for each run of this chat's tasks missed while the daemon was down."""
         ...
+
+    def is_reminder_turn(self, text: str) -> bool:
+        """Whether a stored user message is a reminder's own turn (start-up recovery answers it
+        as one: memory extraction skips it)."""
+        ...

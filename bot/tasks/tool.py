@@ -18,6 +18,7 @@ SCHEDULE_TOOL = "schedule_task"
 LIST_TOOL = "list_tasks"
 CANCEL_TOOL = "cancel_task"
 TASK_TOOLS = frozenset({SCHEDULE_TOOL, LIST_TOOL, CANCEL_TOOL})
+_GAP = "\x00"  # stands for the reminder turn's variable parts when its fixed text is looked for
 
 
 def definitions(default_zone: str, min_interval: str) -> list[dict[str, Any]]:
@@ -150,3 +151,12 @@ class TurnTaskTools:
 
     async def with_notice(self, message: InboundMessage, reply: RoutedReply) -> RoutedReply:
         return await self._service.with_notice(message, reply)
+
+    def is_reminder_turn(self, text: str) -> bool:
+        for repeating in (False, True):
+            head, _, rest = self._prompts.render("tasks/reminder-turn", message=_GAP, created_by=_GAP,
+                                                 repeating=repeating).partition(_GAP)
+            tail = rest.rpartition(_GAP)[2]
+            if text.startswith(head) and text.endswith(tail.strip()) and len(text) > len(head) + len(tail.strip()):
+                return True
+        return False
