@@ -8,6 +8,7 @@ server, faster-whisper servers (speaches), OpenAI and Groq all answer it.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from types import TracebackType
 from typing import Any, Protocol
@@ -66,11 +67,12 @@ class OpenAITranscriber:
 
         extra: dict[str, Any] = {"language": self._language} if self._language else {}
         try:
-            result = await self._sdk.audio.transcriptions.create(
-                model=self._model, file=(filename, audio), response_format="json", **extra)
+            async with asyncio.timeout(self._timeout):  # the retry included: one bound per note
+                result = await self._sdk.audio.transcriptions.create(
+                    model=self._model, file=(filename, audio), response_format="json", **extra)
         except openai.APIStatusError as exc:
             raise TranscriptionFailed(f"HTTP {exc.status_code}") from None
-        except openai.APITimeoutError:
+        except (openai.APITimeoutError, TimeoutError):
             raise TranscriptionFailed(f"no answer within {self._timeout:g} s") from None
         except openai.APIConnectionError:
             raise TranscriptionFailed("unreachable") from None

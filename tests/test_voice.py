@@ -175,9 +175,12 @@ async def test_a_long_telegram_voice_note_is_refused_before_it_is_downloaded(tmp
     async with FakeTranscription() as stt, telegram(tmp_path, stt=stt, max_minutes=2) as env:
         env.tg.push_voice(spoken("a very long story"), duration=121, chat_id=ADMIN, user_id=ADMIN)
         [refused] = await env.tg.wait_for_sent(1)
+        # An audio file sent as a document has no duration: its size bounds it (320 kbit/s).
+        env.tg.push_document(b"ID3 talk", "talk.mp3", "audio/mpeg", size=5_000_000, chat_id=ADMIN, user_id=ADMIN)
+        await env.tg.wait_for_sent(2)
         stored = await stored_texts(env)
 
-    assert "longer than 2 minutes" in refused["text"]
+    assert "longer than 2 minutes" in refused["text"] and "longer than 2 minutes" in env.tg.sent[1]["text"]
     assert env.tg.downloads == [] and stt.requests == [] and env.llm_requests() == [] and stored == []
 
 
