@@ -20,6 +20,8 @@ from bot.llm import AnthropicClient
 from bot.prompts import PromptLibrary
 from bot.runtime import open_runtime
 from bot.transcription import OpenAITranscriber, TranscriptionFailed
+from bot.voice import VoiceNoteReader
+from channels.base import IncomingFile
 from channels.telegram.adapter import TelegramChannel
 from tests.conftest import make_config
 from tests.fakes.anthropic import FakeAnthropic
@@ -114,6 +116,26 @@ async def test_a_failing_endpoint_is_a_transcription_failure_and_keeps_the_key_o
     if fault == "fail_status":
         assert len(stt.requests) == 2  # one retry for a 5xx
     assert SECRET not in caplog.text and key not in caplog.text
+
+
+@pytest.mark.parametrize(("name", "media_type", "upload", "kept"), [
+    ("My Recording (1).M4A", "", "MyRecording1.m4a", "m4a"),
+    ("audio", "audio/x-something", "audio.ogg", "ogg"),
+    ("voice.oga", "audio/ogg", "voice.ogg", "ogg"),
+    ("video_note.mp4", "video/mp4", "video_note.mp4", "mp4"),
+    ("", "audio/mpeg", "voice.mp3", "mp3"),
+])
+async def test_every_upload_has_a_name_the_servers_take(name: str, media_type: str, upload: str, kept: str) -> None:
+    async with FakeTranscription() as stt:  # it answers 400 for a name without a supported extension, as OpenAI does
+        settings = TranscriptionConfig.model_validate(transcription_settings(stt))
+        async with OpenAITranscriber(settings) as transcriber:
+            reader = VoiceNoteReader(transcriber, max_minutes=10)
+            note = await reader.hear(IncomingFile(name, media_type, 10, _never, is_voice=True), spoken("hi there"))
+    assert (stt.requests[0].filename, note.extension, note.text) == (upload, kept, "[voice] hi there")
+
+
+async def _never() -> bytes:
+    raise AssertionError("hear() is given the bytes")
 
 
 def test_transcription_config_errors_name_the_key(tmp_path: Path) -> None:
