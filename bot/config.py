@@ -132,11 +132,59 @@ class AgentConfig(_Model):
     max_tool_rounds: int = Field(8, ge=0, le=100)
 
 
+def http_address(value: str) -> str:
+    """An endpoint's base URL, checked: http(s), a host, a valid port."""
+    from urllib.parse import urlsplit
+
+    value = value.strip()
+    try:
+        parts = urlsplit(value)
+        _ = parts.port  # a port out of range or not a number raises ValueError
+    except ValueError:
+        raise ValueError("must be an http:// or https:// address") from None
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValueError("must be an http:// or https:// address, e.g. http://127.0.0.1:8080/v1")
+    return value
+
+
+class TranscriptionConfig(_Model):
+    """An OpenAI-compatible speech-to-text endpoint (POST <base-url>/audio/transcriptions) for voice notes."""
+
+    base_url: str
+    model: str = "whisper-1"
+    api_key: str = ""  # empty: a local server that wants none
+    language: str | None = None  # ISO-639-1 ("en", "zh"); None: the server detects it
+
+    @field_validator("base_url")
+    @classmethod
+    def _http_address(cls, value: str) -> str:
+        return http_address(value)
+
+    @field_validator("model")
+    @classmethod
+    def _named(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("must name the transcription model, e.g. whisper-1")
+        return value.strip()
+
+    @field_validator("language")
+    @classmethod
+    def _language_code(cls, value: str | None) -> str | None:
+        if value is None or not value.strip():
+            return None
+        if not re.fullmatch(r"[A-Za-z]{2,3}", value.strip()):
+            raise ValueError("must be a language code such as en or zh")
+        return value.strip().lower()
+
+
 class MediaConfig(_Model):
-    """Images and files people send: how large, how many per message."""
+    """Images, files and voice notes people send: how large, how many per message."""
 
     max_file_mb: float = Field(10, gt=0, le=30)
     max_files: int = Field(5, ge=1, le=20)
+    max_audio_minutes: float = Field(10, gt=0, le=240)  # longer voice notes and audio are refused
+    # None: voice notes get a line saying how to turn transcription on.
+    transcription: TranscriptionConfig | None = None
 
 
 class EmbeddingsConfig(_Model):
@@ -149,17 +197,7 @@ class EmbeddingsConfig(_Model):
     @field_validator("base_url")
     @classmethod
     def _http_address(cls, value: str) -> str:
-        from urllib.parse import urlsplit
-
-        value = value.strip()
-        try:
-            parts = urlsplit(value)
-            _ = parts.port  # a port out of range or not a number raises ValueError
-        except ValueError:
-            raise ValueError("must be an http:// or https:// address") from None
-        if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise ValueError("must be an http:// or https:// address, e.g. http://127.0.0.1:8080/v1")
-        return value
+        return http_address(value)
 
     @field_validator("model")
     @classmethod

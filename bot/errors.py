@@ -31,6 +31,15 @@ class WorkspaceError(MateError):
     """A workspace file operation was refused (bad name, too large, not found)."""
 
 
+class MediaRefused(MateError):
+    """A file or voice note the agent will not read; `key` and `params` name the polite answer in strings.yaml."""
+
+    def __init__(self, key: str, **params: Any) -> None:
+        super().__init__(key)
+        self.key = key
+        self.params = params
+
+
 class LLMError(MateError):
     """The language model could not answer after the client's retries.
 

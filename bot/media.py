@@ -1,10 +1,11 @@
-"""MediaPreparer: photos and files people send, turned into what the model reads.
+"""MediaPreparer: photos, files and voice notes people send, turned into what the model reads.
 
 Images become image blocks (scaled so the long side is at most 1568 px, the size the
 provider works at; larger only costs upload time), PDFs document blocks, and text-like
 files their text. Each image or PDF is kept under data/media/<sha256>.<ext>; the
 conversation's history keeps a marker ("[image]") instead of the bytes, so later turns
-do not pay for the picture again. The reading itself runs in worker threads under a time
+do not pay for the picture again. Voice notes become their transcript (bot/voice.py), the
+audio kept the same way. The reading itself runs in worker threads under a time
 limit (bot/bounded_work.py), so no file can stall the event loop.
 """
 
@@ -26,7 +27,9 @@ from typing import Any
 
 from bot.bounded_work import Deadline, ThreadWorkRunner, WorkTimedOut
 from bot.config import MediaConfig
+from bot.errors import MediaRefused as MediaRefused  # where callers have always found it
 from bot.pdf_pages import pdf_pages
+from bot.voice import VoiceNoteReader, is_audio
 from channels.base import IncomingFile
 
 log = logging.getLogger(__name__)
@@ -58,29 +61,21 @@ _TEXT_TYPES = frozenset({"application/json", "application/xml", "application/x-y
                          "application/toml", "application/x-sh", "application/javascript", "application/sql"})
 
 
-class MediaRefused(Exception):
-    """A file the agent will not read; `key` and `params` name the polite answer in strings.yaml."""
-
-    def __init__(self, key: str, **params: Any) -> None:
-        super().__init__(key)
-        self.key = key
-        self.params = params
-
-
 @dataclass(slots=True)
 class PreparedMedia:
     """What one message's files add: blocks for this turn, text for the history."""
 
     blocks: list[dict[str, Any]] = field(default_factory=list)  # image / document blocks
     markers: list[str] = field(default_factory=list)  # "[image]", "[document: report.pdf]"
+    voices: list[str] = field(default_factory=list)  # "[voice] <transcript>", one per voice note
     texts: list[str] = field(default_factory=list)  # text files, as "[file: notes.md]\n..."
     tokens: int = 0  # the blocks' estimate (text is counted with the message)
     sent_bytes: int = 0  # what the blocks weigh before base64
 
     def history_text(self, caption: str) -> str:
-        """The message as later turns see it: markers, the caption, then any text files."""
+        """The message as later turns see it: voice notes, markers, the caption, then any text files."""
         head = " ".join([*self.markers, caption.strip()]).strip()
-        return "\n\n".join(part for part in (head, *self.texts) if part)
+        return "\n\n".join(part for part in (*self.voices, head, *self.texts) if part)
 
 
 class MediaPreparer:
@@ -92,8 +87,9 @@ class MediaPreparer:
     """
 
     def __init__(self, config: MediaConfig, root: Path, *, time_limit: float = MEDIA_TIME_LIMIT,
-                 runner: ThreadWorkRunner | None = None) -> None:
+                 runner: ThreadWorkRunner | None = None, voice: VoiceNoteReader | None = None) -> None:
         self._config = config
+        self._voice = voice if voice is not None else VoiceNoteReader(None, max_minutes=config.max_audio_minutes)
         self._root = root
         self._max_bytes = int(config.max_file_mb * 1024 * 1024)
         self._time_limit = time_limit
@@ -111,9 +107,12 @@ class MediaPreparer:
         keep: list[tuple[bytes, str]] = []
         for file in files:
             name = _display_name(file)
+            audio = is_audio(file)
+            if audio:  # the limits a voice note has, told before anything is downloaded
+                self._voice.check(file)
             if file.size > self._max_bytes:
                 raise MediaRefused("media_too_large", name=name, limit=_mb(self._max_bytes))
-            if _clearly_unreadable(file):  # no need to download a video to know it is one
+            if not audio and _clearly_unreadable(file):  # no need to download a video to know it is one
                 raise MediaRefused("media_unsupported", name=name)
             try:
                 data = await file.read()
@@ -122,6 +121,11 @@ class MediaPreparer:
                 raise MediaRefused("media_download_failed", name=name) from None
             if len(data) > self._max_bytes:
                 raise MediaRefused("media_too_large", name=name, limit=_mb(self._max_bytes))
+            if audio:
+                heard = await self._voice.hear(file, data)
+                prepared.voices.append(heard.text)
+                keep.append((heard.audio, heard.extension))
+                continue
             read = await self._read(file, name, data)
             self._check_total(prepared, read.sent_bytes, name)
             read.add_to(prepared)

@@ -14,7 +14,7 @@ from bot.access import AccessPolicies
 from bot.agent import Agent
 from bot.app import Core, open_core
 from bot.commands import CommandHandler
-from bot.config import Config
+from bot.config import Config, MediaConfig
 from bot.context.tokens import TokenEstimator
 from bot.context.window import ConversationWindowManager
 from bot.clock import Clock, MinuteLabels, utc_now
@@ -25,6 +25,8 @@ from bot.people import shared_owner_memory
 from bot.llm import TextToolCallClient
 from bot.retry import Sleep
 from bot.router import ChannelMessageRouter
+from bot.transcription import OpenAITranscriber
+from bot.voice import VoiceNoteReader
 from bot.tasks.service import TaskService
 from bot.tasks.tool import TurnTaskTools
 from channels.base import ChannelStateBoard
@@ -135,7 +137,8 @@ async def open_runtime(
         search = MemorySearchService(core.repos.search, semantic)
         agent = Agent(mate, core.repos, core.workspace, window, llm, tokens, core.prompts,
                       [tool, MemorySearchTool(search, core.prompts)], clock=clock)
-        media = MediaPreparer(mate.media, Path(mate.database.path).parent / "media")
+        media = MediaPreparer(mate.media, Path(mate.database.path).parent / "media",
+                              voice=await _voice_notes(stack, mate.media))
         stack.callback(media.close)  # runs after the router drained: drops queued media work
         access = core.access
         channel_states = ChannelStateBoard()
@@ -163,6 +166,15 @@ def _memory_services(
     stack.push_async_callback(worker.close)
     emergence = MemoryEmergenceService(mate, core.repos, core.workspace, llm, core.prompts, clock, sleep=sleep)
     return MemoryServices(service, worker, emergence)
+
+
+async def _voice_notes(stack: AsyncExitStack, media: MediaConfig) -> VoiceNoteReader:
+    """Voice notes transcribed when an endpoint is configured; else they get the line saying how."""
+    settings = media.transcription
+    if settings is None:
+        return VoiceNoteReader(None, max_minutes=media.max_audio_minutes)
+    transcriber = await stack.enter_async_context(OpenAITranscriber(settings))
+    return VoiceNoteReader(transcriber, max_minutes=media.max_audio_minutes, address=transcriber.address)
 
 
 async def _semantic_search(

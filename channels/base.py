@@ -30,7 +30,7 @@ class InboundMessage:
 
 @dataclass(frozen=True, slots=True)
 class IncomingFile:
-    """A photo or file attached to a message; `read` fetches its bytes (only once it is
+    """A photo, file or voice note attached to a message; `read` fetches its bytes (only once it is
     clear the message is answered and the size is within limits)."""
 
     filename: str
@@ -38,6 +38,8 @@ class IncomingFile:
     size: int  # bytes, as the platform reports it (0 when unknown)
     read: Callable[[], Awaitable[bytes]]
     is_photo: bool = False  # Telegram photos have no name: they are images whatever it says
+    is_voice: bool = False  # a voice note, an audio file or a round video message: its words are wanted
+    duration: float | None = None  # seconds, where the platform tells it (voice notes, audio)
 
 
 @dataclass(frozen=True, slots=True)

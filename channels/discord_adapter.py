@@ -403,7 +403,7 @@ class DiscordChannel:
             sender_name=message.author.display_name, text=_clean_text(message, bot_id),
             is_direct=is_direct, mentions_bot=mentioned or own_thread or replied_to_bot, chat_title=title,
             is_admin=self._access.is_admin(sender_id), external_id=str(message.id),
-            files=tuple(IncomingFile(a.filename, a.content_type or "", a.size, a.read) for a in message.attachments),
+            files=tuple(_file_of(a) for a in message.attachments),
         )
 
     @staticmethod
@@ -556,3 +556,9 @@ class _Preview:
                 await self._sent.delete()
             return False
         return True
+
+
+def _file_of(attachment: discord.Attachment) -> IncomingFile:
+    """An attachment, fetched only if the router answers it; a voice message says how long it is."""
+    return IncomingFile(attachment.filename, attachment.content_type or "", attachment.size, attachment.read,
+                        is_voice=attachment.is_voice_message(), duration=attachment.duration)

@@ -73,10 +73,10 @@ async def env(tmp_path: Path) -> AsyncIterator[Env]:
         yield opened
 
 
-async def open_env(tmp_path: Path, *, stream: bool) -> AsyncIterator[Env]:
+async def open_env(tmp_path: Path, *, stream: bool, media: dict[str, Any] | None = None) -> AsyncIterator[Env]:
     async with FakeAnthropic() as fa, FakeDiscord() as dc:
         config = make_config(
-            tmp_path,
+            tmp_path, media=media or {},
             # Whole replies: these tests read the message sent; streaming has its own tests.
             llm={"provider": "anthropic", "api-key": "test-key", "base-url": fa.url, "max-retries": 0,
                  "stream": stream},

@@ -115,5 +115,6 @@ async def test_discord_image_attachments_reach_the_model(tmp_path: Path) -> None
     assert [image_size(b) for b in images] == [(1568, 784), (300, 200)]
     assert [b["source"]["media_type"] for b in images] == ["image/png", "image/webp"]
     assert blocks[-1]["text"].endswith("[alice] [image] [image] compare these")
-    assert sorted(env.dc.downloads) == ["a.png", "b.webp"]  # an mp3 is refused without fetching it
-    assert "song.mp3" in refused["content"] and len(env.fa.messages_requests()) == 1
+    # Without transcription an mp3 is answered with how to turn it on, without fetching it.
+    assert sorted(env.dc.downloads) == ["a.png", "b.webp"]
+    assert "mate.media.transcription" in refused["content"] and len(env.fa.messages_requests()) == 1

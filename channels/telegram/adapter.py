@@ -25,7 +25,6 @@ from channels.base import (
     CHANNEL_RETRYING,
     ChannelCapabilities,
     InboundMessage,
-    IncomingFile,
     MessageHandler,
     OutboundMessage,
     Stored,
@@ -37,6 +36,7 @@ from channels.formatting import (
     utf16_len,
 )
 from channels.telegram.bot import PollingBot, build_bot, close_bot, render_chunks, require_token, retry_seconds
+from channels.telegram.files import files_of
 from channels.telegram.polling import UpdateLedger, read_updates, skip_unreadable
 from channels.telegram.stream import TelegramReplyPreview, chat_ref, thread_ref
 
@@ -366,7 +366,7 @@ class TelegramChannel:
         chat_id = str(chat.id)
         mentioned = self._mentions_bot(message)
         reply_to = None if is_direct else message.message_id
-        files = tuple(file for part in (message, *album) for file in self._files_of(part))
+        files = tuple(file for part in (message, *album) for file in files_of(part, self._fetcher))
         caption = next((part.caption for part in (message, *album) if part.caption), "")
         if message.text is None and not files:
             answer = self._media_answer(is_direct, str(user.id), mentioned, chat_id)
@@ -393,18 +393,6 @@ class TelegramChannel:
         if reply is not None and reply.text.strip():
             await self._deliver(OutboundMessage(self.name, chat_id, reply.text, thread_id), reply_to, preview=preview)
         return True
-
-    def _files_of(self, message: Message) -> tuple[IncomingFile, ...]:
-        """A photo (its largest size) or a document; fetched only if the router answers it."""
-        if message.photo:
-            largest = message.photo[-1]
-            return (IncomingFile("photo.jpg", "image/jpeg", largest.file_size or 0,
-                                 self._fetcher(largest.file_id), is_photo=True),)
-        document = message.document
-        if document is not None:
-            return (IncomingFile(document.file_name or "file", document.mime_type or "", document.file_size or 0,
-                                 self._fetcher(document.file_id)),)
-        return ()
 
     def _fetcher(self, file_id: str) -> Callable[[], Awaitable[bytes]]:
         async def fetch() -> bytes:
@@ -569,3 +557,4 @@ def _send_retryable(exc: Exception) -> bool:
 def _told_wait(exc: Exception) -> float | None:
     """The wait a 429 asked for; None for other failures (they get the backoff)."""
     return retry_seconds(exc) if isinstance(exc, RetryAfter) else None
+

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import base64
 import io
 import itertools
 import json
@@ -25,6 +26,8 @@ from tests.fakes.discord_payloads import (
 )
 from tests.fakes.discord_network import LoopbackListener
 from tests.fakes.discord_rest import DiscordRestRoutes
+
+VOICE_MESSAGE_FLAG = 1 << 13  # a message's IS_VOICE_MESSAGE flag
 
 
 class FakeDiscord(DiscordRestRoutes):
@@ -264,6 +267,18 @@ class FakeDiscord(DiscordRestRoutes):
         channel_id = self._dm_channel(author_id)
         payload = self._incoming(content, channel_id, _user(author_id, username), None)
         payload["attachments"] = [self._attachment_payload(*item) for item in attachments]
+        await self.dispatch("MESSAGE_CREATE", payload)
+        return payload
+
+    async def send_voice_message(self, data: bytes, *, duration: float, author_id: str = "42",
+                                 username: str = "alice") -> dict[str, Any]:
+        """A voice message in the author's DM channel, as the apps send it: no text, the
+        IS_VOICE_MESSAGE flag and one OGG/Opus attachment with its duration and waveform."""
+        channel_id = self._dm_channel(author_id)
+        payload = self._incoming("", channel_id, _user(author_id, username), None)
+        attachment = self._attachment_payload("voice-message.ogg", "audio/ogg", data)
+        attachment.update(duration_secs=duration, waveform=base64.b64encode(bytes(range(0, 256, 4))).decode())
+        payload.update(attachments=[attachment], flags=VOICE_MESSAGE_FLAG)
         await self.dispatch("MESSAGE_CREATE", payload)
         return payload
 

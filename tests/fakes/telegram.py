@@ -283,6 +283,37 @@ class FakeTelegram:
         self._caption(message, caption)
         return self._push_message(message)
 
+    def push_voice(
+        self, data: bytes, *, duration: int, chat_id: int = 42, user_id: int = 42, chat_type: str = "private",
+        reply_to_bot: bool = False,
+    ) -> dict[str, Any]:
+        """A voice note as Telegram sends it: OGG/Opus, stored as voice/file_N.oga."""
+        message = self._incoming(chat_id, user_id, chat_type)
+        message["voice"] = {**self.add_file(data, ".oga", folder="voice"), "duration": duration,
+                            "mime_type": "audio/ogg"}
+        if reply_to_bot:
+            message["reply_to_message"] = self._bot_message(chat_id, {"text": "earlier reply"}, None)
+        return self._push_message(message)
+
+    def push_audio(
+        self, data: bytes, file_name: str, mime_type: str, *, duration: int, caption: str | None = None,
+        chat_id: int = 42, user_id: int = 42,
+    ) -> dict[str, Any]:
+        """A music or audio file (sent as audio, not as a document)."""
+        message = self._incoming(chat_id, user_id, "private" if chat_id > 0 else "group")
+        suffix = "." + file_name.rpartition(".")[2] if "." in file_name else ""
+        message["audio"] = {**self.add_file(data, suffix, folder="music"), "duration": duration,
+                            "file_name": file_name, "mime_type": mime_type, "title": file_name}
+        self._caption(message, caption)
+        return self._push_message(message)
+
+    def push_video_note(self, data: bytes, *, duration: int, chat_id: int = 42, user_id: int = 42) -> dict[str, Any]:
+        """A round video message: MP4, no name and no MIME type."""
+        message = self._incoming(chat_id, user_id, "private" if chat_id > 0 else "group")
+        message["video_note"] = {**self.add_file(data, ".mp4", folder="video_notes"), "duration": duration,
+                                 "length": 240}
+        return self._push_message(message)
+
     def _caption(self, message: dict[str, Any], caption: str | None) -> None:
         if caption is not None:
             message["caption"] = caption
