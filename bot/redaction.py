@@ -32,7 +32,9 @@ def config_secrets(config: Config) -> list[str]:
     """Every secret value the configuration holds (credentials inside URLs are masked by shape)."""
     mate = config.mate
     channels = mate.channels
-    return [mate.llm.api_key, channels.telegram.token, channels.discord.token, mate.api.token]
+    endpoints = [mate.media.transcription, mate.memory.embeddings]
+    return [mate.llm.api_key, channels.telegram.token, channels.discord.token, mate.api.token,
+            *(endpoint.api_key for endpoint in endpoints if endpoint is not None)]
 
 
 class RedactingFilter(logging.Filter):

@@ -289,6 +289,8 @@ class ChannelMessageRouter:
                 try:
                     media = await self._prepared(message)
                 except MediaRefused as refused:
+                    if refused.key == "voice_off" and not message.is_direct and not message.mentions_bot:
+                        return None  # a group that is answered without a mention: chatter, not a request
                     return RoutedReply(self._prompts.text(refused.key, **refused.params), conversation.id, agent_id)
                 text = media.history_text(text)
             stored = text if message.is_direct else f"[{message.sender_name or message.sender_id}] {text}"

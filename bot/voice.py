@@ -65,16 +65,18 @@ class VoiceNoteReader:
         """Raises MediaRefused for a note that will not be transcribed; nothing is downloaded yet."""
         if self._transcriber is None:
             raise MediaRefused("voice_off")
-        if file.duration is not None:
-            if file.duration > self._max_seconds:
-                raise MediaRefused("voice_too_long", limit=self._max_minutes)
-        elif file.size > self._max_seconds * AUDIO_BYTES_PER_SECOND:
+        if (file.duration or 0) > self._max_seconds or self._too_large(file.size):
             raise MediaRefused("voice_too_long", limit=self._max_minutes)
+
+    def _too_large(self, size: int) -> bool:
+        """More bytes than the longest allowed note holds at the highest common bit rate: a
+        duration the sender's app reports is not trusted to stand for the file's length."""
+        return size > self._max_seconds * AUDIO_BYTES_PER_SECOND
 
     async def hear(self, file: IncomingFile, data: bytes) -> HeardNote:
         """The note's words; raises MediaRefused when it could not be transcribed or holds none."""
         assert self._transcriber is not None, "check() refuses every note without a transcriber"
-        if file.duration is None and len(data) > self._max_seconds * AUDIO_BYTES_PER_SECOND:
+        if self._too_large(len(data)):
             raise MediaRefused("voice_too_long", limit=self._max_minutes)
         extension = _extension(file)
         started = time.monotonic()

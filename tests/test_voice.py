@@ -38,7 +38,7 @@ def transcription_settings(fake: FakeTranscription, **extra: str) -> dict[str, s
 
 @asynccontextmanager
 async def telegram(tmp_path: Path, *, stt: FakeTranscription | None,
-                   max_minutes: float = 10) -> AsyncIterator[Env]:
+                   max_minutes: float = 10, require_mention: bool = True) -> AsyncIterator[Env]:
     """The daemon's pipeline on the fake Bot API, with voice notes sent to `stt` (None: not configured)."""
     media: dict[str, Any] = {"max-audio-minutes": max_minutes}
     if stt is not None:
@@ -48,7 +48,8 @@ async def telegram(tmp_path: Path, *, stt: FakeTranscription | None,
             tmp_path, media=media,
             llm={"api-key": "k", "base-url": fake_llm.url, "max-retries": 0},
             channels={"telegram": {"enabled": True, "token": TOKEN, "base-url": fake_tg.base_url,
-                                   "admins": [str(ADMIN)], "group-policy": "open"}},
+                                   "admins": [str(ADMIN)], "group-policy": "open",
+                                   "require-mention": require_mention}},
         )
         async with AnthropicClient(config.mate.llm) as llm, open_runtime(config, llm=llm,
                                                                           with_memory_worker=False) as rt:
@@ -200,9 +201,12 @@ async def test_a_long_telegram_voice_note_is_refused_before_it_is_downloaded(tmp
         # An audio file sent as a document has no duration: its size bounds it (320 kbit/s).
         env.tg.push_document(b"ID3 talk", "talk.mp3", "audio/mpeg", size=5_000_000, chat_id=ADMIN, user_id=ADMIN)
         await env.tg.wait_for_sent(2)
+        # A duration the sender's app reports is not trusted past what the file's size can hold.
+        env.tg.push_voice(b"OggS" + bytes(5_000_000), duration=1, chat_id=ADMIN, user_id=ADMIN)
+        await env.tg.wait_for_sent(3)
         stored = await stored_texts(env)
 
-    assert "longer than 2 minutes" in refused["text"] and "longer than 2 minutes" in env.tg.sent[1]["text"]
+    assert all("longer than 2 minutes" in sent["text"] for sent in env.tg.sent[:3])
     assert env.tg.downloads == [] and stt.requests == [] and env.llm_requests() == [] and stored == []
 
 
@@ -219,6 +223,19 @@ async def test_without_transcription_a_voice_note_is_told_how_to_turn_it_on(tmp_
     assert "mate.media.transcription" in answer["text"] and "Voice notes" in answer["text"]
     assert env.tg.sent[1]["chat_id"] == GROUP and len(env.tg.sent) == 2
     assert env.tg.downloads == [] and env.llm_requests() == []
+
+
+async def test_a_group_answered_without_a_mention_is_not_told_about_each_voice_note(tmp_path: Path) -> None:
+    async with telegram(tmp_path, stt=None, require_mention=False) as env:
+        env.tg.push_voice(spoken("chatting"), duration=2, chat_id=GROUP, user_id=ADMIN, chat_type="group")
+        env.tg.push_text("what time is it?", chat_id=GROUP, user_id=ADMIN, chat_type="group")
+        await env.tg.wait_for_sent(1)  # the text is answered; the voice note before it was not
+        env.tg.push_voice(spoken("hey bot"), duration=2, chat_id=GROUP, user_id=ADMIN, chat_type="group",
+                          reply_to_bot=True)
+        await env.tg.wait_for_sent(2)
+
+    assert env.tg.sent[0]["text"] == "hello from the model" and "mate.media.transcription" in env.tg.sent[1]["text"]
+    assert len(env.tg.sent) == 2 and env.tg.downloads == []
 
 
 async def test_a_failed_transcription_gets_its_own_apology_and_nothing_reaches_the_model(tmp_path: Path) -> None:

@@ -417,8 +417,8 @@ class TelegramChannel:
                 and replied.forum_topic_created is None)
 
     def _command_for_other_bot(self, message: Message) -> bool:
-        """"/new@other_bot" in a group is meant for another bot."""
-        text = message.text or ""
+        """"/new@other_bot" in a group (or a caption starting so) is meant for another bot."""
+        text = message.text or message.caption or ""
         if not text.startswith("/"):
             return False
         command = text.split(maxsplit=1)[0]
