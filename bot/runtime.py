@@ -25,6 +25,7 @@ from bot.people import shared_owner_memory
 from bot.llm import TextToolCallClient
 from bot.retry import Sleep
 from bot.router import ChannelMessageRouter
+from bot.tasks.delivery import ChannelOutbox
 from bot.tasks.service import TaskService
 from bot.tasks.tool import TurnTaskTools
 from channels.base import ChannelStateBoard
@@ -32,6 +33,7 @@ from bot.storage.embeddings import SqliteEmbeddingRepository
 from memory.embeddings import EmbeddingBackfill, EndpointHealth, OpenAIEmbeddingClient, SemanticSearch
 from memory.emergence import MemoryEmergenceService
 from memory.events import MemoryEventSink, NullMemorySink
+from memory.receipts import MemoryReceipts
 from memory.recall import MemorySearchService
 from memory.search_tool import MemorySearchTool
 from memory.summarization import MemorySummarizationService
@@ -70,6 +72,7 @@ class Runtime:
     search: MemorySearchService
     memory_services: MemoryServices | None
     tasks: TaskService  # reminders: the tools, /tasks, the API; the daemon's timer fires them
+    outbox: ChannelOutbox  # messages the daemon sends on its own (reminders, memory receipts), by channel
 
 
 YOUNG_GC_THRESHOLD = 20_000
@@ -122,7 +125,8 @@ async def open_runtime(
             llm = TextToolCallClient(llm)
         llm = UsageRecordingClient(llm, core.repos.llm_usage)
         tokens = TokenEstimator()
-        services = _memory_services(stack, core, llm, clock, sleep) if with_memory_worker else None
+        outbox = ChannelOutbox()
+        services = _memory_services(stack, core, llm, clock, sleep, outbox) if with_memory_worker else None
         memory: MemoryEventSink = services.worker if services else NullMemorySink()
         window = ConversationWindowManager(
             mate.agent.conversation.window, core.repos, tokens, llm, core.prompts, memory,
@@ -151,14 +155,17 @@ async def open_runtime(
                                       tasks=TurnTaskTools(tasks, core.prompts))
         yield Runtime(core=core, llm=llm, tokens=tokens, window=window, agent=agent, router=router,
                       commands=commands, memory=memory, offline=offline, channel_states=channel_states,
-                      access=access, memory_tool=tool, search=search, memory_services=services, tasks=tasks)
+                      access=access, memory_tool=tool, search=search, memory_services=services, tasks=tasks,
+                      outbox=outbox)
 
 
 def _memory_services(
-    stack: AsyncExitStack, core: Core, llm: LLMClient, clock: Clock, sleep: Sleep,
+    stack: AsyncExitStack, core: Core, llm: LLMClient, clock: Clock, sleep: Sleep, outbox: ChannelOutbox,
 ) -> MemoryServices:
     mate = core.config.mate
-    service = MemorySummarizationService(mate, core.repos, core.workspace, llm, core.prompts, clock, sleep=sleep)
+    receipts = MemoryReceipts(mate.memory.receipts, core.repos, outbox, core.prompts)
+    service = MemorySummarizationService(mate, core.repos, core.workspace, llm, core.prompts, clock, sleep=sleep,
+                                         listener=receipts)
     worker = MemoryWorker(service, core.repos, mate, clock=clock, sleep=sleep)
     stack.push_async_callback(worker.close)
     emergence = MemoryEmergenceService(mate, core.repos, core.workspace, llm, core.prompts, clock, sleep=sleep)

@@ -98,7 +98,7 @@ class MemoryEmergenceService:
         """One attempt, one run row; a failed model call is raised for emerge() to retry."""
         run_id = await self._repos.memory_runs.start(agent_id, RUN_KIND)
         try:
-            outcome = await self._consolidate(agent_id, redo_on_conflict=True)
+            outcome = await self._consolidate(agent_id, run_id, redo_on_conflict=True)
         except _ModelCallFailed as exc:
             of = f"/{self._retry.attempts}" if self._retry.attempts is not None else ""
             await self._repos.memory_runs.finish(run_id, "failed", f"attempt {attempt}{of}", str(exc))
@@ -115,7 +115,7 @@ class MemoryEmergenceService:
         log.info("emergence for agent %s: %s (%s)", agent_id, outcome.status, outcome.reason)
         return outcome
 
-    async def _consolidate(self, agent_id: int, *, redo_on_conflict: bool) -> EmergenceOutcome:
+    async def _consolidate(self, agent_id: int, run_id: int, *, redo_on_conflict: bool) -> EmergenceOutcome:
         notes = await self._daily_notes(agent_id)
         if not notes:
             return EmergenceOutcome("skipped", False, "no daily notes to consolidate")
@@ -132,7 +132,7 @@ class MemoryEmergenceService:
         except EditNotApplicable as exc:
             if not redo_on_conflict:
                 raise _Failed(f"{exc}; nothing was written") from None
-            return await self._consolidate(agent_id, redo_on_conflict=False)
+            return await self._consolidate(agent_id, run_id, redo_on_conflict=False)
         if not content.strip():
             # An empty replacement would wipe the memory; read it as "nothing to change".
             return EmergenceOutcome(
@@ -143,13 +143,13 @@ class MemoryEmergenceService:
         try:
             await self._workspace.write(
                 agent_id, MEMORY_FILE, storable(content), expected_version=version,
-                enabled=True, sort_order=_MEMORY_SORT_ORDER,
+                enabled=True, sort_order=_MEMORY_SORT_ORDER, change="emergence", run_id=run_id,
             )
         except VersionConflict:
             if not redo_on_conflict:
                 raise _Failed("MEMORY.md was changed by another writer during the run; nothing was written") from None
             log.info("MEMORY.md of agent %s changed during emergence; redoing on the fresh contents", agent_id)
-            return await self._consolidate(agent_id, redo_on_conflict=False)
+            return await self._consolidate(agent_id, run_id, redo_on_conflict=False)
         return EmergenceOutcome("completed", True, reply["reason"])
 
     def _check_budget(self, content: str) -> None:

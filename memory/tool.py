@@ -197,7 +197,7 @@ class WorkspaceMemoryTool:
                 outcome = await self._workspace.write(
                     agent_id, filename, content,
                     expected_version=current.version if current else 0,
-                    enabled=False, sort_order=NEW_FILE_SORT_ORDER,
+                    enabled=False, sort_order=NEW_FILE_SORT_ORDER, change="tool",
                 )
                 break
             except VersionConflict as conflict:
@@ -237,7 +237,7 @@ class WorkspaceMemoryTool:
             self._check_budget(filename, edited)
             try:
                 await self._workspace.write(
-                    agent_id, filename, edited, expected_version=current.version
+                    agent_id, filename, edited, expected_version=current.version, change="tool"
                 )
                 break
             except VersionConflict as conflict:

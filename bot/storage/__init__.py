@@ -10,6 +10,8 @@ from bot.storage.conversations import (
     SqliteMessageRepository,
 )
 from bot.storage.database import Database
+from bot.storage.file_history import SqliteFileHistoryRepository
+from bot.storage.incognito import SqliteIncognitoRepository
 from bot.storage.jobs import SqliteCronJobRepository
 from bot.storage.memory_commit import SqliteMemoryCommitRepository
 from bot.storage.people import SqlitePersonRepository
@@ -39,6 +41,8 @@ class Repositories:
     search: SqliteSearchRepository
     people: SqlitePersonRepository
     tasks: SqliteTaskRepository
+    file_history: SqliteFileHistoryRepository
+    incognito: SqliteIncognitoRepository
 
     @classmethod
     def over(cls, db: Database) -> Repositories:
@@ -55,6 +59,8 @@ class Repositories:
             search=SqliteSearchRepository(db),
             people=SqlitePersonRepository(db),
             tasks=SqliteTaskRepository(db),
+            file_history=SqliteFileHistoryRepository(db),
+            incognito=SqliteIncognitoRepository(db),
         )
 
 
