@@ -106,7 +106,8 @@ class SqliteFileHistoryRepository:
         if filenames:
             sql += f" AND f.filename IN ({', '.join('?' for _ in filenames)})"
             params += list(filenames)
-        row = await self._db.fetchone(sql + " ORDER BY h.create_time, h.version LIMIT 1", params)
+        row = await self._db.fetchone(sql + " ORDER BY h.create_time, substr(f.filename, 1, 7) = 'memory/', h.version "
+                                     "LIMIT 1", params)
         return _version(row) if row else None
 
     async def run_changes(self, run_id: int) -> list[RunChange]:
