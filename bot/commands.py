@@ -322,6 +322,8 @@ def emergence_text(prompts: PromptLibrary, outcome: Any) -> str:
         return prompts.text("emerge_skipped", reason=reason)
     if status == "failed":
         return prompts.text("emerge_failed", error=reason)
+    if status == "proposed":
+        return prompts.text("proposal_made")
     key = "emerge_updated" if getattr(outcome, "updated", False) else "emerge_not_updated"
     return prompts.text(key, reason=reason)
 

@@ -33,7 +33,9 @@ from bot.storage.embeddings import SqliteEmbeddingRepository
 from memory.embeddings import EmbeddingBackfill, EndpointHealth, OpenAIEmbeddingClient, SemanticSearch
 from memory.emergence import MemoryEmergenceService
 from memory.events import MemoryEventSink, NullMemorySink
+from memory.history import MemoryHistoryService
 from memory.receipts import MemoryReceipts
+from memory.review import ConsolidationReview
 from memory.recall import MemorySearchService
 from memory.search_tool import MemorySearchTool
 from memory.summarization import MemorySummarizationService
@@ -51,6 +53,7 @@ class MemoryServices:
     summarization: MemorySummarizationService
     worker: MemoryWorker  # the durable queue in front of `summarization`; /memory summarize runs through it
     emergence: MemoryEmergenceService
+    review: ConsolidationReview  # /memory approve | reject, and the web page's proposal
 
 
 @dataclass(slots=True)
@@ -149,7 +152,8 @@ async def open_runtime(
         commands = CommandHandler(mate, core.repos, core.workspace, window, agent, core.prompts,
                                   emergence=services.emergence if services else None,
                                   summarizer=services.worker if services else None,
-                                  channel_states=channel_states, search=search, tasks=tasks)
+                                  channel_states=channel_states, search=search, tasks=tasks,
+                                  review=services.review if services else None)
         router = ChannelMessageRouter(mate, core.repos, core.agents, agent, memory, core.prompts,
                                       commands=commands, media=media, access=access, people=core.people,
                                       tasks=TurnTaskTools(tasks, core.prompts))
@@ -168,8 +172,12 @@ def _memory_services(
                                          listener=receipts)
     worker = MemoryWorker(service, core.repos, mate, clock=clock, sleep=sleep)
     stack.push_async_callback(worker.close)
-    emergence = MemoryEmergenceService(mate, core.repos, core.workspace, llm, core.prompts, clock, sleep=sleep)
-    return MemoryServices(service, worker, emergence)
+    history = MemoryHistoryService(core.repos, core.workspace, core.prompts, mate.timezone)
+    review = ConsolidationReview(core.repos, core.workspace, core.prompts, outbox, history,
+                                 telegram_admins=mate.channels.telegram.admins)
+    emergence = MemoryEmergenceService(mate, core.repos, core.workspace, llm, core.prompts, clock, sleep=sleep,
+                                       review=review)
+    return MemoryServices(service, worker, emergence, review)
 
 
 async def _semantic_search(

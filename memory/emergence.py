@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 from bot.clock import Clock, local_date, utc_now
 from bot.config import MateConfig
@@ -31,7 +31,7 @@ _EDIT_FIELDS = ("memory_edits",)
 _REPLY_OVERHEAD_TOKENS = 512
 _MEMORY_SORT_ORDER = dict(SEED_FILES)[MEMORY_FILE]
 
-Status = Literal["completed", "skipped", "failed", "disabled"]
+Status = Literal["completed", "skipped", "failed", "disabled", "proposed"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,6 +39,13 @@ class EmergenceOutcome:
     status: Status
     updated: bool
     reason: str
+
+
+class Proposer(Protocol):
+    """Reviewed consolidation: keeps a proposed file for the owner instead of writing it."""
+
+    async def propose(self, agent_id: int, filename: str, base_version: int, before: str, after: str,
+                      reason: str, run_id: int | None) -> bool: ...
 
 
 class _Failed(Exception):
@@ -65,9 +72,10 @@ class MemoryEmergenceService:
     def __init__(
         self, config: MateConfig, repos: Repositories, workspace: WorkspaceFileService,
         llm: LLMClient, prompts: PromptLibrary, clock: Clock = utc_now, *,
-        sleep: Sleep = asyncio.sleep, retry: Backoff = MEMORY_MODEL_CALL,
+        sleep: Sleep = asyncio.sleep, retry: Backoff = MEMORY_MODEL_CALL, review: Proposer | None = None,
     ) -> None:
         self._config = config
+        self._review = review  # with mate.memory.emergence-review, what a consolidation proposes goes here
         self._memory = config.memory
         self._repos = repos
         self._workspace = workspace
@@ -140,6 +148,11 @@ class MemoryEmergenceService:
             )
         if content == memory_text:
             return EmergenceOutcome("completed", False, "the proposed MEMORY.md equals the current one")
+        if self._memory.emergence_review and self._review is not None:
+            # Nothing is written: the owner approves (onto this version of MEMORY.md) or rejects it.
+            await self._review.propose(agent_id, MEMORY_FILE, version, memory_text, storable(content),
+                                       reply["reason"], run_id)
+            return EmergenceOutcome("proposed", False, reply["reason"])
         try:
             await self._workspace.write(
                 agent_id, MEMORY_FILE, storable(content), expected_version=version,

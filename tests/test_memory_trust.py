@@ -122,7 +122,7 @@ async def test_incognito_messages_stay_in_context_only_and_go_at_the_end(tmp_pat
         assert "pineapple42" in json.dumps(chat["messages"])  # kept for the conversation's context
 
         bot.memory_replies.append({"daily_entry": "ECHO", "memory_update": "# Core memory\n\n- Has a cat, Miso"})
-        await bot.say("/memory summarize")  # memory still works meanwhile
+        await bot.say("/memory summarize", answers=2)  # the receipt and the answer: memory still works meanwhile
         await bot.until(lambda: bot.receipts() == ["Noted: Has a cat, Miso (MEMORY.md)\n/undo to take it back"],
                         "the receipt of the summary")
         (extraction,) = bot.memory_requests()
@@ -166,3 +166,56 @@ async def test_receipts_in_chinese(tmp_path: Path) -> None:
         await bot.until(lambda: bool(bot.receipts()), "the receipt")
         assert bot.receipts() == ["已记下：住在里斯本（上个月搬来）（PROFILE.md）\n发送 /undo 可撤回"]
 
+
+
+async def test_a_reviewed_consolidation_waits_for_approve_and_is_refused_after_an_edit(tmp_path: Path) -> None:
+    async with running_bot(tmp_path, **{"emergence-review": True, "auto-summarize-enabled": False}) as bot:
+        workspace = bot.rt.core.workspace
+        await workspace.write(1, "memory/2026-12-01.md", "# 2026-12-01\n\n- likes green tea\n")
+        assert await bot.say("hello") == "ok"  # the owner's direct chat, where proposals go
+        seed = await bot.file("MEMORY.md")
+        bot.memory_replies.append({"memory_content": "# Core memory\n\n- Likes green tea\n"})
+        assert await bot.say("/memory emerge", answers=2) == bot.prompts.text("proposal_made")
+        proposal = bot.sent()[-2]  # sent to the owner's chat before the command's answer
+        assert "proposes this change" in proposal
+        assert "+- Likes green tea" in proposal and "-_Nothing recorded yet._" in proposal
+        assert await bot.file("MEMORY.md") == seed  # nothing written before the approval
+
+        assert await bot.say("/memory approve") == bot.prompts.text("proposal_approved")
+        assert await bot.file("MEMORY.md") == "# Core memory\n\n- Likes green tea\n"
+        latest = (await bot.rt.core.repos.file_history.recent(1, 1, "MEMORY.md"))[0]
+        assert (latest.change, latest.run_id is not None) == ("emergence", True)
+        assert await bot.say("/memory approve") == bot.prompts.text("proposal_none")
+
+        # A proposal made before MEMORY.md was edited is refused, and the edit stays.
+        bot.memory_replies.append({"memory_content": "# Core memory\n\n- Likes tea\n"})
+        await bot.say("/memory emerge", answers=2)
+        api = bot.services.api
+        assert api is not None
+        async with aiohttp.ClientSession() as http:
+            auth = {"Authorization": f"Bearer {api.token}"}
+            base = f"http://127.0.0.1:{api.port}/api/v1/memory/1"
+            async with http.get(f"{base}/proposal", headers=auth) as response:
+                waiting = (await response.json())["data"]["proposal"]
+            assert waiting["content"] == "# Core memory\n\n- Likes tea\n" and waiting["reason"]
+            _, version = await workspace.read_text(1, "MEMORY.md")
+            async with http.put(f"{base}/files/MEMORY.md", headers=auth,
+                                json={"content": "# Core memory\n\n- Likes oolong\n", "version": version}) as r:
+                assert r.status == 200
+        stale = await bot.say("/memory approve")
+        assert stale.startswith("MEMORY.md changed after the proposal was made (")
+        assert await bot.file("MEMORY.md") == "# Core memory\n\n- Likes oolong\n"
+
+        # Rejected, and expired after 48 hours: neither is applied.
+        bot.memory_replies.append({"memory_content": "# Core memory\n\n- Likes coffee\n"})
+        await bot.say("/memory emerge", answers=2)
+        assert await bot.say("/memory reject") == bot.prompts.text("proposal_rejected")
+        bot.memory_replies.append({"memory_content": "# Core memory\n\n- Likes cocoa\n"})
+        await bot.say("/memory emerge", answers=2)
+        with closing(sqlite3.connect(bot.rt.core.config.mate.database.path, timeout=5)) as conn, conn:
+            conn.execute("UPDATE mate_memory_proposal SET expire_time = '2000-01-01T00:00:00.000+00:00' "
+                         "WHERE status = 'pending'")
+        assert await bot.say("/memory approve") == bot.prompts.text("proposal_none")
+        assert await bot.file("MEMORY.md") == "# Core memory\n\n- Likes oolong\n"
+        assert [r[0] for r in rows(bot, "SELECT status FROM mate_memory_proposal ORDER BY id")] == [
+            "approved", "stale", "rejected", "expired"]

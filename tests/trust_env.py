@@ -51,12 +51,12 @@ class Trust:
     def sent(self, chat: int = OWNER) -> list[str]:
         return [str(s["text"]) for s in self.tg.sent if int(s["chat_id"]) == chat]
 
-    async def say(self, text: str, chat: int = OWNER) -> str:
-        """Send `text` in the chat; the first message sent back."""
+    async def say(self, text: str, chat: int = OWNER, *, answers: int = 1) -> str:
+        """Send `text` in the chat and wait for `answers` messages back; the last of them."""
         before = len(self.sent(chat))
         self.tg.push_text(text, chat_id=chat, user_id=chat)
-        await self.until(lambda: len(self.sent(chat)) > before, f"an answer to {text!r}")
-        return self.sent(chat)[before]
+        await self.until(lambda: len(self.sent(chat)) >= before + answers, f"an answer to {text!r}")
+        return self.sent(chat)[before + answers - 1]
 
     def receipts(self, chat: int = OWNER) -> list[str]:
         undo = self.prompts.text("receipt_undo")
@@ -110,6 +110,9 @@ async def running_bot(tmp_path: Path, locale: str = "en", **memory: Any) -> Asyn
             def respond(recorded: RecordedRequest) -> Script | None:
                 if recorded.path != "/v1/messages":
                     return None
+                if "memory_content" in json.dumps(recorded.body.get("system", "")):  # a consolidation
+                    return TextReply(json.dumps({"should_update": True, "reason": "folded the week's notes",
+                                                 "memory_content": "", **bot.memory_replies.pop(0)}))
                 if is_memory_request(recorded):
                     if not bot.memory_replies:
                         return TextReply(json.dumps({"should_update": False, "reason": "nothing new",

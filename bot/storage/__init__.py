@@ -12,6 +12,7 @@ from bot.storage.conversations import (
 from bot.storage.database import Database
 from bot.storage.file_history import SqliteFileHistoryRepository
 from bot.storage.incognito import SqliteIncognitoRepository
+from bot.storage.proposals import SqliteProposalRepository
 from bot.storage.jobs import SqliteCronJobRepository
 from bot.storage.memory_commit import SqliteMemoryCommitRepository
 from bot.storage.people import SqlitePersonRepository
@@ -43,6 +44,7 @@ class Repositories:
     tasks: SqliteTaskRepository
     file_history: SqliteFileHistoryRepository
     incognito: SqliteIncognitoRepository
+    proposals: SqliteProposalRepository
 
     @classmethod
     def over(cls, db: Database) -> Repositories:
@@ -61,6 +63,7 @@ class Repositories:
             tasks=SqliteTaskRepository(db),
             file_history=SqliteFileHistoryRepository(db),
             incognito=SqliteIncognitoRepository(db),
+            proposals=SqliteProposalRepository(db),
         )
 
 
