@@ -137,7 +137,7 @@ async def open_runtime(
         )
         tool = WorkspaceMemoryTool(core.workspace, core.prompts, budgets={
             PROFILE_FILE: mate.memory.profile_max_chars, MEMORY_FILE: mate.memory.memory_max_chars},
-            person_budget=mate.memory.person_max_chars)
+            person_budget=mate.memory.person_max_chars, off_the_record=core.repos.incognito.holds)
         semantic = await _semantic_search(stack, core, backfill=with_memory_worker)
         search = MemorySearchService(core.repos.search, semantic)
         agent = Agent(mate, core.repos, core.workspace, window, llm, tokens, core.prompts,

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import aiohttp
 
+from tests.fakes.anthropic import ToolUseReply
 from tests.trust_env import FRIEND, OWNER, Trust, running_bot
 
 LISBON = {"profile_update": "# User profile\n\n- Lives in Lisbon (moved last month)", "daily_entry": "ECHO"}
@@ -116,7 +117,11 @@ async def test_incognito_messages_stay_in_context_only_and_go_at_the_end(tmp_pat
         assert await bot.say("I adopted a cat named Miso") == "ok"
         assert await bot.say("/incognito on") == bot.prompts.text("incognito_on", hours="24")
         assert "Incognito: on since" in await bot.say("/status")
-        assert await bot.say("my locker code is pineapple42") == "ok"
+        bot.chat_replies.append(ToolUseReply("write_workspace_memory_file",
+                                             {"filename": "memory/codes.md", "content": "locker: pineapple42"}))
+        assert await bot.say("my locker code is pineapple42, write it down") == "ok"
+        tool_result = json.dumps(bot.llm.messages_requests()[-1]["messages"][-1])
+        assert "incognito" in tool_result and await bot.rt.core.workspace.get(1, "memory/codes.md") is None
         assert await bot.say("what was my locker code?") == "ok"
         chat = bot.llm.messages_requests()[-1]
         assert "pineapple42" in json.dumps(chat["messages"])  # kept for the conversation's context
@@ -133,7 +138,7 @@ async def test_incognito_messages_stay_in_context_only_and_go_at_the_end(tmp_pat
         assert not rows(bot, "SELECT rowid FROM mate_search_trigram WHERE body LIKE '%pineapple42%'")
         assert (await bot.rt.search.search(1, "Miso"))["results"]  # the rest is indexed as ever
 
-        assert await bot.say("/incognito off") == bot.prompts.text("incognito_off", count=4)
+        assert await bot.say("/incognito off") == bot.prompts.text("incognito_off", count=2)
         assert rows(bot, "SELECT COUNT(*) FROM mate_message WHERE content LIKE '%pineapple42%' "
                          "OR content LIKE '%locker code%'") == [(0,)]
         assert rows(bot, "SELECT COUNT(*) FROM mate_message WHERE content LIKE '%Miso%'") == [(1,)]

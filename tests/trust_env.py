@@ -47,6 +47,7 @@ class Trust:
     prompts: PromptLibrary
     # What the next extractions answer (popped in order); when empty: nothing worth keeping.
     memory_replies: list[dict[str, Any]] = field(default_factory=list)
+    chat_replies: list[Script] = field(default_factory=list)  # the next chat answers (then "ok")
 
     def sent(self, chat: int = OWNER) -> list[str]:
         return [str(s["text"]) for s in self.tg.sent if int(s["chat_id"]) == chat]
@@ -122,7 +123,7 @@ async def running_bot(tmp_path: Path, locale: str = "en", **memory: Any) -> Asyn
                     if reply.get("daily_entry") == "ECHO":  # the transcript's user lines, as the day's entry
                         reply["daily_entry"] = "\n".join(f"- {line}" for line in transcript_user_lines(recorded))
                     return TextReply(json.dumps({"should_update": True, **reply}))
-                return TextReply("ok")
+                return bot.chat_replies.pop(0) if bot.chat_replies else TextReply("ok")
 
             llm.responder = respond
             yield bot

@@ -37,8 +37,9 @@ class SqliteIncognitoRepository:
         return result.rowcount == 1
 
     async def end(self, conversation_id: str) -> int | None:
-        """Delete the incognito messages and end incognito, in one transaction; how many messages
-        went (None when it was not on). A context summary that may hold them is dropped too."""
+        """Delete the incognito messages (answers and tool turns too) and end incognito, in one
+        transaction; how many of the user's messages went (None when it was not on). A context
+        summary that may hold them is dropped too."""
         async with self._db.transaction() as conn:
             async with conn.execute(
                 "SELECT after_message_id FROM mate_incognito WHERE conversation_id = ?", (conversation_id,),
@@ -47,17 +48,28 @@ class SqliteIncognitoRepository:
             if row is None:
                 return None
             after = int(row[0])
+            async with conn.execute(
+                "SELECT COUNT(*) FROM mate_message WHERE conversation_id = ? AND id > ? AND role = 'user'",
+                (conversation_id, after),
+            ) as cursor:
+                written = await cursor.fetchone()
             await conn.execute(
                 "UPDATE mate_conversation SET summary = NULL, summary_upto_message_id = 0 "
                 "WHERE id = ? AND summary_upto_message_id > ?", (conversation_id, after))
-            deleted = await conn.execute(
-                "DELETE FROM mate_message WHERE conversation_id = ? AND id > ?", (conversation_id, after))
+            await conn.execute("DELETE FROM mate_message WHERE conversation_id = ? AND id > ?", (conversation_id, after))
             await conn.execute(
                 "UPDATE mate_conversation SET message_count = (SELECT COUNT(*) FROM mate_message m "
                 "WHERE m.conversation_id = ? AND m.role IN ('user', 'assistant')) WHERE id = ?",
                 (conversation_id, conversation_id))
             await conn.execute("DELETE FROM mate_incognito WHERE conversation_id = ?", (conversation_id,))
-            return int(deleted.rowcount)
+            return int(written[0]) if written else 0
+
+    async def holds(self, message_id: int) -> bool:
+        """Whether the message was written while its conversation was in incognito."""
+        row = await self._db.fetchone(
+            "SELECT 1 FROM mate_message m JOIN mate_incognito i ON i.conversation_id = m.conversation_id "
+            "AND m.id > i.after_message_id WHERE m.id = ?", (message_id,))
+        return row is not None
 
     async def started_before(self, cutoff: str) -> list[IncognitoState]:
         rows = await self._db.fetchall(
