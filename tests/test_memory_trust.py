@@ -224,3 +224,22 @@ async def test_a_reviewed_consolidation_waits_for_approve_and_is_refused_after_a
         assert await bot.file("MEMORY.md") == "# Core memory\n\n- Likes oolong\n"
         assert [r[0] for r in rows(bot, "SELECT status FROM mate_memory_proposal ORDER BY id")] == [
             "approved", "stale", "rejected", "expired"]
+
+
+async def test_receipts_follow_the_setting_in_groups_and_when_off(tmp_path: Path) -> None:
+    fact = {"memory_update": "# Core memory\n\n- The group meets on Fridays"}
+    for mode, group_gets_one in (("direct", False), ("all", True)):
+        async with running_bot(tmp_path / mode, receipts=mode) as bot:
+            bot.memory_replies.append(fact)
+            bot.tg.push_text("we meet on Fridays from now on", chat_id=-100, user_id=FRIEND, chat_type="group",
+                             reply_to_bot=True)
+            await bot.until(lambda: bool(bot.sent(-100)), "the group's answer")
+            await bot.idle()
+            group = await bot.rt.core.repos.conversations.get("tg:-100")
+            assert group is not None and "Fridays" in await bot.file("MEMORY.md", group.agent_id)
+            assert bool(bot.receipts(-100)) is group_gets_one
+    async with running_bot(tmp_path / "off", receipts="off") as bot:
+        bot.memory_replies.append(LISBON)
+        await bot.say("I moved to Lisbon last month")
+        await bot.idle()
+        assert "Lisbon" in await bot.file("PROFILE.md") and bot.receipts() == []
