@@ -50,7 +50,7 @@ async def test_a_receipt_tells_what_was_kept_and_undo_takes_it_back(tmp_path: Pa
         assert await bot.say("/undo") == bot.prompts.text("undo_already")
         # An exchange that keeps nothing sends no receipt.
         assert await bot.say("thanks, that is all for today") == "ok"
-        await bot.idle()
+        await bot.settled(2)
         assert len(bot.receipts()) == 1 and len(bot.memory_requests()) == 2
 
 
@@ -234,12 +234,12 @@ async def test_receipts_follow_the_setting_in_groups_and_when_off(tmp_path: Path
             bot.tg.push_text("we meet on Fridays from now on", chat_id=-100, user_id=FRIEND, chat_type="group",
                              reply_to_bot=True)
             await bot.until(lambda: bool(bot.sent(-100)), "the group's answer")
-            await bot.idle()
+            await bot.settled(1)
             group = await bot.rt.core.repos.conversations.get("tg:-100")
             assert group is not None and "Fridays" in await bot.file("MEMORY.md", group.agent_id)
             assert bool(bot.receipts(-100)) is group_gets_one
     async with running_bot(tmp_path / "off", receipts="off") as bot:
         bot.memory_replies.append(LISBON)
         await bot.say("I moved to Lisbon last month")
-        await bot.idle()
+        await bot.settled(1)
         assert "Lisbon" in await bot.file("PROFILE.md") and bot.receipts() == []

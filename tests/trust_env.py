@@ -78,8 +78,9 @@ class Trust:
                 raise AssertionError(f"timed out waiting for {what}")
             await asyncio.sleep(POLL)
 
-    async def idle(self) -> None:
-        """Memory work queued by the exchanges so far is done."""
+    async def settled(self, extractions: int) -> None:
+        """The model was asked for `extractions` extractions in all, and the memory work is done."""
+        await self.until(lambda: len(self.memory_requests()) >= extractions, f"{extractions} extraction requests")
         assert self.rt.memory_services is not None
         assert await self.rt.memory_services.worker.drain(20)
 
