@@ -82,6 +82,8 @@ class MemoryHistoryService:
         run = await self._repos.memory_runs.get(run_id)
         when = self.when(run.finished or run.started) if run else "?"
         for change in changes:
+            if change.previous is None and change.made_version > 1:
+                return UndoResult("undo_not_kept", {"filename": change.filename})
             if change.current_version != change.made_version:
                 latest = await self._repos.workspace_files.get(agent_id, change.filename)
                 return UndoResult("undo_conflict", {"filename": change.filename,

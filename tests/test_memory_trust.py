@@ -243,3 +243,13 @@ async def test_receipts_follow_the_setting_in_groups_and_when_off(tmp_path: Path
         await bot.say("I moved to Lisbon last month")
         await bot.settled(1)
         assert "Lisbon" in await bot.file("PROFILE.md") and bot.receipts() == []
+
+
+async def test_undo_never_deletes_a_file_whose_earlier_version_is_no_longer_kept(tmp_path: Path) -> None:
+    async with running_bot(tmp_path, **{"history-versions": 1}) as bot:
+        bot.memory_replies.append({"profile_update": LISBON["profile_update"]})
+        await bot.say("I moved to Lisbon last month")
+        await bot.until(lambda: bool(bot.receipts()), "the receipt")
+        profile = await bot.file("PROFILE.md")
+        assert await bot.say("/undo") == bot.prompts.text("undo_not_kept", filename="PROFILE.md")
+        assert await bot.file("PROFILE.md") == profile

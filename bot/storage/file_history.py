@@ -50,15 +50,16 @@ def _version(row: Any) -> FileVersion:
 
 
 async def record_version(
-    conn: aiosqlite.Connection, file_id: int, *, previous: tuple[int, str] | None, version: int, content: str,
-    run_id: int | None, change: Change, keep: int, now: str,
+    conn: aiosqlite.Connection, file_id: int, *, previous: tuple[int, str, str] | None, version: int,
+    content: str, run_id: int | None, change: Change, keep: int, now: str,
 ) -> None:
-    """Inside a write transaction: the new version of a file, the one before it when history does
-    not hold it yet, and only the newest `keep` versions of the file kept."""
+    """Inside a write transaction: the new version of a file, the one before it (version, content,
+    its time) when history does not hold it yet, and only the newest `keep` versions kept."""
     if previous is not None:
         await conn.execute(
             "INSERT OR IGNORE INTO mate_workspace_file_history(file_id, version, content, run_id, change, "
-            "create_time) VALUES (?, ?, ?, NULL, ?, ?)", (file_id, previous[0], previous[1], UNKNOWN_SOURCE, now))
+            "create_time) VALUES (?, ?, ?, NULL, ?, ?)", (file_id, previous[0], previous[1], UNKNOWN_SOURCE,
+                                                          previous[2]))
     await conn.execute(
         "INSERT OR REPLACE INTO mate_workspace_file_history(file_id, version, content, run_id, change, create_time) "
         "VALUES (?, ?, ?, ?, ?, ?)", (file_id, version, content, run_id, change, now))
@@ -152,13 +153,15 @@ class SqliteFileHistoryRepository:
                     row = await cursor.fetchone()
                 if row is None or int(row[0]) != change.made_version:
                     raise VersionConflict(change.filename, change.made_version, int(row[0]) if row else 0)
-                if change.previous is None:  # the run created it: it goes, as a deleted file does
+                if change.previous is None and change.made_version == 1:  # the run created it: it goes
                     await conn.execute(
                         "UPDATE mate_workspace_file SET deleted = 1, update_time = ?, version = version + 1 "
                         "WHERE id = ?", (now, change.file_id))
                     await record_version(conn, change.file_id, previous=None, version=int(row[0]) + 1, content="",
                                          run_id=run_id, change="undo", keep=keep, now=now)
                     continue
+                if change.previous is None:  # the version before is no longer kept
+                    raise VersionConflict(change.filename, change.made_version - 1, 0)
                 content = change.previous.content
                 await conn.execute(
                     "UPDATE mate_workspace_file SET content = ?, file_size = ?, update_time = ?, version = version + 1 "

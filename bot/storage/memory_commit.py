@@ -74,7 +74,8 @@ async def _write_file(conn: aiosqlite.Connection, change: ExtractionCommit, writ
     agent_id = change.agent_id
     size = len(write.content.encode("utf-8"))
     async with conn.execute(
-        "SELECT id, version, content FROM mate_workspace_file WHERE agent_id = ? AND filename = ? AND deleted = 0",
+        "SELECT id, version, content, update_time FROM mate_workspace_file WHERE agent_id = ? AND filename = ? "
+        "AND deleted = 0",
         (agent_id, write.filename),
     ) as found:
         row = await found.fetchone()
@@ -93,6 +94,6 @@ async def _write_file(conn: aiosqlite.Connection, change: ExtractionCommit, writ
             "UPDATE mate_workspace_file SET content = ?, file_size = ?, update_time = ?, version = version + 1 "
             "WHERE id = ?", (write.content, size, now, row[0]),
         )
-        file_id, previous = int(row[0]), (current, str(row[2]))
+        file_id, previous = int(row[0]), (current, str(row[2]), str(row[3]))
     await record_version(conn, file_id, previous=previous, version=current + 1, content=write.content,
                          run_id=change.run_id, change="extraction", keep=change.history_versions, now=now)

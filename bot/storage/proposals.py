@@ -69,7 +69,7 @@ class SqliteProposalRepository:
         now = utc_now()
         async with self._db.transaction() as conn:
             async with conn.execute(
-                "SELECT id, version, content FROM mate_workspace_file WHERE agent_id = ? AND filename = ? "
+                "SELECT id, version, content, update_time FROM mate_workspace_file WHERE agent_id = ? AND filename = ? "
                 "AND deleted = 0", (proposal.agent_id, proposal.filename),
             ) as cursor:
                 row = await cursor.fetchone()
@@ -80,7 +80,7 @@ class SqliteProposalRepository:
             await conn.execute(
                 "UPDATE mate_workspace_file SET content = ?, file_size = ?, update_time = ?, version = version + 1 "
                 "WHERE id = ?", (content, len(content.encode("utf-8")), now, row[0]))
-            await record_version(conn, int(row[0]), previous=(version, str(row[2])), version=version + 1,
+            await record_version(conn, int(row[0]), previous=(version, str(row[2]), str(row[3])), version=version + 1,
                                  content=content, run_id=proposal.run_id, change="emergence", keep=keep, now=now)
             await conn.execute("UPDATE mate_memory_proposal SET status = 'approved' WHERE id = ?", (proposal.id,))
 

@@ -73,7 +73,8 @@ class SqliteWorkspaceFileRepository:
         now = utc_now()
         async with self._db.transaction() as conn:
             async with conn.execute(
-                "SELECT version, content FROM mate_workspace_file WHERE id = ? AND deleted = 0", (file_id,),
+                "SELECT version, content, update_time FROM mate_workspace_file WHERE id = ? AND deleted = 0",
+                (file_id,),
             ) as cursor:
                 row = await cursor.fetchone()
             if row is None or (expected_version is not None and int(row[0]) != expected_version):
@@ -81,7 +82,8 @@ class SqliteWorkspaceFileRepository:
             await conn.execute(
                 "UPDATE mate_workspace_file SET content = ?, file_size = ?, update_time = ?, "
                 "version = version + 1 WHERE id = ?", (content, len(content.encode("utf-8")), now, file_id))
-            await record_version(conn, file_id, previous=(int(row[0]), str(row[1])), version=int(row[0]) + 1,
+            await record_version(conn, file_id, previous=(int(row[0]), str(row[1]), str(row[2])),
+                                 version=int(row[0]) + 1,
                                  content=content, run_id=run_id, change=change, keep=keep, now=now)
         return True
 
