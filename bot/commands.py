@@ -97,6 +97,8 @@ class CommandHandler:
             result = await self._history.undo(conversation.agent_id, conversation.chat_key)
             return t(result.key, **result.values)
         if command == "incognito":
+            if not (message.is_direct or router.is_admin(message)):  # one member does not decide for a group
+                return t("incognito_not_allowed")
             return await self._incognito(conversation, args)
         if command == "compact":
             return await self._compact(conversation)

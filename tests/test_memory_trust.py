@@ -79,12 +79,14 @@ async def test_undo_after_a_later_edit_refuses_and_names_the_file(tmp_path: Path
             bot, "SELECT COUNT(*) FROM mate_workspace_file_history WHERE change = 'undo'") == [(0,)]
 
 
-async def test_undo_in_a_group_is_for_admins_only(tmp_path: Path) -> None:
+async def test_undo_and_incognito_in_a_group_are_for_admins_only(tmp_path: Path) -> None:
     async with running_bot(tmp_path) as bot:
         assert await bot.say("/undo", chat=FRIEND) == bot.prompts.text("undo_nothing")  # their own direct chat
         bot.tg.push_text("/undo", chat_id=-100, user_id=FRIEND, chat_type="group")
         await bot.until(lambda: bool(bot.sent(-100)), "the group's answer")
-        assert bot.sent(-100) == [bot.prompts.text("undo_not_allowed")]
+        bot.tg.push_text("/incognito on", chat_id=-100, user_id=FRIEND, chat_type="group")
+        await bot.until(lambda: len(bot.sent(-100)) == 2, "the group's second answer")
+        assert bot.sent(-100) == [bot.prompts.text("undo_not_allowed"), bot.prompts.text("incognito_not_allowed")]
 
 
 async def test_history_route_lists_versions_and_keeps_the_newest(tmp_path: Path) -> None:
