@@ -50,7 +50,8 @@ class ProposalReview(Protocol):
 
 
 class CommandHandler:
-    """Answers /help, /new, /compact, /status, /whoami, /tasks and /memory; None for text that is not a command."""
+    """Answers /help, /new, /compact, /status, /whoami, /tasks, /memory, /undo and /incognito; None for text
+    that is not a command."""
 
     def __init__(
         self, config: MateConfig, repos: Repositories, workspace: WorkspaceFileService,
@@ -243,6 +244,8 @@ class CommandHandler:
             return t("memory_usage")
         if not router.is_admin(message):
             return t("not_admin")
+        if action in ("history", "why") and not message.is_direct:  # they quote memory and what people said
+            return t("direct_only")
         if action == "history":
             if len(rest) > 1:
                 return t("history_usage")
