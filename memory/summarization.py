@@ -62,6 +62,7 @@ class AnalysisOutcome:
     files: tuple[str, ...] = ()
     watermark: int = 0  # the conversation's memory_upto_message_id afterwards
     retryable: bool = False  # a failure that another attempt may not hit (LLM, JSON, conflicts)
+    committed: MemoryCommitted | None = None  # a batch's committed changes, for the listener
 
 
 @dataclass(frozen=True, slots=True)
@@ -288,9 +289,15 @@ class MemorySummarizationService:
                 raise
 
         try:
-            return await retrying(attempt, _is_retryable, policy, sleep=self._sleep)
+            outcome = await retrying(attempt, _is_retryable, policy, sleep=self._sleep)
         except _RetryableFailure as exc:
             return AnalysisOutcome("failed", False, str(exc), retryable=True)
+        if outcome.committed is not None and self._listener is not None:
+            try:  # committed already (and the run row finished): a receipt that cannot go out changes nothing
+                await self._listener.committed(outcome.committed)
+            except Exception:
+                log.exception("telling what memory kept failed", extra={"conversation_id": conversation_id})
+        return outcome
 
     async def _attempt(
         self, agent_id: int, conversation_id: str, scope: _Scope, transcript: str, earlier: str, end: int,
@@ -522,14 +529,12 @@ class MemorySummarizationService:
             self._workspace.invalidate(agent_id)
         log.info("memory extraction for %s wrote %s: %s", conversation_id, ", ".join(written) or "nothing",
                  reason, extra={"conversation_id": conversation_id})
-        if written and self._listener is not None:
+        committed = None
+        if written:
             before = {**{name: text for name, (text, _) in snap.files.items()}, daily_name: snap.daily[0]}
             changes = tuple(FileChange(w.filename, before.get(w.filename, ""), w.content) for w in writes)
-            try:  # committed already: a receipt that cannot go out changes nothing
-                await self._listener.committed(MemoryCommitted(agent_id, conversation_id, run_id, changes))
-            except Exception:
-                log.exception("telling what memory kept failed", extra={"conversation_id": conversation_id})
-        return AnalysisOutcome(status, bool(written), reason, written, end)
+            committed = MemoryCommitted(agent_id, conversation_id, run_id, changes)
+        return AnalysisOutcome(status, bool(written), reason, written, end, committed=committed)
 
 
 def answers_offline(llm: LLMClient) -> bool:
