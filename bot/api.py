@@ -299,6 +299,52 @@ async def read_file(request: web.Request) -> web.Response:
     return _ok(data)
 
 
+async def file_history(request: web.Request) -> web.Response:
+    """A file's kept versions, the newest first, each with its content and where it came from."""
+    rt = request.app[_RUNTIME]
+    agent_id = await _agent_id(request)
+    filename = request.match_info["filename"]
+    record = await rt.core.workspace.get(agent_id, filename)
+    if record is None:
+        raise _NotFound(rt.core.prompts.text("tool_error_not_found", filename=filename[:200]))
+    versions = await rt.core.repos.file_history.versions(record.id, rt.core.workspace.history_versions)
+    return _ok({"agentId": agent_id, "filename": record.filename, "version": record.version, "versions": [
+        {"version": v.version, "change": v.change, "runId": v.run_id, "createTime": v.create_time,
+         "content": v.content, "fileSize": len(v.content.encode("utf-8")), "current": v.version == record.version}
+        for v in versions]})
+
+
+async def proposal(request: web.Request) -> web.Response:
+    """The consolidation waiting for the owner's review (null when none): MEMORY.md now, as proposed, and why."""
+    rt = request.app[_RUNTIME]
+    agent_id = await _agent_id(request)
+    found = await rt.memory_services.review.pending(agent_id) if rt.memory_services else None
+    if found is None:
+        return _ok({"agentId": agent_id, "proposal": None})
+    current, version = await rt.core.workspace.read_text(agent_id, found.filename)
+    return _ok({"agentId": agent_id, "proposal": {
+        "id": found.id, "filename": found.filename, "baseVersion": found.base_version, "version": version,
+        "current": current, "content": found.content, "reason": found.reason, "createTime": found.create_time,
+        "expireTime": found.expire_time}})
+
+
+async def answer_proposal(request: web.Request) -> web.Response:
+    """POST .../proposal/approve or .../proposal/reject: 409 when MEMORY.md changed since the proposal."""
+    rt = request.app[_RUNTIME]
+    agent_id = await _agent_id(request)
+    if rt.memory_services is None:
+        raise _NotFound(rt.core.prompts.text("proposal_none"))
+    review = rt.memory_services.review
+    if await review.pending(agent_id) is None:
+        raise _NotFound(rt.core.prompts.text("proposal_none"))
+    if request.match_info["answer"] == "reject":
+        return _ok({"agentId": agent_id, "status": "rejected", "msg": await review.reject(agent_id)})
+    applied, text = await review.apply(agent_id)
+    if not applied:
+        return _fail(409, text)
+    return _ok({"agentId": agent_id, "status": "approved", "msg": text})
+
+
 async def write_file(request: web.Request) -> web.Response:
     """A versioned write: `version` is the one the editor read (0: a new file); if the file
     changed meanwhile, 409 with the version it has now, and nothing is overwritten."""
@@ -321,7 +367,7 @@ async def write_file(request: web.Request) -> web.Response:
     if size > DEFAULT_MAX_CONTENT_BYTES:
         raise _BadRequest(f"content is {size} bytes; the limit is {DEFAULT_MAX_CONTENT_BYTES}")
     try:
-        outcome = await rt.core.workspace.write(agent_id, filename, content, expected_version=version)
+        outcome = await rt.core.workspace.write(agent_id, filename, content, expected_version=version, change="api")
     except VersionConflict as conflict:
         return web.json_response({"code": 409, "msg": rt.core.prompts.text("api_version_conflict", filename=filename),
                                   "data": {"filename": filename, "version": conflict.actual}},
@@ -530,12 +576,16 @@ def build_app(rt: Runtime, config: ApiConfig, token: str | None = None) -> web.A
     app.router.add_post("/api/v1/memory/{agent_id}/emergence", emergence)
     app.router.add_post("/api/v1/memory/{agent_id}/summarize/{conversation_id}", summarize)
     app.router.add_get("/api/v1/memory/{agent_id}/files", list_files)
+    # Before the file route, whose name may hold slashes (memory/2026-12-04.md).
+    app.router.add_get("/api/v1/memory/{agent_id}/files/{filename:.+}/history", file_history)
     app.router.add_get("/api/v1/memory/{agent_id}/files/{filename:.+}", read_file)
     app.router.add_put("/api/v1/memory/{agent_id}/files/{filename:.+}", write_file)
     app.router.add_get("/api/v1/chat/{agent_id}/conversations", conversations)
     app.router.add_get("/api/v1/people", people)
     app.router.add_get("/api/v1/chat/{agent_id}/conversations/{conversation_id}/messages", conversation_messages)
     app.router.add_get("/api/v1/memory/{agent_id}/search", search)
+    app.router.add_get("/api/v1/memory/{agent_id}/proposal", proposal)
+    app.router.add_post("/api/v1/memory/{agent_id}/proposal/{answer:approve|reject}", answer_proposal)
     app.router.add_get("/api/v1/agents/{agent_id}/tasks", tasks)
     app.router.add_delete("/api/v1/agents/{agent_id}/tasks/{task_id}", cancel_task)
     app.router.add_post("/api/v1/chat/{agent_id}", chat)

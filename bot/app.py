@@ -38,7 +38,8 @@ async def open_core(config: Config) -> AsyncIterator[Core]:
         db = await stack.enter_async_context(Database(config.mate.database.path))
         repos = Repositories.over(db)
         prompts = PromptLibrary(config.mate.locale)
-        workspace = WorkspaceFileService(repos.workspace_files, prompts)
+        workspace = WorkspaceFileService(repos.workspace_files, prompts,
+                                         history_versions=config.mate.memory.history_versions)
         agents = AgentDirectory(config.mate, repos, workspace, prompts)
         await agents.ensure_configured()
         access = AccessPolicies.from_config(config.mate.channels)

@@ -9,7 +9,9 @@ COMMANDS: tuple[tuple[str, str], ...] = (
     ("status", "Agent, model, context and memory status"),
     ("whoami", "Who the bot takes you for, and which agent answers"),
     ("tasks", "This chat's reminders | cancel <id>"),
-    ("memory", "emerge | summarize | show [profile|memory|today]"),
+    ("memory", "emerge | summarize | show | history | why <text> | approve | reject"),
+    ("undo", "Take back what memory kept from this chat's last exchange"),
+    ("incognito", "on | off: talk without anything being remembered"),
 )
 _KNOWN = frozenset({name for name, _ in COMMANDS} | {"start"})  # Telegram's /start
 

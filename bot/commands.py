@@ -18,6 +18,7 @@ from bot.storage import Repositories
 from bot.storage.records import ConversationRecord
 from bot.tasks.service import TaskService, chat_of
 from channels.base import ChannelStateBoard, InboundMessage
+from memory.history import MemoryHistoryService
 from memory.recall import MemorySearchService, SearchQueryRefused
 from memory.workspace import (
     MEMORY_FILE,
@@ -40,17 +41,29 @@ class SummarizeRunner(Protocol):
     async def summarize_now(self, agent_id: int, conversation_id: str) -> Any: ...
 
 
+class ProposalReview(Protocol):
+    """Reviewed consolidation: the owner's answer to a proposed MEMORY.md change."""
+
+    async def approve(self, agent_id: int) -> str: ...
+
+    async def reject(self, agent_id: int) -> str: ...
+
+
 class CommandHandler:
-    """Answers /help, /new, /compact, /status, /whoami, /tasks and /memory; None for text that is not a command."""
+    """Answers /help, /new, /compact, /status, /whoami, /tasks, /memory, /undo and /incognito; None for text
+    that is not a command."""
 
     def __init__(
         self, config: MateConfig, repos: Repositories, workspace: WorkspaceFileService,
         window: ConversationWindowManager, agent: Agent, prompts: PromptLibrary,
         emergence: EmergenceRunner | None = None, summarizer: SummarizeRunner | None = None,
         channel_states: ChannelStateBoard | None = None, search: MemorySearchService | None = None,
-        tasks: TaskService | None = None,
+        tasks: TaskService | None = None, history: MemoryHistoryService | None = None,
+        review: ProposalReview | None = None,
     ) -> None:
         self._config = config
+        self._history = history or MemoryHistoryService(repos, workspace, prompts, config.timezone)
+        self._review = review
         self._tasks = tasks
         self._search = search
         self._repos = repos
@@ -75,9 +88,19 @@ class CommandHandler:
             return (t("help") + "\n" + t("help_tasks")
                     + ("\n" + t("help_console") if message.channel == "console" else ""))
         if command == "new":
+            await self._repos.incognito.end(conversation.id)  # an incognito conversation's messages go
             await router.new_conversation(conversation, message)
             self._window.forget(conversation.id)
             return t("new_conversation")
+        if command == "undo":
+            if not (message.is_direct or router.is_admin(message)):
+                return t("undo_not_allowed")
+            result = await self._history.undo(conversation.agent_id, conversation.chat_key)
+            return t(result.key, **result.values)
+        if command == "incognito":
+            if not (message.is_direct or router.is_admin(message)):  # one member does not decide for a group
+                return t("incognito_not_allowed")
+            return await self._incognito(conversation, args)
         if command == "compact":
             return await self._compact(conversation)
         if command == "status":
@@ -86,7 +109,21 @@ class CommandHandler:
             return await self._who(router, message, conversation)
         if command == "tasks":
             return await self._task_command(message, words[1:])
-        return await self._memory(router, message, conversation, args)
+        return await self._memory(router, message, conversation, args, words[2:])
+
+    async def _incognito(self, conversation: ConversationRecord, args: list[str]) -> str:
+        t = self._prompts.text
+        hours = _hours(self._config.memory.incognito_hours)
+        if args[:1] == ["on"]:
+            if await self._repos.incognito.start(conversation.id):
+                return t("incognito_on", hours=hours)
+            state = await self._repos.incognito.get(conversation.id)
+            return t("incognito_already_on", since=self._history.when(state.start_time) if state else "?")
+        if args[:1] == ["off"]:
+            count = await self._repos.incognito.end(conversation.id)
+            self._window.forget(conversation.id)
+            return t("incognito_already_off") if count is None else t("incognito_off", count=count)
+        return t("incognito_usage")
 
     async def _task_command(self, message: InboundMessage, args: list[str]) -> str:
         """/tasks lists this chat's tasks (anyone here may read them); /tasks cancel <id> needs the
@@ -158,7 +195,12 @@ class CommandHandler:
         ]
         channels = [t("status_channel_line", name=channel, state=state)
                     for channel, state in self._channel_states.states().items()]
+        incognito = await self._repos.incognito.get(conversation.id)
+        incognito_line = (t("status_incognito_on", since=self._history.when(incognito.start_time),
+                            hours=_hours(self._config.memory.incognito_hours))
+                          if incognito else t("status_incognito_off"))
         return t("status", who=who, agent_id=conversation.agent_id, agent_name=name, model=self._agent.model,
+                 incognito=incognito_line,
                  provider=self._provider(),
                  window_tokens=used, window_budget=self._window.budget,
                  summary=t("status_summary_yes") if fresh.summary else t("status_summary_no"),
@@ -194,14 +236,28 @@ class CommandHandler:
 
     async def _memory(
         self, router: ChatControl, message: InboundMessage, conversation: ConversationRecord,
-        args: list[str],
+        args: list[str], rest: list[str],
     ) -> str:
         t = self._prompts.text
         action = args[0] if args else ""
-        if action not in ("emerge", "summarize", "show", "search"):
+        if action not in ("emerge", "summarize", "show", "search", "history", "why", "approve", "reject"):
             return t("memory_usage")
         if not router.is_admin(message):
             return t("not_admin")
+        if action in ("history", "why") and not message.is_direct:  # they quote memory and what people said
+            return t("direct_only")
+        if action == "history":
+            if len(rest) > 1:
+                return t("history_usage")
+            return await self._history.lines(conversation.agent_id, rest[0] if rest else None)
+        if action == "why":
+            return await self._history.why(conversation.agent_id, " ".join(rest))
+        if action in ("approve", "reject"):
+            if self._review is None:
+                return t("proposal_none")
+            if action == "approve":
+                return await self._review.approve(conversation.agent_id)
+            return await self._review.reject(conversation.agent_id)
         if action == "show":
             return await self._show(message, conversation, args[1] if len(args) > 1 else "memory")
         if action == "search":
@@ -271,8 +327,14 @@ def emergence_text(prompts: PromptLibrary, outcome: Any) -> str:
         return prompts.text("emerge_skipped", reason=reason)
     if status == "failed":
         return prompts.text("emerge_failed", error=reason)
+    if status == "proposed":
+        return prompts.text("proposal_made")
     key = "emerge_updated" if getattr(outcome, "updated", False) else "emerge_not_updated"
     return prompts.text(key, reason=reason)
+
+
+def _hours(hours: float) -> str:
+    return f"{hours:g}"
 
 
 def _percent(part: int, whole: int) -> int:

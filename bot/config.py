@@ -228,6 +228,14 @@ class MemoryConfig(_Model):
     person_max_chars: int = Field(2000, ge=1)
     group_profiles_max: int = Field(8, ge=0, le=100)
     remember_keywords: tuple[str, ...] = ()
+    # Every workspace file keeps this many of its latest versions (history, /undo, /memory why).
+    history_versions: int = Field(50, ge=1, le=10000)
+    # After an extraction changed memory, the chat is told what was kept: direct chats, every chat, or none.
+    receipts: Literal["direct", "all", "off"] = "direct"
+    # An incognito chat's messages are deleted at the latest this many hours after incognito began.
+    incognito_hours: float = Field(24, gt=0, le=8760)
+    # Consolidation proposes MEMORY.md changes for the owner to approve instead of writing them.
+    emergence_review: bool = False
     # None: search is lexical only. Set, vectors of messages and files are made in the
     # background and fused with the lexical ranking.
     embeddings: EmbeddingsConfig | None = None

@@ -14,6 +14,7 @@ from contextlib import AsyncExitStack
 from bot.api_token import token_whereabouts
 from bot.clock import iso, utc_now
 from bot.config import Config
+from bot.incognito import IncognitoExpiry
 from bot.instance_lock import DatabaseLock
 from bot.retry import CRASH_RESTART, Backoff, RetryStreak
 from bot.runtime import Runtime, open_runtime, tune_garbage_collector
@@ -110,6 +111,8 @@ async def _serve(
                 await worker.recover()
                 running.append(tasks.create_task(supervise("memory worker", worker.run, stop),
                                                  name="memory-worker"))
+            expiry = IncognitoExpiry(rt.core.repos.incognito, config.mate.memory.incognito_hours, rt.window.forget)
+            running.append(tasks.create_task(supervise("incognito expiry", expiry.run, stop), name="incognito"))
             for channel in channels:
                 running.append(tasks.create_task(supervise(f"{channel.name} channel", channel.run, stop),
                                                  name=f"channel-{channel.name}"))

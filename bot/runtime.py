@@ -25,15 +25,19 @@ from bot.people import shared_owner_memory
 from bot.llm import TextToolCallClient
 from bot.retry import Sleep
 from bot.router import ChannelMessageRouter
-from bot.transcription import OpenAITranscriber
-from bot.voice import VoiceNoteReader
+from bot.tasks.delivery import ChannelOutbox
 from bot.tasks.service import TaskService
 from bot.tasks.tool import TurnTaskTools
+from bot.transcription import OpenAITranscriber
+from bot.voice import VoiceNoteReader
 from channels.base import ChannelStateBoard
 from bot.storage.embeddings import SqliteEmbeddingRepository
 from memory.embeddings import EmbeddingBackfill, EndpointHealth, OpenAIEmbeddingClient, SemanticSearch
 from memory.emergence import MemoryEmergenceService
 from memory.events import MemoryEventSink, NullMemorySink
+from memory.history import MemoryHistoryService
+from memory.receipts import MemoryReceipts
+from memory.review import ConsolidationReview
 from memory.recall import MemorySearchService
 from memory.search_tool import MemorySearchTool
 from memory.summarization import MemorySummarizationService
@@ -51,6 +55,7 @@ class MemoryServices:
     summarization: MemorySummarizationService
     worker: MemoryWorker  # the durable queue in front of `summarization`; /memory summarize runs through it
     emergence: MemoryEmergenceService
+    review: ConsolidationReview  # /memory approve | reject, and the web page's proposal
 
 
 @dataclass(slots=True)
@@ -72,6 +77,7 @@ class Runtime:
     search: MemorySearchService
     memory_services: MemoryServices | None
     tasks: TaskService  # reminders: the tools, /tasks, the API; the daemon's timer fires them
+    outbox: ChannelOutbox  # messages the daemon sends on its own (reminders, memory receipts), by channel
 
 
 YOUNG_GC_THRESHOLD = 20_000
@@ -124,7 +130,8 @@ async def open_runtime(
             llm = TextToolCallClient(llm)
         llm = UsageRecordingClient(llm, core.repos.llm_usage)
         tokens = TokenEstimator()
-        services = _memory_services(stack, core, llm, clock, sleep) if with_memory_worker else None
+        outbox = ChannelOutbox()
+        services = _memory_services(stack, core, llm, clock, sleep, outbox) if with_memory_worker else None
         memory: MemoryEventSink = services.worker if services else NullMemorySink()
         window = ConversationWindowManager(
             mate.agent.conversation.window, core.repos, tokens, llm, core.prompts, memory,
@@ -132,7 +139,7 @@ async def open_runtime(
         )
         tool = WorkspaceMemoryTool(core.workspace, core.prompts, budgets={
             PROFILE_FILE: mate.memory.profile_max_chars, MEMORY_FILE: mate.memory.memory_max_chars},
-            person_budget=mate.memory.person_max_chars)
+            person_budget=mate.memory.person_max_chars, off_the_record=core.repos.incognito.holds)
         semantic = await _semantic_search(stack, core, backfill=with_memory_worker)
         search = MemorySearchService(core.repos.search, semantic)
         agent = Agent(mate, core.repos, core.workspace, window, llm, tokens, core.prompts,
@@ -148,24 +155,32 @@ async def open_runtime(
         commands = CommandHandler(mate, core.repos, core.workspace, window, agent, core.prompts,
                                   emergence=services.emergence if services else None,
                                   summarizer=services.worker if services else None,
-                                  channel_states=channel_states, search=search, tasks=tasks)
+                                  channel_states=channel_states, search=search, tasks=tasks,
+                                  review=services.review if services else None)
         router = ChannelMessageRouter(mate, core.repos, core.agents, agent, memory, core.prompts,
                                       commands=commands, media=media, access=access, people=core.people,
                                       tasks=TurnTaskTools(tasks, core.prompts))
         yield Runtime(core=core, llm=llm, tokens=tokens, window=window, agent=agent, router=router,
                       commands=commands, memory=memory, offline=offline, channel_states=channel_states,
-                      access=access, memory_tool=tool, search=search, memory_services=services, tasks=tasks)
+                      access=access, memory_tool=tool, search=search, memory_services=services, tasks=tasks,
+                      outbox=outbox)
 
 
 def _memory_services(
-    stack: AsyncExitStack, core: Core, llm: LLMClient, clock: Clock, sleep: Sleep,
+    stack: AsyncExitStack, core: Core, llm: LLMClient, clock: Clock, sleep: Sleep, outbox: ChannelOutbox,
 ) -> MemoryServices:
     mate = core.config.mate
-    service = MemorySummarizationService(mate, core.repos, core.workspace, llm, core.prompts, clock, sleep=sleep)
+    receipts = MemoryReceipts(mate.memory.receipts, core.repos, outbox, core.prompts)
+    service = MemorySummarizationService(mate, core.repos, core.workspace, llm, core.prompts, clock, sleep=sleep,
+                                         listener=receipts)
     worker = MemoryWorker(service, core.repos, mate, clock=clock, sleep=sleep)
     stack.push_async_callback(worker.close)
-    emergence = MemoryEmergenceService(mate, core.repos, core.workspace, llm, core.prompts, clock, sleep=sleep)
-    return MemoryServices(service, worker, emergence)
+    history = MemoryHistoryService(core.repos, core.workspace, core.prompts, mate.timezone)
+    review = ConsolidationReview(core.repos, core.workspace, core.prompts, outbox, history,
+                                 telegram_admins=mate.channels.telegram.admins)
+    emergence = MemoryEmergenceService(mate, core.repos, core.workspace, llm, core.prompts, clock, sleep=sleep,
+                                       review=review)
+    return MemoryServices(service, worker, emergence, review)
 
 
 async def _voice_notes(stack: AsyncExitStack, media: MediaConfig) -> VoiceNoteReader:

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 from bot.config import Config
 from bot.errors import MateError
 from bot.runtime import Runtime
-from bot.tasks.delivery import ChannelOutbox, ReminderDelivery
+from bot.tasks.delivery import ChannelOutbox, ReminderDelivery  # noqa: F401  (Services.outbox's type)
 from bot.tasks.timer import TaskTimer
 from channels.base import Channel
 
@@ -76,7 +76,7 @@ async def start_services(config: Config, rt: Runtime, stack: AsyncExitStack) -> 
 
         channels.append(DiscordChannel(mate.channels.discord, rt.router.handle, rt.core.prompts,
                                        access=rt.access.discord))
-    outbox = ChannelOutbox()
+    outbox = rt.outbox
     for channel in channels:
         rt.channel_states.add(channel)
         outbox.add(channel)

@@ -461,7 +461,35 @@ class DiscordChannel:
             # Memory holds personal data: only the caller sees the answer.
             await ask(interaction, f"/memory show {which}" if which else "/memory show", ephemeral=True)
 
+        @memory.command(name="history", description="The latest memory changes and where they came from")
+        @app_commands.describe(file="One file, e.g. PROFILE.md (default: all)")
+        async def history(interaction: discord.Interaction, file: str | None = None) -> None:
+            await ask(interaction, f"/memory history {file}" if file else "/memory history", ephemeral=True)
+
+        @memory.command(name="why", description="When and from which conversation memory learned something")
+        @app_commands.describe(text="Words that are in memory")
+        async def why(interaction: discord.Interaction, text: str) -> None:
+            await ask(interaction, f"/memory why {text}", ephemeral=True)
+
+        @memory.command(name="approve", description="Apply the proposed MEMORY.md change")
+        async def approve(interaction: discord.Interaction) -> None:
+            await ask(interaction, "/memory approve")
+
+        @memory.command(name="reject", description="Drop the proposed MEMORY.md change")
+        async def reject(interaction: discord.Interaction) -> None:
+            await ask(interaction, "/memory reject")
+
         tree.add_command(memory)
+
+        @tree.command(name="undo", description="Take back what memory kept from this chat's last exchange")
+        async def undo(interaction: discord.Interaction) -> None:
+            await ask(interaction, "/undo")
+
+        @tree.command(name="incognito", description="Talk without anything being remembered")
+        @app_commands.describe(state="on or off")
+        async def incognito(interaction: discord.Interaction, state: Literal["on", "off"]) -> None:
+            await ask(interaction, f"/incognito {state}")
+
         return tree
 
     async def _on_command(self, interaction: discord.Interaction, text: str, *, ephemeral: bool = False) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 from bot.clock import Clock, local_date, utc_now
 from bot.config import MateConfig
@@ -31,7 +31,7 @@ _EDIT_FIELDS = ("memory_edits",)
 _REPLY_OVERHEAD_TOKENS = 512
 _MEMORY_SORT_ORDER = dict(SEED_FILES)[MEMORY_FILE]
 
-Status = Literal["completed", "skipped", "failed", "disabled"]
+Status = Literal["completed", "skipped", "failed", "disabled", "proposed"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,6 +39,13 @@ class EmergenceOutcome:
     status: Status
     updated: bool
     reason: str
+
+
+class Proposer(Protocol):
+    """Reviewed consolidation: keeps a proposed file for the owner instead of writing it."""
+
+    async def propose(self, agent_id: int, filename: str, base_version: int, before: str, after: str,
+                      reason: str, run_id: int | None) -> bool: ...
 
 
 class _Failed(Exception):
@@ -65,9 +72,10 @@ class MemoryEmergenceService:
     def __init__(
         self, config: MateConfig, repos: Repositories, workspace: WorkspaceFileService,
         llm: LLMClient, prompts: PromptLibrary, clock: Clock = utc_now, *,
-        sleep: Sleep = asyncio.sleep, retry: Backoff = MEMORY_MODEL_CALL,
+        sleep: Sleep = asyncio.sleep, retry: Backoff = MEMORY_MODEL_CALL, review: Proposer | None = None,
     ) -> None:
         self._config = config
+        self._review = review  # with mate.memory.emergence-review, what a consolidation proposes goes here
         self._memory = config.memory
         self._repos = repos
         self._workspace = workspace
@@ -98,7 +106,7 @@ class MemoryEmergenceService:
         """One attempt, one run row; a failed model call is raised for emerge() to retry."""
         run_id = await self._repos.memory_runs.start(agent_id, RUN_KIND)
         try:
-            outcome = await self._consolidate(agent_id, redo_on_conflict=True)
+            outcome = await self._consolidate(agent_id, run_id, redo_on_conflict=True)
         except _ModelCallFailed as exc:
             of = f"/{self._retry.attempts}" if self._retry.attempts is not None else ""
             await self._repos.memory_runs.finish(run_id, "failed", f"attempt {attempt}{of}", str(exc))
@@ -115,7 +123,7 @@ class MemoryEmergenceService:
         log.info("emergence for agent %s: %s (%s)", agent_id, outcome.status, outcome.reason)
         return outcome
 
-    async def _consolidate(self, agent_id: int, *, redo_on_conflict: bool) -> EmergenceOutcome:
+    async def _consolidate(self, agent_id: int, run_id: int, *, redo_on_conflict: bool) -> EmergenceOutcome:
         notes = await self._daily_notes(agent_id)
         if not notes:
             return EmergenceOutcome("skipped", False, "no daily notes to consolidate")
@@ -132,7 +140,7 @@ class MemoryEmergenceService:
         except EditNotApplicable as exc:
             if not redo_on_conflict:
                 raise _Failed(f"{exc}; nothing was written") from None
-            return await self._consolidate(agent_id, redo_on_conflict=False)
+            return await self._consolidate(agent_id, run_id, redo_on_conflict=False)
         if not content.strip():
             # An empty replacement would wipe the memory; read it as "nothing to change".
             return EmergenceOutcome(
@@ -140,16 +148,21 @@ class MemoryEmergenceService:
             )
         if content == memory_text:
             return EmergenceOutcome("completed", False, "the proposed MEMORY.md equals the current one")
+        if self._memory.emergence_review and self._review is not None:
+            # Nothing is written: the owner approves (onto this version of MEMORY.md) or rejects it.
+            await self._review.propose(agent_id, MEMORY_FILE, version, memory_text, storable(content),
+                                       reply["reason"], run_id)
+            return EmergenceOutcome("proposed", False, reply["reason"])
         try:
             await self._workspace.write(
                 agent_id, MEMORY_FILE, storable(content), expected_version=version,
-                enabled=True, sort_order=_MEMORY_SORT_ORDER,
+                enabled=True, sort_order=_MEMORY_SORT_ORDER, change="emergence", run_id=run_id,
             )
         except VersionConflict:
             if not redo_on_conflict:
                 raise _Failed("MEMORY.md was changed by another writer during the run; nothing was written") from None
             log.info("MEMORY.md of agent %s changed during emergence; redoing on the fresh contents", agent_id)
-            return await self._consolidate(agent_id, redo_on_conflict=False)
+            return await self._consolidate(agent_id, run_id, redo_on_conflict=False)
         return EmergenceOutcome("completed", True, reply["reason"])
 
     def _check_budget(self, content: str) -> None:

@@ -1,4 +1,4 @@
-"""The event the router publishes after every reply (SPEC S6)."""
+"""The events of memory work: a reply completed (for extraction), and an extraction committed."""
 
 from __future__ import annotations
 
@@ -36,3 +36,28 @@ class NullMemorySink:
 
     async def record_fold(self, agent_id: int, conversation_id: str, upto_message_id: int) -> None:
         return None
+
+
+@dataclass(frozen=True, slots=True)
+class FileChange:
+    """One file an extraction changed: its text before (empty for a new file) and after."""
+
+    filename: str
+    before: str
+    after: str
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryCommitted:
+    """An extraction's writes are committed: the run, its conversation and what changed."""
+
+    agent_id: int
+    conversation_id: str
+    run_id: int
+    changes: tuple[FileChange, ...]
+
+
+class CommitListener(Protocol):
+    """Told after an extraction's transaction committed (never for one that did not)."""
+
+    async def committed(self, event: MemoryCommitted) -> None: ...

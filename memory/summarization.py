@@ -18,7 +18,7 @@ from bot.prompts import LOCALES, PromptLibrary
 from bot.retry import MEMORY_MODEL_CALL, Backoff, Sleep, retrying
 from bot.storage import Repositories
 from bot.storage.records import MessageRecord
-from memory.events import ConversationCompletedEvent
+from memory.events import CommitListener, ConversationCompletedEvent, FileChange, MemoryCommitted
 from bot.storage.memory_commit import ExtractionCommit, FileWrite
 from bot.text import storable
 from memory.budgets import tokens_for_chars
@@ -62,6 +62,7 @@ class AnalysisOutcome:
     files: tuple[str, ...] = ()
     watermark: int = 0  # the conversation's memory_upto_message_id afterwards
     retryable: bool = False  # a failure that another attempt may not hit (LLM, JSON, conflicts)
+    committed: MemoryCommitted | None = None  # a batch's committed changes, for the listener
 
 
 @dataclass(frozen=True, slots=True)
@@ -138,9 +139,10 @@ class MemorySummarizationService:
     def __init__(
         self, config: MateConfig, repos: Repositories, workspace: WorkspaceFileService, llm: LLMClient,
         prompts: PromptLibrary, clock: Clock = utc_now, *, sleep: Sleep = asyncio.sleep,
-        retry: Backoff = MEMORY_MODEL_CALL,
+        retry: Backoff = MEMORY_MODEL_CALL, listener: CommitListener | None = None,
     ) -> None:
         self._config = config
+        self._listener = listener  # told what changed once a batch's transaction committed
         self._memory = config.memory
         self._repos = repos
         self._workspace = workspace
@@ -214,7 +216,8 @@ class MemorySummarizationService:
         problems: list[str] = []  # failures that moved the watermark (over budget): later batches still run
         while watermark < upto:
             rows = await self._repos.messages.oldest(
-                conversation_id, limit + 1, after_id=watermark, upto_id=upto, roles=TRANSCRIPT_ROLES
+                conversation_id, limit + 1, after_id=watermark, upto_id=upto, roles=TRANSCRIPT_ROLES,
+                remembered_only=True,
             )
             if not rows:  # only tool/system turns left: nothing to read, move past them
                 await self._repos.conversations.set_memory_watermark(conversation_id, upto)
@@ -243,7 +246,7 @@ class MemorySummarizationService:
         if count >= minimum:
             return ""
         new = await self._repos.messages.oldest(conversation_id, minimum, after_id=watermark, upto_id=upto,
-                                                roles=("user",))
+                                                roles=("user",), remembered_only=True)
         if any(self.is_explicit_remember(m.content) for m in new):
             return ""
         return f"only {count} messages (minimum {minimum})"
@@ -258,7 +261,7 @@ class MemorySummarizationService:
         end: int, attempts: int | None,
     ) -> AnalysisOutcome:
         earlier = await self._repos.messages.latest(
-            conversation_id, EARLIER_CONTEXT_MESSAGES, upto_id=watermark, roles=TRANSCRIPT_ROLES
+            conversation_id, EARLIER_CONTEXT_MESSAGES, upto_id=watermark, roles=TRANSCRIPT_ROLES, remembered_only=True
         ) if watermark else []
         # Earlier lines keep the speaker's name ("[Alice] ..."): their people have no number.
         speakers = {m.sender_id: f"{m.ref} {m.name}" for m in scope.members}
@@ -286,9 +289,15 @@ class MemorySummarizationService:
                 raise
 
         try:
-            return await retrying(attempt, _is_retryable, policy, sleep=self._sleep)
+            outcome = await retrying(attempt, _is_retryable, policy, sleep=self._sleep)
         except _RetryableFailure as exc:
             return AnalysisOutcome("failed", False, str(exc), retryable=True)
+        if outcome.committed is not None and self._listener is not None:
+            try:  # committed already (and the run row finished): a receipt that cannot go out changes nothing
+                await self._listener.committed(outcome.committed)
+            except Exception:
+                log.exception("telling what memory kept failed", extra={"conversation_id": conversation_id})
+        return outcome
 
     async def _attempt(
         self, agent_id: int, conversation_id: str, scope: _Scope, transcript: str, earlier: str, end: int,
@@ -514,13 +523,18 @@ class MemorySummarizationService:
         status = "failed" if plan.problems else "completed"
         reason = "; ".join([*(plan.problems or [plan.reason]), *plan.notes])
         await self._repos.memory_commits.commit(ExtractionCommit(
-            agent_id, conversation_id, writes, end, run_id, status, reason))
+            agent_id, conversation_id, writes, end, run_id, status, reason, self._memory.history_versions))
         written = tuple(w.filename for w in writes)
         if written:
             self._workspace.invalidate(agent_id)
         log.info("memory extraction for %s wrote %s: %s", conversation_id, ", ".join(written) or "nothing",
                  reason, extra={"conversation_id": conversation_id})
-        return AnalysisOutcome(status, bool(written), reason, written, end)
+        committed = None
+        if written:
+            before = {**{name: text for name, (text, _) in snap.files.items()}, daily_name: snap.daily[0]}
+            changes = tuple(FileChange(w.filename, before.get(w.filename, ""), w.content) for w in writes)
+            committed = MemoryCommitted(agent_id, conversation_id, run_id, changes)
+        return AnalysisOutcome(status, bool(written), reason, written, end, committed=committed)
 
 
 def answers_offline(llm: LLMClient) -> bool:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import copy
 import json
 import logging
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from bot.errors import VersionConflict, WorkspaceError
@@ -121,8 +121,11 @@ class WorkspaceMemoryTool:
         prompts: PromptLibrary,
         max_content_bytes: int = DEFAULT_MAX_CONTENT_BYTES,
         budgets: Mapping[str, int] | None = None, person_budget: int | None = None,
+        off_the_record: Callable[[int], Awaitable[bool]] | None = None,
     ) -> None:
         self._workspace = workspace
+        # Whether a user message was written in incognito: its turn reads memory, never writes it.
+        self._off_the_record = off_the_record
         self._prompts = prompts
         self._max_content_bytes = max_content_bytes
         # filename -> the most characters it may hold (PROFILE.md, MEMORY.md): the same
@@ -148,6 +151,9 @@ class WorkspaceMemoryTool:
                 payload = await self._list(agent_id, arguments)
             elif name == READ_TOOL:
                 payload = await self._read(agent_id, arguments)
+            elif (asked_in is not None and self._off_the_record is not None
+                  and await self._off_the_record(asked_in)):
+                raise _Refused(self._prompts.text("tool_error_incognito"))
             elif name == WRITE_TOOL:
                 payload = await self._write(agent_id, arguments)
             else:
@@ -197,7 +203,7 @@ class WorkspaceMemoryTool:
                 outcome = await self._workspace.write(
                     agent_id, filename, content,
                     expected_version=current.version if current else 0,
-                    enabled=False, sort_order=NEW_FILE_SORT_ORDER,
+                    enabled=False, sort_order=NEW_FILE_SORT_ORDER, change="tool",
                 )
                 break
             except VersionConflict as conflict:
@@ -237,7 +243,7 @@ class WorkspaceMemoryTool:
             self._check_budget(filename, edited)
             try:
                 await self._workspace.write(
-                    agent_id, filename, edited, expected_version=current.version
+                    agent_id, filename, edited, expected_version=current.version, change="tool"
                 )
                 break
             except VersionConflict as conflict:

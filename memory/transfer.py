@@ -169,7 +169,7 @@ async def import_workspace(workspace: WorkspaceFileService, agent_id: int, folde
                 agent_id, name, content,
                 expected_version=existing.version if existing else 0,
                 enabled=wanted.enabled if wanted.enabled is not None else False,
-                sort_order=wanted.sort_order if wanted.sort_order is not None else 100,
+                sort_order=wanted.sort_order if wanted.sort_order is not None else 100, change="import",
             )
             written.append(name)
             existing = outcome.file

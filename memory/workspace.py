@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from bot.errors import VersionConflict, WorkspaceError
+from bot.storage.file_history import Change
 from bot.storage.records import WorkspaceFileRecord
 from bot.storage.workspace_files import SqliteWorkspaceFileRepository
 
@@ -46,9 +47,10 @@ class WorkspaceFileService:
 
     def __init__(
         self, files: SqliteWorkspaceFileRepository, seeds: SeedSource, *, injection_ttl: float = 5.0,
-        clock: Callable[[], float] = time.monotonic,
+        clock: Callable[[], float] = time.monotonic, history_versions: int = 50,
     ) -> None:
         self._files = files
+        self.history_versions = history_versions  # versions kept per file
         self._seeds = seeds
         # The injection is read on every request; this process's writes invalidate it at
         # once, and the TTL bounds how long an edit by another process (`memory import`)
@@ -78,7 +80,8 @@ class WorkspaceFileService:
             if await self._files.get(agent_id, filename) is not None:
                 continue
             content = self._seeds.workspace_seed(filename)
-            if await self._files.insert(agent_id, filename, content, enabled=True, sort_order=sort_order):
+            if await self._files.insert(agent_id, filename, content, enabled=True, sort_order=sort_order,
+                                        keep=self.history_versions):
                 created += 1
         if created:
             self._changed(agent_id)
@@ -97,20 +100,22 @@ class WorkspaceFileService:
 
     async def write(
         self, agent_id: int, filename: str, content: str, *, expected_version: int | None = None,
-        enabled: bool = False, sort_order: int = 100,
+        enabled: bool = False, sort_order: int = 100, change: Change = "api", run_id: int | None = None,
     ) -> WriteOutcome:
         """Create or replace a file.
 
         expected_version None writes unconditionally; 0 means "the file must not exist";
         N > 0 means "only if the file is still at version N". A mismatch raises
         VersionConflict and changes nothing. `enabled`/`sort_order` apply only on creation.
+        The new version is kept in the file's history with `change` (and the memory run).
         """
         current = await self._files.get(agent_id, filename)
         if current is None:
             if expected_version not in (None, 0):
                 raise VersionConflict(filename, expected_version, 0)
             inserted = await self._files.insert(
-                agent_id, filename, content, enabled=enabled, sort_order=sort_order
+                agent_id, filename, content, enabled=enabled, sort_order=sort_order, change=change, run_id=run_id,
+                keep=self.history_versions,
             )
             self._changed(agent_id)
             if inserted is None:  # someone created it between our read and insert
@@ -119,7 +124,8 @@ class WorkspaceFileService:
             return WriteOutcome(inserted, created=True)
         if expected_version is not None and current.version != expected_version:
             raise VersionConflict(filename, expected_version, current.version)
-        updated_ok = await self._files.update_content(current.id, content, expected_version)
+        updated_ok = await self._files.update_content(current.id, content, expected_version, change=change,
+                                                      run_id=run_id, keep=self.history_versions)
         self._changed(agent_id)  # after the commit: a read racing with it is not cached
         if not updated_ok:
             latest = await self._files.get(agent_id, filename)
@@ -130,17 +136,17 @@ class WorkspaceFileService:
 
     async def append(
         self, agent_id: int, filename: str, text: str, *, header: str = "",
-        expected_version: int | None = None,
+        expected_version: int | None = None, change: Change = "api",
     ) -> WriteOutcome:
         """Append `text` (a new file starts with `header`), version-checked like write()."""
         current = await self._files.get(agent_id, filename)
         if current is None:
             body = f"{header}\n\n{text.strip()}\n" if header else f"{text.strip()}\n"
-            return await self.write(agent_id, filename, body, expected_version=expected_version or 0)
+            return await self.write(agent_id, filename, body, expected_version=expected_version or 0, change=change)
         separator = "" if current.content.endswith("\n") or not current.content else "\n"
         body = f"{current.content}{separator}\n{text.strip()}\n"
         version = current.version if expected_version is None else expected_version
-        return await self.write(agent_id, filename, body, expected_version=version)
+        return await self.write(agent_id, filename, body, expected_version=version, change=change)
 
     async def delete(self, agent_id: int, filename: str) -> bool:
         """Logical delete: the row stays, the name is free again."""

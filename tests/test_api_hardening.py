@@ -29,6 +29,9 @@ ROUTES: dict[tuple[str, str], tuple[tuple[str, ...], dict[str, Any] | None]] = {
     ("GET", "/api/v1/memory/{agent_id}/files"): ((), None),
     ("GET", "/api/v1/memory/{agent_id}/files/{filename}"): ((), None),
     ("PUT", "/api/v1/memory/{agent_id}/files/{filename}"): ((), {"content": "x", "version": 0}),
+    ("GET", "/api/v1/memory/{agent_id}/files/{filename}/history"): ((), None),
+    ("GET", "/api/v1/memory/{agent_id}/proposal"): ((), None),
+    ("POST", "/api/v1/memory/{agent_id}/proposal/{answer}"): ((), None),
     ("GET", "/api/v1/chat/{agent_id}/conversations"): ((), None),
     ("GET", "/api/v1/chat/{agent_id}/conversations/{conversation_id}/messages"): (("after",), None),
     ("GET", "/api/v1/memory/{agent_id}/search"): (("limit",), None),
@@ -38,7 +41,8 @@ ROUTES: dict[tuple[str, str], tuple[tuple[str, ...], dict[str, Any] | None]] = {
     ("DELETE", "/api/v1/agents/{agent_id}/tasks/{task_id}"): ((), None),
 }
 _OPEN_ROUTES = {("GET", "/healthz"), ("GET", "/"), ("GET", "/api/v1/people")}  # no variables, no body
-_DEFAULTS = {"agent_id": "1", "conversation_id": "web:known", "filename": "NOTES.md", "task_id": "1"}
+_DEFAULTS = {"agent_id": "1", "conversation_id": "web:known", "filename": "NOTES.md", "task_id": "1",
+             "answer": "reject"}
 _BASE_QUERY = {"/api/v1/memory/{agent_id}/search": "q=key"}
 
 

@@ -201,9 +201,11 @@ async def test_long_reply_is_split_with_balanced_fences(env: Env) -> None:
 
 async def test_app_commands_registered(env: Env) -> None:
     commands = {c["name"]: c for c in env.dc.registered_commands}
-    assert {"memory", "new", "compact", "status"} <= commands.keys()
+    assert {"memory", "new", "compact", "status", "undo", "incognito"} <= commands.keys()
     memory = commands["memory"]
-    assert [o["name"] for o in memory["options"]] == ["emerge", "summarize", "show"]
+    assert [o["name"] for o in memory["options"]] == ["emerge", "summarize", "show", "history", "why", "approve",
+                                                     "reject"]
+    assert [c["value"] for c in commands["incognito"]["options"][0]["choices"]] == ["on", "off"]
     show = next(o for o in memory["options"] if o["name"] == "show")
     which = show["options"][0]
     assert which["name"] == "which" and not which.get("required", False)

@@ -13,6 +13,7 @@ import pytest
 
 from bot.prompts import PromptLibrary
 from bot.storage import Database, Repositories
+from bot.storage.file_history import Change
 from bot.storage.workspace_files import SqliteWorkspaceFileRepository
 from bot.tools import ToolResult, ToolSet
 from memory.tool import TOOL_NAMES, WorkspaceMemoryTool
@@ -37,16 +38,16 @@ class InterferingWorkspace(WorkspaceFileService):
 
     async def write(
         self, agent_id: int, filename: str, content: str, *, expected_version: int | None = None,
-        enabled: bool = False, sort_order: int = 100,
+        enabled: bool = False, sort_order: int = 100, change: Change = "api", run_id: int | None = None,
     ) -> WriteOutcome:
         if self.interference:
-            change = self.interference.pop(0)
+            interfere = self.interference.pop(0)
             current = await self.get(agent_id, filename)
-            await super().write(agent_id, filename, change(current.content if current else None))
+            await super().write(agent_id, filename, interfere(current.content if current else None))
         self.tool_writes += 1
         return await super().write(
             agent_id, filename, content, expected_version=expected_version,
-            enabled=enabled, sort_order=sort_order,
+            enabled=enabled, sort_order=sort_order, change=change, run_id=run_id,
         )
 
 

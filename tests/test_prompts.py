@@ -221,7 +221,10 @@ def test_required_string_keys_exist(library: PromptLibrary) -> None:
     [
         ("compact_done", {"before", "after"}),
         ("status", {"agent_id", "agent_name", "model", "provider", "window_tokens", "window_budget",
-                    "summary", "files", "runs", "channels", "tokens", "who"}),
+                    "summary", "files", "runs", "channels", "tokens", "who", "incognito"}),
+        ("receipt_noted", {"text", "filename"}),
+        ("undo_conflict", {"filename", "when"}),
+        ("why_found", {"text", "filename", "when", "source"}),
         ("status_channel_line", {"name", "state"}),
         ("whoami_owner", {"name", "person_id", "agent_id", "agent_name"}),
         ("whoami_person", {"name", "person_id", "agent_id", "agent_name"}),

@@ -18,7 +18,7 @@ from bot.__main__ import main
 from bot.api import ApiServer
 from bot.runtime import Runtime, open_runtime
 from bot.storage import Database, Repositories
-from bot.storage.migrations import MIGRATIONS
+from bot.storage.migrations import LATEST_VERSION, MIGRATIONS
 from bot.storage.search_text import FUNCTION_NAME as SPACED_FUNCTION, spaced
 from bot.storage.tasks import ChatRef
 from bot.tasks.service import Sender
@@ -145,7 +145,7 @@ async def test_migration_12_keeps_every_cron_job_and_takes_reminders(tmp_path: P
         assert task.id == 9  # ids go on after the kept rows
         assert [j.id for j in await repos.cron_jobs.list()] == [3, 8]  # a reminder is no system job
     with closing(sqlite3.connect(db)) as conn:
-        assert conn.execute("SELECT MAX(version) FROM schema_version").fetchone() == (12,)
+        assert conn.execute("SELECT MAX(version) FROM schema_version").fetchone() == (LATEST_VERSION,)
         with pytest.raises(sqlite3.IntegrityError):
             conn.execute("INSERT INTO mate_cron_job(agent_id, name, cron_expression, timezone, task_type, "
                          "create_time, update_time) VALUES (1, 'x', '', 'UTC', 'bogus', '', '')")

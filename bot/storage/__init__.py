@@ -10,6 +10,9 @@ from bot.storage.conversations import (
     SqliteMessageRepository,
 )
 from bot.storage.database import Database
+from bot.storage.file_history import SqliteFileHistoryRepository
+from bot.storage.incognito import SqliteIncognitoRepository
+from bot.storage.proposals import SqliteProposalRepository
 from bot.storage.jobs import SqliteCronJobRepository
 from bot.storage.memory_commit import SqliteMemoryCommitRepository
 from bot.storage.people import SqlitePersonRepository
@@ -39,6 +42,9 @@ class Repositories:
     search: SqliteSearchRepository
     people: SqlitePersonRepository
     tasks: SqliteTaskRepository
+    file_history: SqliteFileHistoryRepository
+    incognito: SqliteIncognitoRepository
+    proposals: SqliteProposalRepository
 
     @classmethod
     def over(cls, db: Database) -> Repositories:
@@ -55,6 +61,9 @@ class Repositories:
             search=SqliteSearchRepository(db),
             people=SqlitePersonRepository(db),
             tasks=SqliteTaskRepository(db),
+            file_history=SqliteFileHistoryRepository(db),
+            incognito=SqliteIncognitoRepository(db),
+            proposals=SqliteProposalRepository(db),
         )
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from bot.storage.incognito import NOT_INCOGNITO
 from bot.storage.database import Database, utc_now
 from bot.storage.records import ConversationActivity, ConversationRecord, MessageRecord
 
@@ -250,7 +251,7 @@ class SqliteMessageRepository:
 
     async def latest(
         self, conversation_id: str, limit: int, *, after_id: int = 0, upto_id: int | None = None,
-        roles: Sequence[str] | None = None,
+        roles: Sequence[str] | None = None, remembered_only: bool = False,
     ) -> list[MessageRecord]:
         """The newest `limit` messages in (after_id, upto_id], returned oldest first."""
         sql = f"SELECT {_MESSAGE_COLUMNS} FROM mate_message WHERE conversation_id = ? AND id > ?"
@@ -261,6 +262,8 @@ class SqliteMessageRepository:
         if roles:
             sql += f" AND role IN ({', '.join('?' for _ in roles)})"
             params.extend(roles)
+        if remembered_only:  # what memory may read: incognito messages left out
+            sql += " AND " + NOT_INCOGNITO.format(m="mate_message")
         sql += " ORDER BY id DESC LIMIT ?"
         params.append(limit)
         rows = await self._db.fetchall(sql, params)
@@ -268,7 +271,7 @@ class SqliteMessageRepository:
 
     async def oldest(
         self, conversation_id: str, limit: int, *, after_id: int = 0, upto_id: int | None = None,
-        roles: Sequence[str] | None = None,
+        roles: Sequence[str] | None = None, remembered_only: bool = False,
     ) -> list[MessageRecord]:
         """The oldest `limit` messages in (after_id, upto_id], oldest first."""
         sql = f"SELECT {_MESSAGE_COLUMNS} FROM mate_message WHERE conversation_id = ? AND id > ?"
@@ -279,6 +282,8 @@ class SqliteMessageRepository:
         if roles:
             sql += f" AND role IN ({', '.join('?' for _ in roles)})"
             params.extend(roles)
+        if remembered_only:  # what memory may read: incognito messages left out
+            sql += " AND " + NOT_INCOGNITO.format(m="mate_message")
         sql += " ORDER BY id LIMIT ?"
         params.append(limit)
         return [_message(r) for r in await self._db.fetchall(sql, params)]

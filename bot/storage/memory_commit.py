@@ -9,6 +9,7 @@ import aiosqlite
 
 from bot.errors import VersionConflict
 from bot.storage.database import Database, utc_now
+from bot.storage.file_history import record_version
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,6 +36,7 @@ class ExtractionCommit:
     run_id: int  # the mate_memory_run row this attempt started
     run_status: str
     run_reason: str
+    history_versions: int = 50  # versions kept per file (mate.memory.history-versions)
 
 
 class SqliteMemoryCommitRepository:
@@ -50,7 +52,7 @@ class SqliteMemoryCommitRepository:
         now = utc_now()
         async with self._db.transaction() as conn:
             for write in change.files:
-                await _write_file(conn, change.agent_id, write, now)
+                await _write_file(conn, change, write, now)
             await conn.execute(
                 "UPDATE mate_conversation SET memory_upto_message_id = MAX(memory_upto_message_id, ?), "
                 "update_time = ? WHERE id = ?",
@@ -66,24 +68,32 @@ class SqliteMemoryCommitRepository:
             )
 
 
-async def _write_file(conn: aiosqlite.Connection, agent_id: int, write: FileWrite, now: str) -> None:
+async def _write_file(conn: aiosqlite.Connection, change: ExtractionCommit, write: FileWrite, now: str) -> None:
+    """One file's new content, and its version in the file's history (the one before it too,
+    when history does not hold it yet)."""
+    agent_id = change.agent_id
     size = len(write.content.encode("utf-8"))
-    if write.expected_version == 0:
+    async with conn.execute(
+        "SELECT id, version, content, update_time FROM mate_workspace_file WHERE agent_id = ? AND filename = ? "
+        "AND deleted = 0",
+        (agent_id, write.filename),
+    ) as found:
+        row = await found.fetchone()
+    current = int(row[1]) if row else 0
+    if current != write.expected_version:
+        raise VersionConflict(write.filename, write.expected_version, current)
+    if row is None:
         cursor = await conn.execute(
-            "INSERT OR IGNORE INTO mate_workspace_file(agent_id, filename, content, file_size, enabled, "
+            "INSERT INTO mate_workspace_file(agent_id, filename, content, file_size, enabled, "
             "sort_order, create_time, update_time, deleted, version) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 0, 1)",
             (agent_id, write.filename, write.content, size, int(write.enabled), write.sort_order, now, now),
         )
+        file_id, previous = int(cursor.lastrowid or 0), None
     else:
-        cursor = await conn.execute(
+        await conn.execute(
             "UPDATE mate_workspace_file SET content = ?, file_size = ?, update_time = ?, version = version + 1 "
-            "WHERE agent_id = ? AND filename = ? AND deleted = 0 AND version = ?",
-            (write.content, size, now, agent_id, write.filename, write.expected_version),
+            "WHERE id = ?", (write.content, size, now, row[0]),
         )
-    if cursor.rowcount != 1:
-        async with conn.execute(
-            "SELECT version FROM mate_workspace_file WHERE agent_id = ? AND filename = ? AND deleted = 0",
-            (agent_id, write.filename),
-        ) as found:
-            row = await found.fetchone()
-        raise VersionConflict(write.filename, write.expected_version, int(row[0]) if row else 0)
+        file_id, previous = int(row[0]), (current, str(row[2]), str(row[3]))
+    await record_version(conn, file_id, previous=previous, version=current + 1, content=write.content,
+                         run_id=change.run_id, change="extraction", keep=change.history_versions, now=now)

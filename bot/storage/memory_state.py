@@ -156,3 +156,19 @@ class SqliteMemoryRunRepository:
             (conversation_id,),
         )
         return [_run(r) for r in rows]
+
+    async def get(self, run_id: int) -> MemoryRunRecord | None:
+        row = await self._db.fetchone(f"SELECT {_RUN_COLUMNS} FROM mate_memory_run WHERE id = ?", (run_id,))
+        return _run(row) if row else None
+
+    async def user_messages(self, run_id: int, limit: int) -> list[str]:
+        """The newest `limit` user messages a run's transcript held (oldest first): those of its
+        conversation since the run before it started, up to its own start."""
+        rows = await self._db.fetchall(
+            "SELECT m.content FROM mate_memory_run r JOIN mate_message m ON m.conversation_id = r.conversation_id "
+            "WHERE r.id = ? AND m.role = 'user' AND m.create_time <= r.started AND m.create_time > COALESCE("
+            "(SELECT MAX(p.started) FROM mate_memory_run p WHERE p.conversation_id = r.conversation_id "
+            "AND p.id < r.id AND p.status = 'completed'), '') AND NOT EXISTS (SELECT 1 FROM mate_incognito i "
+            "WHERE i.conversation_id = m.conversation_id AND m.id > i.after_message_id) "
+            "ORDER BY m.id DESC LIMIT ?", (run_id, limit))
+        return [str(r[0]) for r in reversed(rows)]

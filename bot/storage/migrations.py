@@ -82,19 +82,19 @@ _FILE_TRIGRAM = (
 
 
 def _search_triggers(message_text: str, file_text: str, message_trigram: str, file_trigram: str,
-                     follow_next: bool = False) -> tuple[str, ...]:
+                     follow_next: bool = False, searched: str = _SEARCHED_MESSAGE) -> tuple[str, ...]:
     """The triggers that keep both search tables in step with messages and workspace files.
 
     `follow_next`: the word index holds each message's previous turn, so when a message is
     edited or deleted the next one is indexed again (a deleted text must not stay findable).
     """
     next_id = ("(SELECT n.id FROM mate_message n WHERE n.conversation_id = OLD.conversation_id AND n.id > OLD.id "
-               f"AND {_SEARCHED_MESSAGE.format(r='n')} ORDER BY n.id LIMIT 1)")
+               f"AND {searched.format(r='n')} ORDER BY n.id LIMIT 1)")
     again = (f"DELETE FROM mate_search_text WHERE rowid = {next_id} * 2; "
              f"{message_text.format(r='x')} FROM mate_message x WHERE x.id = {next_id};") if follow_next else ""
     return (
         f"""CREATE TRIGGER IF NOT EXISTS tr_search_message_insert AFTER INSERT ON mate_message
-            WHEN {_SEARCHED_MESSAGE.format(r="NEW")} BEGIN
+            WHEN {searched.format(r="NEW")} BEGIN
             {message_text.format(r="NEW")};
             {message_trigram.format(r="NEW")};
         END""",
@@ -102,8 +102,8 @@ def _search_triggers(message_text: str, file_text: str, message_trigram: str, fi
             ON mate_message BEGIN
             DELETE FROM mate_search_text WHERE rowid = OLD.id * 2;
             DELETE FROM mate_search_trigram WHERE rowid = OLD.id * 2;
-            {message_text.format(r="NEW")} WHERE {_SEARCHED_MESSAGE.format(r="NEW")};
-            {message_trigram.format(r="NEW")} WHERE {_SEARCHED_MESSAGE.format(r="NEW")};
+            {message_text.format(r="NEW")} WHERE {searched.format(r="NEW")};
+            {message_trigram.format(r="NEW")} WHERE {searched.format(r="NEW")};
             {again}
         END""",
         f"""CREATE TRIGGER IF NOT EXISTS tr_search_message_delete AFTER DELETE ON mate_message BEGIN
@@ -197,6 +197,56 @@ _REMINDERS = (
     """CREATE INDEX IF NOT EXISTS ix_cron_job_due ON mate_cron_job(next_run_time)
         WHERE task_type = 'reminder' AND enabled = 1""",
 )
+
+# From version 13 a chat in incognito keeps its messages for the conversation only: those
+# after `after_message_id` of a conversation in mate_incognito are never indexed for search
+# (so never embedded) nor extracted, and they are deleted when incognito ends. Each
+# workspace file keeps its versions (mate_workspace_file_history), and a reviewed
+# consolidation waits in mate_memory_proposal for the owner's answer.
+_SEARCHED_MESSAGE_V13 = _SEARCHED_MESSAGE + (
+    " AND NOT EXISTS (SELECT 1 FROM mate_incognito i WHERE i.conversation_id = {r}.conversation_id "
+    "AND {r}.id > i.after_message_id)")
+_TRUST = (
+    """CREATE TABLE IF NOT EXISTS mate_workspace_file_history (
+        file_id INTEGER NOT NULL,
+        version INTEGER NOT NULL,
+        content TEXT NOT NULL,
+        run_id INTEGER,
+        change TEXT NOT NULL CHECK (change IN ('extraction', 'emergence', 'tool', 'api', 'import', 'undo')),
+        create_time TEXT NOT NULL,
+        PRIMARY KEY (file_id, version)
+    )""",
+    "CREATE INDEX IF NOT EXISTS ix_workspace_file_history_run ON mate_workspace_file_history(run_id)",
+    """CREATE TABLE IF NOT EXISTS mate_incognito (
+        conversation_id TEXT PRIMARY KEY,
+        after_message_id INTEGER NOT NULL,
+        start_time TEXT NOT NULL
+    )""",
+    *(f"DROP TRIGGER IF EXISTS {name}" for name in (
+        "tr_search_message_insert", "tr_search_message_update", "tr_search_message_delete",
+        "tr_search_scope_message_insert", "tr_search_scope_message_update")),
+    *_search_triggers(_MESSAGE_TEXT, _FILE_TEXT, _MESSAGE_TRIGRAM, _FILE_TRIGRAM, follow_next=True,
+                      searched=_SEARCHED_MESSAGE_V13)[:3],
+    f"""CREATE TRIGGER IF NOT EXISTS tr_search_scope_message_insert AFTER INSERT ON mate_message
+        WHEN {_SEARCHED_MESSAGE_V13.format(r="NEW")} BEGIN {_SCOPE_MESSAGE}; END""",
+    f"""CREATE TRIGGER IF NOT EXISTS tr_search_scope_message_update AFTER UPDATE OF content, role, content_format
+        ON mate_message WHEN {_SEARCHED_MESSAGE_V13.format(r="NEW")} BEGIN {_SCOPE_MESSAGE}; END""",
+    # status: pending until the owner answers; approved | rejected | expired | stale afterwards.
+    """CREATE TABLE IF NOT EXISTS mate_memory_proposal (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        agent_id INTEGER NOT NULL,
+        filename TEXT NOT NULL,
+        base_version INTEGER NOT NULL,
+        content TEXT NOT NULL,
+        reason TEXT NOT NULL DEFAULT '',
+        run_id INTEGER,
+        status TEXT NOT NULL DEFAULT 'pending',
+        create_time TEXT NOT NULL,
+        expire_time TEXT NOT NULL
+    )""",
+    "CREATE INDEX IF NOT EXISTS ix_memory_proposal_agent ON mate_memory_proposal(agent_id, status)",
+)
+
 
 MIGRATIONS: tuple[tuple[int, str, tuple[str, ...]], ...] = (
     (
@@ -485,6 +535,7 @@ MIGRATIONS: tuple[tuple[int, str, tuple[str, ...]], ...] = (
     (11, "word searches find an agent's rows through a table of index keys (mate_search_scope)", _SEARCH_SCOPE),
     (12, "mate_cron_job holds reminders: task type reminder, the chat to deliver to, a one-shot time, "
          "who made it and a missed run to mention", _REMINDERS),
+    (13, "workspace file history, incognito messages, and consolidations proposed for review", _TRUST),
 )
 
 LATEST_VERSION = max(version for version, _, _ in MIGRATIONS)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from bot.storage.database import Database, utc_now
+from bot.storage.file_history import Change, record_version
 from bot.storage.records import WorkspaceFileRecord
 
 _COLUMNS = (
@@ -46,30 +47,45 @@ class SqliteWorkspaceFileRepository:
         return [_record(r) for r in await self._db.fetchall(sql, params)]
 
     async def insert(
-        self, agent_id: int, filename: str, content: str, *, enabled: bool, sort_order: int
+        self, agent_id: int, filename: str, content: str, *, enabled: bool, sort_order: int,
+        change: Change = "import", run_id: int | None = None, keep: int = 50,
     ) -> WorkspaceFileRecord | None:
-        """Create a live file; None when a live file of that name already exists."""
+        """Create a live file (its version 1 in history); None when a live file of that name exists."""
         now = utc_now()
-        result = await self._db.execute(
-            "INSERT OR IGNORE INTO mate_workspace_file(agent_id, filename, content, file_size, enabled, "
-            "sort_order, create_time, update_time, deleted, version) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 0, 1)",
-            (agent_id, filename, content, len(content.encode("utf-8")), int(enabled), sort_order, now, now),
-        )
-        if result.rowcount != 1:
-            return None
+        async with self._db.transaction() as conn:
+            cursor = await conn.execute(
+                "INSERT OR IGNORE INTO mate_workspace_file(agent_id, filename, content, file_size, enabled, "
+                "sort_order, create_time, update_time, deleted, version) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 0, 1)",
+                (agent_id, filename, content, len(content.encode("utf-8")), int(enabled), sort_order, now, now),
+            )
+            if cursor.rowcount != 1:
+                return None
+            await record_version(conn, int(cursor.lastrowid or 0), previous=None, version=1, content=content,
+                                 run_id=run_id, change=change, keep=keep, now=now)
         return await self.get(agent_id, filename)
 
-    async def update_content(self, file_id: int, content: str, expected_version: int | None) -> bool:
-        """Replace content; with expected_version, only if the row still has that version."""
-        sql = (
-            "UPDATE mate_workspace_file SET content = ?, file_size = ?, update_time = ?, "
-            "version = version + 1 WHERE id = ? AND deleted = 0"
-        )
-        params: list[Any] = [content, len(content.encode("utf-8")), utc_now(), file_id]
-        if expected_version is not None:
-            sql += " AND version = ?"
-            params.append(expected_version)
-        return (await self._db.execute(sql, params)).rowcount == 1
+    async def update_content(
+        self, file_id: int, content: str, expected_version: int | None, *, change: Change = "api",
+        run_id: int | None = None, keep: int = 50,
+    ) -> bool:
+        """Replace content and keep the new version in history; with expected_version, only if the
+        row still has that version."""
+        now = utc_now()
+        async with self._db.transaction() as conn:
+            async with conn.execute(
+                "SELECT version, content, update_time FROM mate_workspace_file WHERE id = ? AND deleted = 0",
+                (file_id,),
+            ) as cursor:
+                row = await cursor.fetchone()
+            if row is None or (expected_version is not None and int(row[0]) != expected_version):
+                return False
+            await conn.execute(
+                "UPDATE mate_workspace_file SET content = ?, file_size = ?, update_time = ?, "
+                "version = version + 1 WHERE id = ?", (content, len(content.encode("utf-8")), now, file_id))
+            await record_version(conn, file_id, previous=(int(row[0]), str(row[1]), str(row[2])),
+                                 version=int(row[0]) + 1,
+                                 content=content, run_id=run_id, change=change, keep=keep, now=now)
+        return True
 
     async def set_enabled(self, file_id: int, enabled: bool) -> None:
         await self._db.execute(

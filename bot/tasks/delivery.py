@@ -56,7 +56,7 @@ class ChannelOutbox:
         while channel.state == CHANNEL_RETRYING and loop.time() < deadline:  # connecting, or back soon
             await asyncio.sleep(0.2)
         if channel.state != CHANNEL_OK and channel.state != CHANNEL_RETRYING:
-            log.warning("a reminder was not sent: the %s channel is %s", channel.name, channel.state,
+            log.warning("a message was not sent: the %s channel is %s", channel.name, channel.state,
                         extra={"channel": message.channel, "chat_id": message.chat_id})
             return False
         await channel.send(message)

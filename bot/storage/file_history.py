@@ -1,0 +1,170 @@
+"""SQL for mate_workspace_file_history: each version of a workspace file, who made it, and the undo of a run."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import aiosqlite
+
+from bot.errors import VersionConflict
+from bot.storage.database import Database, utc_now
+
+Change = Literal["extraction", "emergence", "tool", "api", "import", "undo"]
+# A version recorded only when the next one is written (a seed, a file from before history
+# began) is labelled `import`: where it came from is not known.
+UNKNOWN_SOURCE: Change = "import"
+
+
+@dataclass(frozen=True, slots=True)
+class FileVersion:
+    """Version `version` of a file: its content, and the change (and memory run) that made it."""
+
+    file_id: int
+    filename: str
+    version: int
+    content: str
+    run_id: int | None
+    change: str
+    create_time: str
+
+
+@dataclass(frozen=True, slots=True)
+class RunChange:
+    """A file a memory run changed: the version it made, the one before, and the file's version now."""
+
+    file_id: int
+    filename: str
+    made_version: int
+    previous: FileVersion | None  # None: the run created the file
+    current_version: int | None  # None: the file was deleted since
+
+
+_VERSION_COLUMNS = "h.file_id, f.filename, h.version, h.content, h.run_id, h.change, h.create_time"
+
+
+def _version(row: Any) -> FileVersion:
+    return FileVersion(file_id=row[0], filename=row[1], version=row[2], content=row[3], run_id=row[4],
+                       change=row[5], create_time=row[6])
+
+
+async def record_version(
+    conn: aiosqlite.Connection, file_id: int, *, previous: tuple[int, str, str] | None, version: int,
+    content: str, run_id: int | None, change: Change, keep: int, now: str,
+) -> None:
+    """Inside a write transaction: the new version of a file, the one before it (version, content,
+    its time) when history does not hold it yet, and only the newest `keep` versions kept."""
+    if previous is not None:
+        await conn.execute(
+            "INSERT OR IGNORE INTO mate_workspace_file_history(file_id, version, content, run_id, change, "
+            "create_time) VALUES (?, ?, ?, NULL, ?, ?)", (file_id, previous[0], previous[1], UNKNOWN_SOURCE,
+                                                          previous[2]))
+    await conn.execute(
+        "INSERT OR REPLACE INTO mate_workspace_file_history(file_id, version, content, run_id, change, create_time) "
+        "VALUES (?, ?, ?, ?, ?, ?)", (file_id, version, content, run_id, change, now))
+    await conn.execute(
+        "DELETE FROM mate_workspace_file_history WHERE file_id = ? AND version <= (SELECT version FROM "
+        "mate_workspace_file_history WHERE file_id = ? ORDER BY version DESC LIMIT 1 OFFSET ?)",
+        (file_id, file_id, max(1, keep)))
+
+
+class SqliteFileHistoryRepository:
+    def __init__(self, db: Database) -> None:
+        self._db = db
+
+    async def versions(self, file_id: int, limit: int = 50) -> list[FileVersion]:
+        """The file's kept versions, the newest first."""
+        rows = await self._db.fetchall(
+            f"SELECT {_VERSION_COLUMNS} FROM mate_workspace_file_history h JOIN mate_workspace_file f "
+            "ON f.id = h.file_id WHERE h.file_id = ? ORDER BY h.version DESC LIMIT ?", (file_id, limit))
+        return [_version(r) for r in rows]
+
+    async def version(self, file_id: int, version: int) -> FileVersion | None:
+        row = await self._db.fetchone(
+            f"SELECT {_VERSION_COLUMNS} FROM mate_workspace_file_history h JOIN mate_workspace_file f "
+            "ON f.id = h.file_id WHERE h.file_id = ? AND h.version = ?", (file_id, version))
+        return _version(row) if row else None
+
+    async def recent(self, agent_id: int, limit: int, filename: str | None = None) -> list[FileVersion]:
+        """The latest versions of the agent's live files (of one file, when named), the newest first."""
+        sql = (f"SELECT {_VERSION_COLUMNS} FROM mate_workspace_file_history h JOIN mate_workspace_file f "
+               "ON f.id = h.file_id WHERE f.agent_id = ? AND f.deleted = 0")
+        params: list[Any] = [agent_id]
+        if filename is not None:
+            sql += " AND f.filename = ?"
+            params.append(filename)
+        sql += " ORDER BY h.create_time DESC, h.file_id, h.version DESC LIMIT ?"
+        params.append(limit)
+        return [_version(r) for r in await self._db.fetchall(sql, params)]
+
+    async def oldest_containing(self, agent_id: int, text: str, filenames: Sequence[str] = ()) -> FileVersion | None:
+        """The oldest kept version of one of the agent's live files whose content holds `text`
+        (case-insensitive for ASCII letters)."""
+        sql = (f"SELECT {_VERSION_COLUMNS} FROM mate_workspace_file_history h JOIN mate_workspace_file f "
+               "ON f.id = h.file_id WHERE f.agent_id = ? AND f.deleted = 0 AND instr(lower(h.content), lower(?)) > 0")
+        params: list[Any] = [agent_id, text]
+        if filenames:
+            sql += f" AND f.filename IN ({', '.join('?' for _ in filenames)})"
+            params += list(filenames)
+        row = await self._db.fetchone(sql + " ORDER BY h.create_time, substr(f.filename, 1, 7) = 'memory/', h.version "
+                                     "LIMIT 1", params)
+        return _version(row) if row else None
+
+    async def run_changes(self, run_id: int) -> list[RunChange]:
+        """The files a run changed (excluding an undo's own versions)."""
+        rows = await self._db.fetchall(
+            "SELECT h.file_id, f.filename, h.version, CASE WHEN f.deleted = 0 THEN f.version END "
+            "FROM mate_workspace_file_history h JOIN mate_workspace_file f ON f.id = h.file_id "
+            "WHERE h.run_id = ? AND h.change <> 'undo' ORDER BY f.filename", (run_id,))
+        found: list[RunChange] = []
+        for row in rows:
+            before = await self._db.fetchone(
+                f"SELECT {_VERSION_COLUMNS} FROM mate_workspace_file_history h JOIN mate_workspace_file f "
+                "ON f.id = h.file_id WHERE h.file_id = ? AND h.version < ? ORDER BY h.version DESC LIMIT 1",
+                (row[0], row[2]))
+            found.append(RunChange(row[0], row[1], row[2], _version(before) if before else None, row[3]))
+        return found
+
+    async def last_chat_run(self, chat_key: str) -> int | None:
+        """The newest extraction run of a chat (any of its conversations) that changed a file."""
+        row = await self._db.fetchone(
+            "SELECT MAX(h.run_id) FROM mate_workspace_file_history h JOIN mate_memory_run r ON r.id = h.run_id "
+            "JOIN mate_conversation c ON c.id = r.conversation_id WHERE c.chat_key = ? AND h.change = 'extraction'",
+            (chat_key,))
+        return int(row[0]) if row and row[0] is not None else None
+
+    async def was_undone(self, run_id: int) -> bool:
+        row = await self._db.fetchone(
+            "SELECT 1 FROM mate_workspace_file_history WHERE run_id = ? AND change = 'undo' LIMIT 1", (run_id,))
+        return row is not None
+
+    async def undo(self, run_id: int, changes: Sequence[RunChange], keep: int) -> None:
+        """Every file back to the version before the run, in one transaction; a file that changed
+        since the run raises VersionConflict and nothing is written. The undo's versions carry
+        the undone run's id."""
+        now = utc_now()
+        async with self._db.transaction() as conn:
+            for change in changes:
+                async with conn.execute(
+                    "SELECT version, content FROM mate_workspace_file WHERE id = ? AND deleted = 0",
+                    (change.file_id,),
+                ) as cursor:
+                    row = await cursor.fetchone()
+                if row is None or int(row[0]) != change.made_version:
+                    raise VersionConflict(change.filename, change.made_version, int(row[0]) if row else 0)
+                if change.previous is None and change.made_version == 1:  # the run created it: it goes
+                    await conn.execute(
+                        "UPDATE mate_workspace_file SET deleted = 1, update_time = ?, version = version + 1 "
+                        "WHERE id = ?", (now, change.file_id))
+                    await record_version(conn, change.file_id, previous=None, version=int(row[0]) + 1, content="",
+                                         run_id=run_id, change="undo", keep=keep, now=now)
+                    continue
+                if change.previous is None:  # the version before is no longer kept
+                    raise VersionConflict(change.filename, change.made_version - 1, 0)
+                content = change.previous.content
+                await conn.execute(
+                    "UPDATE mate_workspace_file SET content = ?, file_size = ?, update_time = ?, version = version + 1 "
+                    "WHERE id = ?", (content, len(content.encode("utf-8")), now, change.file_id))
+                await record_version(conn, change.file_id, previous=None, version=int(row[0]) + 1, content=content,
+                                     run_id=run_id, change="undo", keep=keep, now=now)

@@ -1,0 +1,257 @@
+"""Memory people can check, through the real Telegram adapter and API: receipts, history, /undo,
+/memory why and /incognito (SPEC S29)."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from contextlib import closing
+from pathlib import Path
+
+import aiohttp
+
+from tests.fakes.anthropic import ToolUseReply
+from tests.trust_env import FRIEND, OWNER, Trust, running_bot
+
+LISBON = {"profile_update": "# User profile\n\n- Lives in Lisbon (moved last month)", "daily_entry": "ECHO"}
+
+
+def rows(bot: Trust, sql: str, params: tuple[object, ...] = ()) -> list[tuple[object, ...]]:
+    with closing(sqlite3.connect(bot.rt.core.config.mate.database.path, timeout=5)) as conn:
+        return [tuple(r) for r in conn.execute(sql, params)]
+
+
+async def test_a_receipt_tells_what_was_kept_and_undo_takes_it_back(tmp_path: Path) -> None:
+    async with running_bot(tmp_path) as bot:
+        seed = await bot.file("PROFILE.md")
+        bot.memory_replies.append(LISBON)
+        assert await bot.say("I moved to Lisbon last month") == "ok"
+        await bot.until(lambda: bool(bot.receipts()), "the receipt")
+        (receipt,) = bot.receipts()
+        assert receipt == "Noted: Lives in Lisbon (moved last month) (PROFILE.md)\n/undo to take it back"
+        assert "Lives in Lisbon" in await bot.file("PROFILE.md")
+
+        history = await bot.say("/memory history PROFILE.md")
+        assert history.splitlines()[0] == "Latest memory changes:"
+        assert "PROFILE.md v2: kept from a chat (tg:42)" in history
+        assert "PROFILE.md v1: imported, or there before history began" in history
+
+        why = await bot.say("/memory why lisbon")
+        assert why.startswith('"lisbon" came into PROFILE.md on ')
+        assert "kept from a chat (tg:42)" in why
+        assert "  • I moved to Lisbon last month" in why.splitlines()
+
+        undone = await bot.say("/undo")
+        assert undone.startswith("Taken back: PROFILE.md, memory/") and "are as they were before" in undone
+        assert await bot.file("PROFILE.md") == seed
+        assert [f.filename for f in await bot.rt.core.workspace.list(1, "memory/")] == []  # the run made it
+        changes = [(v.filename, v.change) for v in await bot.rt.core.repos.file_history.recent(1, 3, "PROFILE.md")]
+        assert changes[0] == ("PROFILE.md", "undo")  # the undo is a version of its own
+        assert await bot.say("/undo") == bot.prompts.text("undo_already")
+        # An exchange that keeps nothing sends no receipt.
+        assert await bot.say("thanks, that is all for today") == "ok"
+        await bot.settled(2)
+        assert len(bot.receipts()) == 1 and len(bot.memory_requests()) == 2
+
+
+async def test_undo_after_a_later_edit_refuses_and_names_the_file(tmp_path: Path) -> None:
+    async with running_bot(tmp_path) as bot:
+        bot.memory_replies.append({**LISBON, "memory_update": "# Core memory\n\n- Plans a trip to Porto"})
+        await bot.say("I moved to Lisbon and plan a trip to Porto")
+        await bot.until(lambda: bool(bot.receipts()), "the receipt")
+        assert bot.receipts()[0].splitlines()[:2] == [
+            "Noted: Lives in Lisbon (moved last month) (PROFILE.md)", "Noted: Plans a trip to Porto (MEMORY.md)"]
+        api = bot.services.api
+        assert api is not None
+        memory, version = await bot.rt.core.workspace.read_text(1, "MEMORY.md")
+        async with aiohttp.ClientSession() as http, http.put(
+                f"http://127.0.0.1:{api.port}/api/v1/memory/1/files/MEMORY.md",
+                headers={"Authorization": f"Bearer {api.token}"},
+                json={"content": memory + "- Trip is in June\n", "version": version}) as response:
+            assert response.status == 200, await response.text()
+        profile = await bot.file("PROFILE.md")
+
+        answer = await bot.say("/undo")
+        assert answer.startswith("MEMORY.md has changed since (") and "nothing was undone" in answer
+        assert await bot.file("PROFILE.md") == profile  # neither file went back
+        assert (await bot.file("MEMORY.md")).endswith("- Trip is in June\n")
+        assert not await bot.rt.core.repos.file_history.was_undone(1) and rows(
+            bot, "SELECT COUNT(*) FROM mate_workspace_file_history WHERE change = 'undo'") == [(0,)]
+
+
+async def test_undo_and_incognito_in_a_group_are_for_admins_only(tmp_path: Path) -> None:
+    async with running_bot(tmp_path) as bot:
+        assert await bot.say("/undo", chat=FRIEND) == bot.prompts.text("undo_nothing")  # their own direct chat
+        bot.tg.push_text("/undo", chat_id=-100, user_id=FRIEND, chat_type="group")
+        await bot.until(lambda: bool(bot.sent(-100)), "the group's answer")
+        bot.tg.push_text("/incognito on", chat_id=-100, user_id=FRIEND, chat_type="group")
+        await bot.until(lambda: len(bot.sent(-100)) == 2, "the group's second answer")
+        assert bot.sent(-100) == [bot.prompts.text("undo_not_allowed"), bot.prompts.text("incognito_not_allowed")]
+
+
+async def test_history_route_lists_versions_and_keeps_the_newest(tmp_path: Path) -> None:
+    async with running_bot(tmp_path, **{"history-versions": 3}) as bot:
+        api = bot.services.api
+        assert api is not None
+        base = f"http://127.0.0.1:{api.port}/api/v1/memory/1/files"
+        auth = {"Authorization": f"Bearer {api.token}"}
+        async with aiohttp.ClientSession() as http:
+            for n in range(1, 5):
+                _, version = await bot.rt.core.workspace.read_text(1, "memory/notes.md")
+                async with http.put(f"{base}/memory/notes.md", headers=auth,
+                                    json={"content": f"note {n}\n", "version": version}) as response:
+                    assert response.status == 200
+            async with http.get(f"{base}/memory/notes.md/history") as response:
+                assert response.status == 401  # the token is required
+            async with http.get(f"{base}/memory/notes.md/history", headers=auth) as response:
+                assert response.status == 200
+                body = await response.json()
+            async with http.get(f"{base}/memory/missing.md/history", headers=auth) as response:
+                assert response.status == 404
+        data = body["data"]
+        assert (data["filename"], data["version"]) == ("memory/notes.md", 4)
+        assert [(v["version"], v["content"], v["change"], v["current"]) for v in data["versions"]] == [
+            (4, "note 4\n", "api", True), (3, "note 3\n", "api", False), (2, "note 2\n", "api", False)]
+
+
+async def test_incognito_messages_stay_in_context_only_and_go_at_the_end(tmp_path: Path) -> None:
+    async with running_bot(tmp_path, **{"auto-summarize-enabled": False}) as bot:
+        assert await bot.say("I adopted a cat named Miso") == "ok"
+        assert await bot.say("/incognito on") == bot.prompts.text("incognito_on", hours="24")
+        assert "Incognito: on since" in await bot.say("/status")
+        bot.chat_replies.append(ToolUseReply("write_workspace_memory_file",
+                                             {"filename": "memory/codes.md", "content": "locker: pineapple42"}))
+        assert await bot.say("my locker code is pineapple42, write it down") == "ok"
+        tool_result = json.dumps(bot.llm.messages_requests()[-1]["messages"][-1])
+        assert "incognito" in tool_result and await bot.rt.core.workspace.get(1, "memory/codes.md") is None
+        assert await bot.say("what was my locker code?") == "ok"
+        chat = bot.llm.messages_requests()[-1]
+        assert "pineapple42" in json.dumps(chat["messages"])  # kept for the conversation's context
+
+        bot.memory_replies.append({"daily_entry": "ECHO", "memory_update": "# Core memory\n\n- Has a cat, Miso"})
+        await bot.say("/memory summarize", answers=2)  # the receipt and the answer: memory still works meanwhile
+        await bot.until(lambda: bot.receipts() == ["Noted: Has a cat, Miso (MEMORY.md)\n/undo to take it back"],
+                        "the receipt of the summary")
+        (extraction,) = bot.memory_requests()
+        assert "Miso" in json.dumps(extraction.body) and "pineapple42" not in json.dumps(extraction.body)
+        daily = [f for f in await bot.rt.core.workspace.list(1, "memory/")]
+        assert len(daily) == 1 and "Miso" in daily[0].content and "pineapple42" not in daily[0].content
+        assert not (await bot.rt.search.search(1, "pineapple42"))["results"]
+        assert not rows(bot, "SELECT rowid FROM mate_search_trigram WHERE body LIKE '%pineapple42%'")
+        assert (await bot.rt.search.search(1, "Miso"))["results"]  # the rest is indexed as ever
+
+        assert await bot.say("/incognito off") == bot.prompts.text("incognito_off", count=2)
+        assert rows(bot, "SELECT COUNT(*) FROM mate_message WHERE content LIKE '%pineapple42%' "
+                         "OR content LIKE '%locker code%'") == [(0,)]
+        assert rows(bot, "SELECT COUNT(*) FROM mate_message WHERE content LIKE '%Miso%'") == [(1,)]
+        assert "Incognito: off" in await bot.say("/status")
+        assert await bot.say("/incognito off") == bot.prompts.text("incognito_already_off")
+
+
+async def test_incognito_ends_at_new_and_after_its_hours(tmp_path: Path) -> None:
+    async with running_bot(tmp_path, **{"auto-summarize-enabled": False}) as bot:
+        await bot.say("/incognito on")
+        await bot.say("a secret about the garden")
+        await bot.say("/new")
+        assert rows(bot, "SELECT COUNT(*) FROM mate_message WHERE content LIKE '%garden%'") == [(0,)]
+        assert rows(bot, "SELECT COUNT(*) FROM mate_incognito") == [(0,)]
+        await bot.say("/incognito on")
+        await bot.say("a secret about the attic")
+        with closing(sqlite3.connect(bot.rt.core.config.mate.database.path, timeout=5)) as conn, conn:
+            conn.execute("UPDATE mate_incognito SET start_time = '2000-01-01T00:00:00.000+00:00'")
+        from bot.incognito import IncognitoExpiry
+
+        expiry = IncognitoExpiry(bot.rt.core.repos.incognito, 24, bot.rt.window.forget)
+        assert await expiry.expire() == 1
+        assert rows(bot, "SELECT COUNT(*) FROM mate_message WHERE content LIKE '%attic%'") == [(0,)]
+
+
+async def test_receipts_in_chinese(tmp_path: Path) -> None:
+    async with running_bot(tmp_path, locale="zh-CN") as bot:
+        bot.memory_replies.append({"profile_update": "# 用户资料\n\n- 住在里斯本（上个月搬来）"})
+        await bot.say("我上个月搬到了里斯本")
+        await bot.until(lambda: bool(bot.receipts()), "the receipt")
+        assert bot.receipts() == ["已记下：住在里斯本（上个月搬来）（PROFILE.md）\n发送 /undo 可撤回"]
+
+
+
+async def test_a_reviewed_consolidation_waits_for_approve_and_is_refused_after_an_edit(tmp_path: Path) -> None:
+    async with running_bot(tmp_path, **{"emergence-review": True, "auto-summarize-enabled": False}) as bot:
+        workspace = bot.rt.core.workspace
+        await workspace.write(1, "memory/2026-12-01.md", "# 2026-12-01\n\n- likes green tea\n")
+        assert await bot.say("hello") == "ok"  # the owner's direct chat, where proposals go
+        seed = await bot.file("MEMORY.md")
+        bot.memory_replies.append({"memory_content": "# Core memory\n\n- Likes green tea\n"})
+        assert await bot.say("/memory emerge", answers=2) == bot.prompts.text("proposal_made")
+        proposal = bot.sent()[-2]  # sent to the owner's chat before the command's answer
+        assert "proposes this change" in proposal
+        assert "+- Likes green tea" in proposal and "-_Nothing recorded yet._" in proposal
+        assert await bot.file("MEMORY.md") == seed  # nothing written before the approval
+
+        assert await bot.say("/memory approve") == bot.prompts.text("proposal_approved")
+        assert await bot.file("MEMORY.md") == "# Core memory\n\n- Likes green tea\n"
+        latest = (await bot.rt.core.repos.file_history.recent(1, 1, "MEMORY.md"))[0]
+        assert (latest.change, latest.run_id is not None) == ("emergence", True)
+        assert await bot.say("/memory approve") == bot.prompts.text("proposal_none")
+
+        # A proposal made before MEMORY.md was edited is refused, and the edit stays.
+        bot.memory_replies.append({"memory_content": "# Core memory\n\n- Likes tea\n"})
+        await bot.say("/memory emerge", answers=2)
+        api = bot.services.api
+        assert api is not None
+        async with aiohttp.ClientSession() as http:
+            auth = {"Authorization": f"Bearer {api.token}"}
+            base = f"http://127.0.0.1:{api.port}/api/v1/memory/1"
+            async with http.get(f"{base}/proposal", headers=auth) as response:
+                waiting = (await response.json())["data"]["proposal"]
+            assert waiting["content"] == "# Core memory\n\n- Likes tea\n" and waiting["reason"]
+            _, version = await workspace.read_text(1, "MEMORY.md")
+            async with http.put(f"{base}/files/MEMORY.md", headers=auth,
+                                json={"content": "# Core memory\n\n- Likes oolong\n", "version": version}) as r:
+                assert r.status == 200
+        stale = await bot.say("/memory approve")
+        assert stale.startswith("MEMORY.md changed after the proposal was made (")
+        assert await bot.file("MEMORY.md") == "# Core memory\n\n- Likes oolong\n"
+
+        # Rejected, and expired after 48 hours: neither is applied.
+        bot.memory_replies.append({"memory_content": "# Core memory\n\n- Likes coffee\n"})
+        await bot.say("/memory emerge", answers=2)
+        assert await bot.say("/memory reject") == bot.prompts.text("proposal_rejected")
+        bot.memory_replies.append({"memory_content": "# Core memory\n\n- Likes cocoa\n"})
+        await bot.say("/memory emerge", answers=2)
+        with closing(sqlite3.connect(bot.rt.core.config.mate.database.path, timeout=5)) as conn, conn:
+            conn.execute("UPDATE mate_memory_proposal SET expire_time = '2000-01-01T00:00:00.000+00:00' "
+                         "WHERE status = 'pending'")
+        assert await bot.say("/memory approve") == bot.prompts.text("proposal_none")
+        assert await bot.file("MEMORY.md") == "# Core memory\n\n- Likes oolong\n"
+        assert [r[0] for r in rows(bot, "SELECT status FROM mate_memory_proposal ORDER BY id")] == [
+            "approved", "stale", "rejected", "expired"]
+
+
+async def test_receipts_follow_the_setting_in_groups_and_when_off(tmp_path: Path) -> None:
+    fact = {"memory_update": "# Core memory\n\n- The group meets on Fridays"}
+    for mode, group_gets_one in (("direct", False), ("all", True)):
+        async with running_bot(tmp_path / mode, receipts=mode) as bot:
+            bot.memory_replies.append(fact)
+            bot.tg.push_text("we meet on Fridays from now on", chat_id=-100, user_id=FRIEND, chat_type="group",
+                             reply_to_bot=True)
+            await bot.until(lambda: bool(bot.sent(-100)), "the group's answer")
+            await bot.settled(1)
+            group = await bot.rt.core.repos.conversations.get("tg:-100")
+            assert group is not None and "Fridays" in await bot.file("MEMORY.md", group.agent_id)
+            assert bool(bot.receipts(-100)) is group_gets_one
+    async with running_bot(tmp_path / "off", receipts="off") as bot:
+        bot.memory_replies.append(LISBON)
+        await bot.say("I moved to Lisbon last month")
+        await bot.settled(1)
+        assert "Lisbon" in await bot.file("PROFILE.md") and bot.receipts() == []
+
+
+async def test_undo_never_deletes_a_file_whose_earlier_version_is_no_longer_kept(tmp_path: Path) -> None:
+    async with running_bot(tmp_path, **{"history-versions": 1}) as bot:
+        bot.memory_replies.append({"profile_update": LISBON["profile_update"]})
+        await bot.say("I moved to Lisbon last month")
+        await bot.until(lambda: bool(bot.receipts()), "the receipt")
+        profile = await bot.file("PROFILE.md")
+        assert await bot.say("/undo") == bot.prompts.text("undo_not_kept", filename="PROFILE.md")
+        assert await bot.file("PROFILE.md") == profile
