@@ -159,7 +159,7 @@ async def open_runtime(
                                   review=services.review if services else None)
         router = ChannelMessageRouter(mate, core.repos, core.agents, agent, memory, core.prompts,
                                       commands=commands, media=media, access=access, people=core.people,
-                                      tasks=TurnTaskTools(tasks, core.prompts))
+                                      tasks=TurnTaskTools(tasks, core.prompts, core.repos.incognito.holds))
         yield Runtime(core=core, llm=llm, tokens=tokens, window=window, agent=agent, router=router,
                       commands=commands, memory=memory, offline=offline, channel_states=channel_states,
                       access=access, memory_tool=tool, search=search, memory_services=services, tasks=tasks,

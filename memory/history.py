@@ -73,7 +73,7 @@ class MemoryHistoryService:
         """Every file the chat's last extraction run changed back to the version before it, in one
         transaction, unless one of them changed since (then nothing changes and it is named)."""
         history = self._repos.file_history
-        run_id = await history.last_chat_run(chat_key)
+        run_id = await history.last_chat_run(chat_key, agent_id)
         if run_id is None:
             return UndoResult("undo_nothing", {})
         if await history.was_undone(run_id):

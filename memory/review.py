@@ -84,7 +84,8 @@ class ConsolidationReview:
         if proposal is None:
             return False, t("proposal_none")
         try:
-            await self._repos.proposals.apply(proposal, self._workspace.history_versions)
+            if not await self._repos.proposals.apply(proposal, self._workspace.history_versions):
+                return False, t("proposal_none")
         except VersionConflict:
             await self._repos.proposals.set_status(proposal.id, "stale")
             latest = await self._repos.workspace_files.get(agent_id, proposal.filename)

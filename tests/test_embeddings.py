@@ -347,3 +347,14 @@ def test_quantized_vectors_rank_as_exact_cosine_does(rows: int) -> None:
     assert (rows > PREFILTER_ABOVE) == (rows == 3000)
     assert len(set(exact) & {key for key, _ in found}) >= 18
     assert all(abs(score - cosine(query, vectors[key])) < 0.02 for key, score in found)
+
+
+async def test_an_incognito_message_is_never_sent_to_the_endpoint(tmp_path: Path) -> None:
+    async with FakeEmbeddings(api_key=KEY) as fake, runtime(tmp_path, fake) as rt:
+        await group_talk(rt, "tg:-5", 1, "[Ann] the lake was lovely")
+        assert await rt.core.repos.incognito.start("tg:-5")
+        await group_talk(rt, "tg:-5", 1, "[Ann] my bank pin is 4321", "[Ann] and the dog is called Rex")
+        await until(lambda: "[Ann] the lake was lovely" in fake.texts(), "the message before incognito embedded")
+        pending = await SqliteEmbeddingRepository(rt.core.db).missing_messages("ngram-1", 0, 100)
+    assert not [p for p in pending if "pin" in p.text or "Rex" in p.text]
+    assert not [t for t in fake.texts() if "4321" in t or "Rex" in t]

@@ -124,6 +124,11 @@ async def test_incognito_messages_stay_in_context_only_and_go_at_the_end(tmp_pat
         assert await bot.say("my locker code is pineapple42, write it down") == "ok"
         tool_result = json.dumps(bot.llm.messages_requests()[-1]["messages"][-1])
         assert "incognito" in tool_result and await bot.rt.core.workspace.get(1, "memory/codes.md") is None
+        bot.chat_replies.append(ToolUseReply("schedule_task", {"message": "change the locker code",
+                                                               "at": "2099-01-01T09:00:00"}))
+        assert await bot.say("remind me to change the locker code") == "ok"
+        assert "no reminders" in json.dumps(bot.llm.messages_requests()[-1]["messages"][-1])
+        assert rows(bot, "SELECT COUNT(*) FROM mate_cron_job WHERE task_type = 'reminder'") == [(0,)]
         assert await bot.say("what was my locker code?") == "ok"
         chat = bot.llm.messages_requests()[-1]
         assert "pineapple42" in json.dumps(chat["messages"])  # kept for the conversation's context
@@ -138,9 +143,11 @@ async def test_incognito_messages_stay_in_context_only_and_go_at_the_end(tmp_pat
         assert len(daily) == 1 and "Miso" in daily[0].content and "pineapple42" not in daily[0].content
         assert not (await bot.rt.search.search(1, "pineapple42"))["results"]
         assert not rows(bot, "SELECT rowid FROM mate_search_trigram WHERE body LIKE '%pineapple42%'")
-        assert (await bot.rt.search.search(1, "Miso"))["results"]  # the rest is indexed as ever
+        around_miso = await bot.rt.search.search(1, "Miso")
+        assert around_miso["results"]  # the rest is indexed as ever
+        assert "locker" not in json.dumps(around_miso)  # and what came after it is not shown as its context
 
-        assert await bot.say("/incognito off") == bot.prompts.text("incognito_off", count=2)
+        assert await bot.say("/incognito off") == bot.prompts.text("incognito_off", count=3)
         assert rows(bot, "SELECT COUNT(*) FROM mate_message WHERE content LIKE '%pineapple42%' "
                          "OR content LIKE '%locker code%'") == [(0,)]
         assert rows(bot, "SELECT COUNT(*) FROM mate_message WHERE content LIKE '%Miso%'") == [(1,)]
@@ -224,8 +231,15 @@ async def test_a_reviewed_consolidation_waits_for_approve_and_is_refused_after_a
                          "WHERE status = 'pending'")
         assert await bot.say("/memory approve") == bot.prompts.text("proposal_none")
         assert await bot.file("MEMORY.md") == "# Core memory\n\n- Likes oolong\n"
+        # Rejected on the page while the chat's approve was on its way: the approve changes nothing.
+        bot.memory_replies.append({"memory_content": "# Core memory\n\n- Likes mate\n"})
+        await bot.say("/memory emerge", answers=2)
+        late = await bot.rt.core.repos.proposals.pending(1, "2000-01-01T00:00:00.000+00:00")
+        assert late is not None and await bot.rt.core.repos.proposals.set_status(late.id, "rejected")
+        assert not await bot.rt.core.repos.proposals.apply(late, 50)
+        assert await bot.file("MEMORY.md") == "# Core memory\n\n- Likes oolong\n"
         assert [r[0] for r in rows(bot, "SELECT status FROM mate_memory_proposal ORDER BY id")] == [
-            "approved", "stale", "rejected", "expired"]
+            "approved", "stale", "rejected", "expired", "rejected"]
 
 
 async def test_receipts_follow_the_setting_in_groups_and_when_off(tmp_path: Path) -> None:

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from bot.storage.database import Database, utc_now
+from bot.storage.incognito import NOT_INCOGNITO
 from bot.storage.search import SearchHit
 
 # What the search index holds (migrations: _SEARCHED_MESSAGE); blank texts have nothing to embed.
@@ -62,7 +63,8 @@ class SqliteEmbeddingRepository:
         rows = await self._db.fetchall(
             "SELECT m.id * 2, c.agent_id, m.content FROM mate_message m "
             "JOIN mate_conversation c ON c.id = m.conversation_id "
-            f"WHERE m.id > ? AND {_SEARCHED_MESSAGE} AND NOT EXISTS (SELECT 1 FROM mate_embedding e "
+            f"WHERE m.id > ? AND {_SEARCHED_MESSAGE} AND {NOT_INCOGNITO.format(m='m')} "
+            "AND NOT EXISTS (SELECT 1 FROM mate_embedding e "
             "WHERE e.key = m.id * 2 AND e.model = ?) ORDER BY m.id LIMIT ?", (after, model, limit))
         return [PendingText(int(r[0]), int(r[1]), str(r[2])) for r in rows]
 

@@ -126,12 +126,12 @@ class SqliteFileHistoryRepository:
             found.append(RunChange(row[0], row[1], row[2], _version(before) if before else None, row[3]))
         return found
 
-    async def last_chat_run(self, chat_key: str) -> int | None:
-        """The newest extraction run of a chat (any of its conversations) that changed a file."""
+    async def last_chat_run(self, chat_key: str, agent_id: int) -> int | None:
+        """The newest extraction run of a chat (any of its conversations with this agent) that changed a file."""
         row = await self._db.fetchone(
             "SELECT MAX(h.run_id) FROM mate_workspace_file_history h JOIN mate_memory_run r ON r.id = h.run_id "
-            "JOIN mate_conversation c ON c.id = r.conversation_id WHERE c.chat_key = ? AND h.change = 'extraction'",
-            (chat_key,))
+            "JOIN mate_conversation c ON c.id = r.conversation_id WHERE c.chat_key = ? AND r.agent_id = ? "
+            "AND h.change = 'extraction'", (chat_key, agent_id))
         return int(row[0]) if row and row[0] is not None else None
 
     async def was_undone(self, run_id: int) -> bool:

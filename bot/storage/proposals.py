@@ -63,11 +63,16 @@ class SqliteProposalRepository:
                                         "AND status = 'pending'", (status, proposal_id))
         return result.rowcount == 1
 
-    async def apply(self, proposal: ProposalRecord, keep: int) -> None:
+    async def apply(self, proposal: ProposalRecord, keep: int) -> bool:
         """Write the proposed content, if the file is still at the version it was made from, and
-        mark it approved, in one transaction; otherwise VersionConflict and nothing changes."""
+        mark it approved, in one transaction; otherwise VersionConflict and nothing changes.
+        False (nothing changes) when it was rejected or approved meanwhile (the chat and the page at once)."""
         now = utc_now()
         async with self._db.transaction() as conn:
+            claimed = await conn.execute("UPDATE mate_memory_proposal SET status = 'approved' WHERE id = ? "
+                                         "AND status = 'pending'", (proposal.id,))
+            if claimed.rowcount != 1:
+                return False
             async with conn.execute(
                 "SELECT id, version, content, update_time FROM mate_workspace_file WHERE agent_id = ? AND filename = ? "
                 "AND deleted = 0", (proposal.agent_id, proposal.filename),
@@ -82,7 +87,7 @@ class SqliteProposalRepository:
                 "WHERE id = ?", (content, len(content.encode("utf-8")), now, row[0]))
             await record_version(conn, int(row[0]), previous=(version, str(row[2]), str(row[3])), version=version + 1,
                                  content=content, run_id=proposal.run_id, change="emergence", keep=keep, now=now)
-            await conn.execute("UPDATE mate_memory_proposal SET status = 'approved' WHERE id = ?", (proposal.id,))
+        return True
 
     async def owner_direct_chat(self, channel: str) -> str | None:
         """The owner's (person 1's) most recently active direct conversation on `channel`."""

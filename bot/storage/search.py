@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from bot.storage.database import Database
+from bot.storage.incognito import NOT_INCOGNITO
 
 SOURCES = ("all", "notes", "conversations")
 # Substring matches look at no more than this many of the agent's rows (its newest
@@ -116,8 +117,11 @@ class SqliteSearchRepository:
         after it, in order (the message itself left out). One query for all of them."""
         if not messages:
             return []
+        # Off-the-record messages are never shown, not even as the context of a hit before them.
         side = ("SELECT * FROM (SELECT {n}, id, role, content, create_time FROM mate_message WHERE conversation_id = ? "
-                "AND id {op} ? AND role IN ('user', 'assistant') AND content_format = 'text' ORDER BY id {order} LIMIT ?)")
+                "AND id {op} ? AND role IN ('user', 'assistant') AND content_format = 'text' AND "
+                + NOT_INCOGNITO.format(m="mate_message")
+                + " ORDER BY id {order} LIMIT ?)")
         rows = await self._db.fetchall(
             " UNION ALL ".join(side.format(n=n, op=op, order=order) for n in range(len(messages))
                                for op, order in (("<", "DESC"), (">", "ASC"))),

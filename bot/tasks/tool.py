@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from bot.prompts import PromptLibrary
@@ -18,7 +19,8 @@ SCHEDULE_TOOL = "schedule_task"
 LIST_TOOL = "list_tasks"
 CANCEL_TOOL = "cancel_task"
 TASK_TOOLS = frozenset({SCHEDULE_TOOL, LIST_TOOL, CANCEL_TOOL})
-_GAP = "\x00"  # stands for the reminder turn's variable parts when its fixed text is looked for
+_GAP = "\x00"
+OffTheRecord = Callable[[int], Awaitable[bool]]  # whether a message id is in an incognito span  # stands for the reminder turn's variable parts when its fixed text is looked for
 
 
 def definitions(default_zone: str, min_interval: str) -> list[dict[str, Any]]:
@@ -76,8 +78,9 @@ class ChatTaskTools:
     """The task tools for a sender who may schedule, acting on the chat of this turn only."""
 
     def __init__(self, service: TaskService, prompts: PromptLibrary, chat: ChatRef, sender: Sender,
-                 offered: list[dict[str, Any]]) -> None:
+                 offered: list[dict[str, Any]], off_the_record: OffTheRecord | None = None) -> None:
         self._service = service
+        self._off_the_record = off_the_record
         self._asked_at = service.now()  # built as the turn begins, with the time the model is shown
         self._prompts = prompts
         self._chat = chat
@@ -94,6 +97,9 @@ class ChatTaskTools:
         if not isinstance(arguments, dict):
             return _error(self._prompts.text("tool_bad_input", error="the input must be a JSON object"))
         if name == SCHEDULE_TOOL:
+            if asked_in is not None and self._off_the_record is not None and await self._off_the_record(asked_in):
+                # A reminder outlives the incognito messages it came from: its words would not.
+                return _error(self._prompts.text("task_error_incognito"))
             try:
                 task = await self._service.schedule(
                     self._chat, self._sender, agent_id, arguments.get("message"), at=arguments.get("at"),
@@ -134,9 +140,11 @@ class RefusedTaskTools:
 class TurnTaskTools:
     """What the router asks of tasks each turn: the tools this sender gets, and the missed runs to mention."""
 
-    def __init__(self, service: TaskService, prompts: PromptLibrary) -> None:
+    def __init__(self, service: TaskService, prompts: PromptLibrary, off_the_record: OffTheRecord | None = None,
+                 ) -> None:
         self._service = service
         self._prompts = prompts
+        self._off_the_record = off_the_record
         # One list for every turn: the agent's token count is cached by identity.
         self._offered = definitions(service.default_zone, service.min_interval_text)
         self._refused = RefusedTaskTools(prompts)
@@ -147,7 +155,8 @@ class TurnTaskTools:
         if not self._service.may_schedule(message):
             return (self._refused,)
         sender = Sender(message.sender_id, message.sender_name or message.sender_id)
-        return (ChatTaskTools(self._service, self._prompts, chat_of(message), sender, self._offered),)
+        return (ChatTaskTools(self._service, self._prompts, chat_of(message), sender, self._offered,
+                              self._off_the_record),)
 
     async def with_notice(self, message: InboundMessage, reply: RoutedReply) -> RoutedReply:
         return await self._service.with_notice(message, reply)
