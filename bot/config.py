@@ -223,6 +223,9 @@ class MemoryConfig(_Model):
     memory_max_chars: int = Field(12000, ge=1)
     daily_entry_max_chars: int = Field(2000, ge=16)
     daily_context_chars: int = Field(4000, ge=0)
+    # A day's note stops growing here; further entries go to memory/YYYY-MM-DD-2.md and on,
+    # so each extraction writes (and the search index reads again) a bounded text.
+    daily_note_max_chars: int = Field(20000, ge=1000)
     # A group's agent keeps one profile per member (people/<channel>-<id>.md) of at most
     # this many characters, and shows the model those of the newest senders, at most this many.
     person_max_chars: int = Field(2000, ge=1)

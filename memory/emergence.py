@@ -14,7 +14,7 @@ from bot.llm import LLMClient, LLMRequest
 from bot.prompts import PromptLibrary
 from bot.retry import MEMORY_MODEL_CALL, Backoff, Sleep, retrying
 from bot.storage import Repositories
-from memory.filenames import is_daily_note_name
+from memory.filenames import daily_note_part
 from bot.text import storable
 from memory.budgets import tokens_for_chars
 from memory.edits import EditNotApplicable, apply_edits
@@ -174,12 +174,15 @@ class MemoryEmergenceService:
             )
 
     async def _daily_notes(self, agent_id: int) -> list[tuple[str, str]]:
-        """(filename, content) of the most recent non-blank daily notes, newest first."""
+        """(filename, content) of the non-blank daily notes of the most recent days, newest day
+        first, each day's parts in order."""
         files = await self._workspace.list(agent_id, DAILY_PREFIX)
         # Only dated names, so memory/ideas.md and friends never take a day's place.
-        notes = [(f.filename, f.content) for f in files if is_daily_note_name(f.filename) and f.content.strip()]
-        notes.sort(key=lambda note: note[0], reverse=True)  # ISO dates sort as text
-        return notes[: self._memory.emergence_day_range]
+        dated = [(part, f.filename, f.content) for f in files
+                 if (part := daily_note_part(f.filename)) is not None and f.content.strip()]
+        days = sorted({date for (date, _), _, _ in dated}, reverse=True)[: self._memory.emergence_day_range]
+        dated.sort(key=lambda note: (note[0][0], -note[0][1]), reverse=True)  # ISO dates sort as text
+        return [(name, content) for (date, _), name, content in dated if date in days]
 
     async def _ask_model(self, notes: list[tuple[str, str]], memory_text: str) -> dict[str, Any]:
         budget = self._memory.memory_max_chars

@@ -20,7 +20,8 @@ _REFUSED_CATEGORIES = frozenset({"Cc", "Cf", "Cs", "Co", "Zl", "Zp"})
 # Windows refuses (and `:`, which also makes `C:x.md` a drive-relative path) are out.
 _REFUSED_CHARS = frozenset('\\:*?"<>|')
 
-_DAILY_NOTE = re.compile(r"memory/([0-9]{4}-[0-9]{2}-[0-9]{2})\.md")
+# A day's note, and its further parts once it reaches its size cap: memory/2026-12-04-2.md.
+_DAILY_NOTE = re.compile(r"memory/([0-9]{4}-[0-9]{2}-[0-9]{2})(?:-([2-9]|[1-9][0-9]{1,3}))?\.md")
 
 
 class FilenameExtensionError(WorkspaceError):
@@ -86,14 +87,19 @@ def _check_structure(name: str) -> None:
 
 
 def is_daily_note_name(name: object) -> bool:
-    """True for `memory/YYYY-MM-DD.md` naming a real calendar date."""
+    """True for `memory/YYYY-MM-DD.md` (or a further part, `memory/YYYY-MM-DD-2.md`) naming a real date."""
+    return daily_note_part(name) is not None
+
+
+def daily_note_part(name: object) -> tuple[str, int] | None:
+    """(the date, the part: 1 for the day's first note) of a daily note's name; None for another name."""
     if not isinstance(name, str):
-        return False
+        return None
     match = _DAILY_NOTE.fullmatch(name)
     if match is None:
-        return False
+        return None
     try:
         date.fromisoformat(match.group(1))
     except ValueError:
-        return False
-    return True
+        return None
+    return match.group(1), int(match.group(2) or 1)

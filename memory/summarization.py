@@ -23,6 +23,7 @@ from bot.storage.memory_commit import ExtractionCommit, FileWrite
 from bot.text import storable
 from memory.budgets import tokens_for_chars
 from memory.edits import EditNotApplicable, apply_edits
+from memory.filenames import daily_note_part
 from memory.json_reply import InvalidJsonReply, parse_memory_reply
 from memory.people_profiles import PEOPLE_FOLDER, profile_filename
 from bot.context.transcript import TRANSCRIPT_ROLES, build_transcript
@@ -88,6 +89,7 @@ class _Snapshot:
     date: str
     files: dict[str, tuple[str, int]]  # the budgeted files: (content, version); version 0: none yet
     daily: tuple[str, int]
+    daily_part: int = 1  # which part of the day's note `daily` is (the newest)
 
     def file(self, filename: str) -> tuple[str, int]:
         return self.files.get(filename, ("", 0))
@@ -326,10 +328,14 @@ class MemorySummarizationService:
         now = self._clock()
         date = local_date(zone, now)
         names = [t.filename for t in self._targets(scope)]
+        parts = [found[1] for f in await self._workspace.list(agent_id, daily_note_name(date)[:-3])
+                 if (found := daily_note_part(f.filename)) is not None and found[0] == date]
+        part = max(parts, default=1)
         return _Snapshot(
             date=date,
             files={name: await self._workspace.read_text(agent_id, name) for name in names},
-            daily=await self._workspace.read_text(agent_id, daily_note_name(date)),
+            daily=await self._workspace.read_text(agent_id, daily_note_name(date, part)),
+            daily_part=part,
         )
 
     def _targets(self, scope: _Scope) -> list[_Target]:
@@ -515,11 +521,14 @@ class MemorySummarizationService:
                             enabled=filename not in members,
                             sort_order=PERSON_SORT_ORDER if filename in members else _SORT_ORDER[filename])
                   for filename, content in plan.contents.items()]
-        daily_name = daily_note_name(snap.date)
         if plan.daily_entry:
             note, version = snap.daily
-            writes.append(FileWrite(daily_name, storable(_appended(note, plan.daily_entry, f"# {snap.date}")),
-                                    version))
+            part, header = snap.daily_part, f"# {snap.date}" if snap.daily_part == 1 else f"# {snap.date} ({snap.daily_part})"
+            if note.strip() and len(note) + len(plan.daily_entry) + 2 > self._memory.daily_note_max_chars:
+                # Full: the day goes on in a new part, so no write grows past the cap.
+                note, version, part, header = "", 0, part + 1, f"# {snap.date} ({part + 1})"
+            writes.append(FileWrite(daily_note_name(snap.date, part),
+                                    storable(_appended(note, plan.daily_entry, header)), version))
         status = "failed" if plan.problems else "completed"
         reason = "; ".join([*(plan.problems or [plan.reason]), *plan.notes])
         await self._repos.memory_commits.commit(ExtractionCommit(
@@ -531,7 +540,8 @@ class MemorySummarizationService:
                  reason, extra={"conversation_id": conversation_id})
         committed = None
         if written:
-            before = {**{name: text for name, (text, _) in snap.files.items()}, daily_name: snap.daily[0]}
+            before = {**{name: text for name, (text, _) in snap.files.items()},
+                      daily_note_name(snap.date, snap.daily_part): snap.daily[0]}
             changes = tuple(FileChange(w.filename, before.get(w.filename, ""), w.content) for w in writes)
             committed = MemoryCommitted(agent_id, conversation_id, run_id, changes)
         return AnalysisOutcome(status, bool(written), reason, written, end, committed=committed)

@@ -38,8 +38,9 @@ class WriteOutcome:
     created: bool
 
 
-def daily_note_name(date_iso: str) -> str:
-    return f"{DAILY_PREFIX}{date_iso}.md"
+def daily_note_name(date_iso: str, part: int = 1) -> str:
+    """A day's note; past its size cap the day goes on in further parts (memory/2026-12-04-2.md)."""
+    return f"{DAILY_PREFIX}{date_iso}.md" if part <= 1 else f"{DAILY_PREFIX}{date_iso}-{part}.md"
 
 
 class WorkspaceFileService:

@@ -101,6 +101,23 @@ async def test_request_layout_and_memory_replacement(env: Env) -> None:
     assert await env.runs() == [("emergence", "completed", "merged the week", None)]
 
 
+async def test_a_day_in_several_parts_counts_as_one_day_and_is_read_whole(env: Env) -> None:
+    for day in range(1, 10):
+        await env.note(day, f"fact of day {day}")
+    for day, part in ((9, 3), (9, 2), (3, 2)):
+        await env.core.workspace.write(AGENT, f"memory/2026-04-{day:02d}-{part}.md",
+                                       f"# 2026-04-{day:02d} ({part})\n\nmore of day {day}, part {part}\n")
+    env.fake.reply_text(reply(False, "nothing new"))
+
+    await env.service.emerge(AGENT)
+
+    user = env.user_prompt()
+    names = [line[4:] for line in user.splitlines() if line.startswith("### memory/")]
+    assert names == ["memory/2026-04-09.md", "memory/2026-04-09-2.md", "memory/2026-04-09-3.md",
+                     *(f"memory/2026-04-{d:02d}.md" for d in range(8, 3, -1)), "memory/2026-04-03.md",
+                     "memory/2026-04-03-2.md"]
+
+
 async def test_should_update_false_changes_nothing(env: Env) -> None:
     await env.note(9, "nothing durable")
     before = await env.memory()

@@ -248,6 +248,23 @@ async def test_daily_note_is_created_with_header_then_appended(tmp_path: Path) -
     assert "User: question number 0" in between(second, "<earlier_context>", "</earlier_context>")
 
 
+async def test_a_full_daily_note_goes_on_in_a_new_part(tmp_path: Path) -> None:
+    async with memory_env(tmp_path, **{"daily-note-max-chars": 1000}) as env:
+        await env.core.workspace.write(1, "memory/2026-04-01.md", "# 2026-04-01\n\n" + "- a busy morning\n" * 58)
+        before = await env.core.workspace.get(1, "memory/2026-04-01.md")
+        for n, entry in enumerate(("- lunch with Ann", "- dinner with Bo")):
+            await add_messages(env.core, chat(1, n))
+            env.fake.reply_text(memory_reply(daily=entry))
+            outcome = await env.service.analyze_and_update_memory(1, CONVERSATION)
+            assert outcome.files == ("memory/2026-04-01-2.md",)
+        first = await env.core.workspace.get(1, "memory/2026-04-01.md")
+        second = await env.core.workspace.get(1, "memory/2026-04-01-2.md")
+        shown = user_prompt(env.fake.messages_requests()[1])
+    assert before is not None and first is not None and first.content == before.content  # left as it was
+    assert second is not None and second.content == "# 2026-04-01 (2)\n\n- lunch with Ann\n\n- dinner with Bo\n"
+    assert "- lunch with Ann" in between(shown, "<daily_note>", "</daily_note>")  # the part being written
+
+
 async def test_daily_note_date_follows_the_configured_time_zone(tmp_path: Path) -> None:
     late = datetime(2026, 4, 1, 23, 30, tzinfo=timezone.utc)
     async with memory_env(tmp_path, clock=lambda: late, timezone_name="Asia/Shanghai") as env:
