@@ -253,11 +253,15 @@ class CommandHandler:
         if action == "why":
             return await self._history.why(conversation.agent_id, " ".join(rest))
         if action in ("approve", "reject"):
+            # "/memory approve 3": another agent's proposal, sent to the owner's chat with its id.
+            if len(rest) > 1 or (rest and not (rest[0].isdigit() and 0 < len(rest[0]) <= 9)):
+                return t("memory_usage")
+            agent_id = int(rest[0]) if rest else conversation.agent_id
             if self._review is None:
                 return t("proposal_none")
             if action == "approve":
-                return await self._review.approve(conversation.agent_id)
-            return await self._review.reject(conversation.agent_id)
+                return await self._review.approve(agent_id)
+            return await self._review.reject(agent_id)
         if action == "show":
             return await self._show(message, conversation, args[1] if len(args) > 1 else "memory")
         if action == "search":

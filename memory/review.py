@@ -51,8 +51,11 @@ class ConsolidationReview:
         of the owner's was found (the web page shows it)."""
         expires = iso(self._clock() + timedelta(hours=EXPIRY_HOURS))
         await self._repos.proposals.propose(agent_id, filename, base_version, after, reason, run_id, expires)
-        text = self._prompts.text("proposal_sent", reason=reason, hours=EXPIRY_HOURS,
-                                  diff=f"```diff\n{memory_diff(before, after)}\n```")
+        agent = await self._repos.agents.get(agent_id)
+        # The owner's chat talks to agent 1: another agent's proposal is answered with its id.
+        which = "" if agent_id == 1 else f" {agent_id}"
+        text = self._prompts.text("proposal_sent", reason=reason, hours=EXPIRY_HOURS, agent=agent.name if agent else "?",
+                                  which=which, diff=f"```diff\n{memory_diff(before, after)}\n```")
         for channel in OWNER_CHANNELS:
             target = await self._owner_chat(channel)
             if target is None:

@@ -240,6 +240,19 @@ async def test_a_reviewed_consolidation_waits_for_approve_and_is_refused_after_a
         assert await bot.file("MEMORY.md") == "# Core memory\n\n- Likes oolong\n"
         assert [r[0] for r in rows(bot, "SELECT status FROM mate_memory_proposal ORDER BY id")] == [
             "approved", "stale", "rejected", "expired", "rejected"]
+        # Another agent's proposal (a friend's, say) is answered from the owner's chat with its id.
+        assert await bot.rt.core.repos.agents.ensure(2, "Mate for Ann")
+        await bot.rt.core.workspace.write(2, "MEMORY.md", "# Core memory\n")
+        memory_two = await bot.rt.core.workspace.get(2, "MEMORY.md")
+        assert memory_two is not None and bot.rt.memory_services is not None
+        review = bot.rt.memory_services.review
+        assert review is not None
+        await review.propose(2, "MEMORY.md", memory_two.version, memory_two.content, "# Core memory\n\n- Ann bakes\n",
+                             "a new fact", None)
+        await bot.until(lambda: "/memory approve 2" in bot.sent()[-1], "the proposal, naming its agent")
+        assert "Mate for Ann's MEMORY.md" in bot.sent()[-1]
+        assert await bot.say("/memory approve 2") == bot.prompts.text("proposal_approved")
+        assert (await bot.rt.core.workspace.read_text(2, "MEMORY.md"))[0] == "# Core memory\n\n- Ann bakes\n"
 
 
 async def test_receipts_follow_the_setting_in_groups_and_when_off(tmp_path: Path) -> None:
