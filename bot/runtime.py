@@ -18,7 +18,7 @@ from bot.config import Config
 from bot.context.tokens import TokenEstimator
 from bot.context.window import ConversationWindowManager
 from bot.clock import Clock, MinuteLabels, utc_now
-from bot.llm import AnthropicClient, LLMClient, OfflineClient
+from bot.llm import AnthropicClient, LLMClient, OfflineClient, OpenAIClient
 from bot.llm import UsageRecordingClient
 from bot.media import MediaPreparer
 from bot.people import shared_owner_memory
@@ -91,10 +91,14 @@ def tune_garbage_collector() -> None:
     gc.set_threshold(YOUNG_GC_THRESHOLD, middle, old)
 
 
-def make_llm(config: Config) -> AnthropicClient | OfflineClient:
-    if config.mate.llm.uses_anthropic:
-        return AnthropicClient(config.mate.llm)
-    return OfflineClient()
+def make_llm(config: Config) -> AnthropicClient | OpenAIClient | OfflineClient:
+    """The client for `mate.llm.api`; the only place that knows which protocol is in use."""
+    llm = config.mate.llm
+    if not llm.uses_anthropic:
+        return OfflineClient()
+    if llm.protocol == "openai":
+        return OpenAIClient(llm)
+    return AnthropicClient(llm)
 
 
 @asynccontextmanager
