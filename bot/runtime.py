@@ -23,6 +23,7 @@ from bot.llm import UsageRecordingClient
 from bot.media import MediaPreparer
 from bot.people import shared_owner_memory
 from bot.llm import TextToolCallClient
+from bot.llm.context_probe import fitted_window, probe_context
 from bot.retry import Sleep
 from bot.router import ChannelMessageRouter
 from bot.tasks.service import TaskService
@@ -117,10 +118,14 @@ async def open_runtime(
         if warning:
             log.warning("%s", warning)
         offline = False
+        window_config = mate.agent.conversation.window
         if llm is None:
             client = make_llm(config)
             offline = isinstance(client, OfflineClient)
             llm = await stack.enter_async_context(client)
+            if not offline and mate.llm.base_url.strip():  # a local server may hold less than the window
+                found = await probe_context(mate.llm.base_url, mate.llm.model)
+                window_config = fitted_window(window_config, found, mate.llm.base_url)
         assert llm is not None
         if mate.llm.parses_text_tool_calls and not offline:
             llm = TextToolCallClient(llm)
@@ -129,7 +134,7 @@ async def open_runtime(
         services = _memory_services(stack, core, llm, clock, sleep) if with_memory_worker else None
         memory: MemoryEventSink = services.worker if services else NullMemorySink()
         window = ConversationWindowManager(
-            mate.agent.conversation.window, core.repos, tokens, llm, core.prompts, memory,
+            window_config, core.repos, tokens, llm, core.prompts, memory,
             summary_model=mate.llm.effective_memory_model, time_label=MinuteLabels(mate.timezone),
         )
         tool = WorkspaceMemoryTool(core.workspace, core.prompts, budgets={

@@ -17,11 +17,11 @@ from bot.llm.anthropic_messages import (
     raise_if_unsupported,
     read_response,
     request_params,
-    safe,
     usage_only,
 )
 from bot.llm.failures import RETRY_STATUSES, NotStreamed, Retryable, is_prompt_too_long, retry_after, transport_errors
 from bot.llm.port import LLMRequest, LLMResponse, TextListener
+from bot.llm.safe_text import safe
 from bot.llm.slots import CallSlots
 from bot.redaction import Redactor
 from bot.retry import MODEL_API

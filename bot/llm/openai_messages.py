@@ -15,8 +15,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from bot.llm.anthropic_messages import safe
 from bot.llm.port import LLMRequest, LLMResponse, ToolCall
+from bot.llm.safe_text import safe
 
 # finish_reason -> the Messages API stop_reason the callers know.
 STOP_REASONS = {"stop": "end_turn", "length": "max_tokens", "tool_calls": "tool_use",
