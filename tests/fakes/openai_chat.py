@@ -101,6 +101,46 @@ def system_of(body: dict[str, Any]) -> str:
     return ""
 
 
+def messages_view(body: dict[str, Any]) -> dict[str, Any]:
+    """A chat body seen as a Messages API body ({system, messages of blocks}), so a responder
+    written for FakeAnthropic can read it: tool calls as tool_use blocks, tool messages as
+    tool_result blocks in the user turn they belong to."""
+    messages: list[dict[str, Any]] = []
+    for message in body.get("messages") or []:
+        role, content = message.get("role"), message.get("content")
+        if role in ("system", "developer"):
+            continue
+        if role == "assistant":
+            blocks: list[dict[str, Any]] = [{"type": "text", "text": content}] if content else []
+            for call in message.get("tool_calls") or []:
+                function = call.get("function", {})
+                try:
+                    arguments = json.loads(function.get("arguments") or "{}")
+                except ValueError:
+                    arguments = {}
+                blocks.append({"type": "tool_use", "id": call.get("id"), "name": function.get("name"),
+                               "input": arguments})
+            messages.append({"role": "assistant", "content": blocks})
+            continue
+        if role == "tool":
+            block: Any = {"type": "tool_result", "tool_use_id": message.get("tool_call_id"), "content": content}
+            parts: list[Any] = [block]
+        elif isinstance(content, str):
+            parts = [{"type": "text", "text": content}]
+        else:
+            parts = [p if p.get("type") == "text" else {"type": "image"} for p in content or []]
+        if messages and messages[-1]["role"] == "user" and (role == "user" or messages[-1].get("_tools")):
+            messages[-1]["content"].extend(parts)
+        else:
+            messages.append({"role": "user", "content": parts, **({"_tools": True} if role == "tool" else {})})
+    for message in messages:
+        message.pop("_tools", None)
+        content = message["content"]
+        if message["role"] == "user" and len(content) == 1 and content[0].get("type") == "text":
+            message["content"] = content[0]["text"]
+    return {"system": system_of(body), "messages": messages}
+
+
 def chat_problem(body: dict[str, Any]) -> str | None:
     """What OpenAI would refuse in this request body, or None."""
     messages = body.get("messages")
