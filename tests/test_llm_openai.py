@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from aiohttp import web
 
 from bot.config import LlmConfig, parse_config
 from bot.errors import LLMError, PromptTooLong, StreamBroken
@@ -17,7 +18,7 @@ from bot.llm import LLMRequest, OpenAIClient, TextToolCallClient, UsageRecording
 from bot.llm.openai import api_root
 from bot.app import open_core
 from tests.conftest import make_config
-from tests.fakes.anthropic import TextReply, ToolUseReply
+from tests.fakes.anthropic import RecordedRequest, TextReply, ToolUseReply
 from tests.fakes.openai_chat import FakeOpenAIChat
 
 TOOL = {"name": "memory_write", "description": "Write a memory file.",
@@ -256,3 +257,53 @@ def test_api_defaults_to_anthropic_and_rejects_other_values() -> None:
         parse_config({"mate": {"llm": {"api": "gemini"}}}, environ={})
     with pytest.raises(ConfigError, match="OPENAI_API_KEY"):
         parse_config({"mate": {"llm": {"api": "openai", "provider": "anthropic"}}}, environ={})
+
+
+
+def _stream_with_error(text: str) -> Any:
+    """A 200 event stream that sends `text` (maybe none), then an error object, as llama.cpp and proxies do mid-answer."""
+    async def answer(recorded: RecordedRequest) -> web.Response:
+        events = []
+        if text:
+            chunk = {"id": "c1", "object": "chat.completion.chunk", "created": 0, "model": "m",
+                     "choices": [{"index": 0, "delta": {"content": text}, "finish_reason": None}]}
+            events.append(f"data: {json.dumps(chunk)}\n\n")
+        error = {"error": {"message": "the server is overloaded", "type": "server_error", "code": 503}}
+        events.append(f"data: {json.dumps(error)}\n\n")
+        return web.Response(text="".join(events), content_type="text/event-stream")
+
+    return answer
+
+
+async def test_an_error_inside_the_stream_before_any_text_is_retried(fake: FakeOpenAIChat) -> None:
+    fake.reply_with(_stream_with_error(""))
+    fake.reply_text("second try")
+    async with OpenAIClient(llm_config(fake, **{"max-retries": 1})) as client:
+        response = await client.complete(ask(), lambda _: None)
+    assert response.text == "second try" and len(fake.chat_requests()) == 2
+
+
+async def test_an_error_inside_the_stream_after_text_keeps_what_was_shown(fake: FakeOpenAIChat) -> None:
+    fake.reply_with(_stream_with_error("Half an ans"))
+    heard: list[str] = []
+    async with OpenAIClient(llm_config(fake, **{"max-retries": 1})) as client:
+        with pytest.raises(StreamBroken, match="overloaded") as broken:
+            await client.complete(ask(), heard.append)
+    assert broken.value.partial == "Half an ans" == "".join(heard)
+    assert len(fake.chat_requests()) == 1
+
+
+async def test_a_stream_that_goes_silent_is_given_up_at_the_timeout(fake: FakeOpenAIChat) -> None:
+    release = asyncio.Event()
+
+    async def hold() -> None:
+        await release.wait()
+
+    fake.push(TextReply("never", hold=hold))
+    async with OpenAIClient(llm_config(fake, **{"timeout-seconds": 0.5})) as client:
+        started = asyncio.get_running_loop().time()
+        with pytest.raises(LLMError):
+            await client.complete(ask(), lambda _: None)
+        elapsed = asyncio.get_running_loop().time() - started
+        release.set()
+    assert elapsed < 3
