@@ -85,7 +85,7 @@ async def test_llama_server_context_lowers_the_window_with_one_line(
      16384, "num_ctx"),
     ({("GET", "/api/ps"): {"models": []},
       ("POST", "/api/show"): {"model_info": {"general.architecture": "qwen2", "qwen2.context_length": 32768}}},
-     OLLAMA_DEFAULT_CONTEXT, "Ollama's default context"),
+     OLLAMA_DEFAULT_CONTEXT, "Ollama's default; the model sets no num_ctx"),
 ])
 async def test_ollama_context_lowers_the_window(
     tmp_path: Path, caplog: pytest.LogCaptureFixture, routes: dict[tuple[str, str], Any], expected: int,

@@ -307,3 +307,17 @@ async def test_a_stream_that_goes_silent_is_given_up_at_the_timeout(fake: FakeOp
         elapsed = asyncio.get_running_loop().time() - started
         release.set()
     assert elapsed < 3
+
+
+def test_check_config_names_the_protocol_auto_resolved_to(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    from bot.__main__ import main
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-proj-onlyopenai123")
+    config = tmp_path / "config.yaml"
+    config.write_text(f"mate:\n  database:\n    path: {tmp_path / 'mate.db'}\n  llm:\n    api: auto\n"
+                      "    api-key: ${ANTHROPIC_API_KEY:-}\n    model: gpt-4.1-mini\n")
+    assert main(["check-config", "--config", str(config)]) == 0
+    out = capsys.readouterr().out
+    assert "api: openai" in out and "sk-proj-onlyopenai123" not in out
+    assert "# provider auto resolves to: openai-compatible chat completions, model gpt-4.1-mini" in out

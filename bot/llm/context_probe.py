@@ -104,7 +104,7 @@ async def _ollama_model(session: Any, root: str, model: str) -> ServerContext | 
     if trained is None:
         return None
     return ServerContext(min(trained, OLLAMA_DEFAULT_CONTEXT),
-                         "Ollama's default context (the model sets no num_ctx in /api/show)")
+                         "Ollama's default; the model sets no num_ctx")
 
 
 def _positive(value: Any) -> int | None:
