@@ -321,3 +321,13 @@ def test_check_config_names_the_protocol_auto_resolved_to(tmp_path: Path, capsys
     out = capsys.readouterr().out
     assert "api: openai" in out and "sk-proj-onlyopenai123" not in out
     assert "# provider auto resolves to: openai-compatible chat completions, model gpt-4.1-mini" in out
+
+
+async def test_status_names_the_openai_api(tmp_path: Path) -> None:
+    from bot.runtime import open_runtime
+    from channels.base import InboundMessage
+
+    config = make_config(tmp_path, llm={"api": "openai", "api-key": "sk-x"})
+    async with open_runtime(config, with_memory_worker=False) as rt:
+        reply = await rt.router.handle(InboundMessage("console", "me", "me", "me", "/status", is_admin=True))
+    assert reply is not None and "the OpenAI API" in reply.text.splitlines()[0]
