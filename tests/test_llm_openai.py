@@ -331,3 +331,14 @@ async def test_status_names_the_openai_api(tmp_path: Path) -> None:
     async with open_runtime(config, with_memory_worker=False) as rt:
         reply = await rt.router.handle(InboundMessage("console", "me", "me", "me", "/status", is_admin=True))
     assert reply is not None and "the OpenAI API" in reply.text.splitlines()[0]
+
+
+async def test_deepseek_cache_hits_count_as_cache_reads(fake: FakeOpenAIChat) -> None:
+    fake.reply_with(lambda recorded: {
+        "id": "x", "object": "chat.completion", "created": 0, "model": "deepseek-chat",
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": "hi"}, "finish_reason": "stop"}],
+        "usage": {"prompt_tokens": 1500, "completion_tokens": 3, "total_tokens": 1503,
+                  "prompt_cache_hit_tokens": 1280, "prompt_cache_miss_tokens": 220}})
+    async with OpenAIClient(llm_config(fake)) as client:
+        response = await client.complete(ask())
+    assert (response.input_tokens, response.cache_read_input_tokens, response.output_tokens) == (220, 1280, 3)
