@@ -342,3 +342,16 @@ async def test_deepseek_cache_hits_count_as_cache_reads(fake: FakeOpenAIChat) ->
     async with OpenAIClient(llm_config(fake)) as client:
         response = await client.complete(ask())
     assert (response.input_tokens, response.cache_read_input_tokens, response.output_tokens) == (220, 1280, 3)
+
+
+async def test_a_server_that_refuses_stream_options_streams_without_them(fake: FakeOpenAIChat) -> None:
+    fake.reply_error(400, "invalid_request_error", "Unrecognized request argument supplied: stream_options")
+    fake.reply_text("streamed anyway")
+    heard: list[str] = []
+    async with OpenAIClient(llm_config(fake)) as client:
+        response = await client.complete(ask(), heard.append)
+        await client.complete(ask(), heard.append)
+    assert response.text == "streamed anyway" == "".join(heard[:3])
+    first, second, third = fake.chat_requests()
+    assert "stream_options" in first and "stream_options" not in second and "stream_options" not in third
+    assert second["stream"] is True

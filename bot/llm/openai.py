@@ -36,8 +36,8 @@ _NAMES_STREAMING = re.compile(r"\bstream(ing)?\b", re.I)
 class _Unsupported(Exception):
     """The server refused a parameter we can do without or name differently; `what` says which."""
 
-    def __init__(self, what: str) -> None:
-        super().__init__(what)
+    def __init__(self, what: str, text: str) -> None:
+        super().__init__(text)
         self.what = what
 
 
@@ -158,9 +158,9 @@ class OpenAIClient:
             if is_prompt_too_long(f"{message} {error_kind(exc.body)}"):
                 return PromptTooLong(message)
             if "max_completion_tokens" in message and "max_tokens" in params:
-                return _Unsupported("max_tokens")
-            if "stream_options" in message and "stream_options" in params:
-                return _Unsupported("stream_options")
+                return _Unsupported("max_tokens", message)
+            if "stream_options" in message and streamed and self._stream_usage:
+                return _Unsupported("stream_options", message)
             if streamed and _NAMES_STREAMING.search(message):
                 return NotStreamed()
             if status == 400:
