@@ -38,6 +38,7 @@ class PurposeBill:
         return self.input + self.cache_write_5m + self.cache_write_1h + self.cache_read
 
     def add(self, usage: dict[str, Any]) -> None:
+        usage = messages_usage(usage)
         split = usage.get("cache_creation") or {}
         self.calls += 1
         self.input += int(usage.get("input_tokens", 0))
@@ -90,7 +91,17 @@ def bill_day(answered: Sequence[Answered]) -> DayBill:
     return bill
 
 
+def messages_usage(usage: dict[str, Any]) -> dict[str, Any]:
+    """Chat Completions usage (prompt_tokens with cached_tokens among them) in Messages API terms."""
+    if "prompt_tokens" not in usage:
+        return usage
+    cached = int((usage.get("prompt_tokens_details") or {}).get("cached_tokens", 0))
+    return {"input_tokens": int(usage["prompt_tokens"]) - cached, "cache_read_input_tokens": cached,
+            "output_tokens": int(usage.get("completion_tokens", 0))}
+
+
 def _prompt(usage: dict[str, Any]) -> int:
+    usage = messages_usage(usage)
     return (int(usage.get("input_tokens", 0)) + int(usage.get("cache_creation_input_tokens", 0))
             + int(usage.get("cache_read_input_tokens", 0)))
 

@@ -156,18 +156,20 @@ async def _seed_state(rt: Runtime, conversation: ConversationRecord, rng: random
 
 
 async def run_day(turns: list[Turn], facts: dict[str, PlantedFact], *, cached: bool, seed: int,
-                  history_tokens: int = HISTORY_TOKENS) -> DayRun:
+                  history_tokens: int = HISTORY_TOKENS, api: str = "anthropic") -> DayRun:
     from tests.fakes.anthropic import FakeAnthropic
+    from tests.fakes.openai_chat import FakeOpenAIChat
 
     os.environ.setdefault("NO_PROXY", "127.0.0.1,localhost")
     os.environ.setdefault("no_proxy", "127.0.0.1,localhost")
     clock = SimClock(START - timedelta(hours=1))
     with tempfile.TemporaryDirectory(prefix="matebot-cost-day-") as tmp:
-        async with FakeAnthropic() as fake:
+        async with FakeOpenAIChat() if api == "openai" else FakeAnthropic() as fake:
             fake.cache.enabled = cached
             fake.now = clock.seconds
-            config = make_config(Path(tmp), llm={"provider": "anthropic", "api-key": "sk-bench",
-                                                 "base-url": fake.url, "max-retries": 0})
+            base_url = fake.base_url if isinstance(fake, FakeOpenAIChat) else fake.url
+            config = make_config(Path(tmp), llm={"provider": "anthropic", "api": api, "api-key": "sk-bench",
+                                                 "base-url": base_url, "max-retries": 0})
             model = DayModel(random.Random(seed + 2), dict(facts), config.mate.memory.memory_max_chars)
             fake.responder = model.respond
             # The daemon's time-keeping (the memory worker's cooldown and deferred runs,

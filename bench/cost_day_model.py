@@ -10,6 +10,7 @@ from typing import Any
 
 from bench._common import sentence
 from tests.fakes.anthropic import RecordedRequest, Script, TextReply, ToolUseReply, system_text
+from tests.fakes.openai_chat import PATH as CHAT_COMPLETIONS, messages_view
 
 # What a request is for, told by the daemon's own prompts (locale en, the bench's config).
 CHAT, EXTRACTION, COMPACTION, EMERGENCE = "chat", "extraction", "compaction", "emergence"
@@ -54,7 +55,7 @@ def _between(text: str, tag: str) -> str:
 
 
 class DayModel:
-    """A FakeAnthropic responder for the whole day.
+    """A FakeAnthropic (or FakeOpenAIChat) responder for the whole day.
 
     - chat: an answer of 60-150 words;
     - extraction: the JSON of the memory prompt, one daily bullet per planted fact it has not
@@ -81,8 +82,9 @@ class DayModel:
         return script
 
     def _answer(self, request: RecordedRequest) -> tuple[str, Script]:
-        system = system_text(request.body)
-        messages = request.body.get("messages") or []
+        body = messages_view(request.body) if request.path == CHAT_COMPLETIONS else request.body
+        system = system_text(body)
+        messages = body.get("messages") or []
         first = _text(messages[0].get("content")) if messages else ""
         if _EXTRACTION_MARK in system:
             return EXTRACTION, TextReply(json.dumps(self._extraction(first), ensure_ascii=False))

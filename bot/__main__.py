@@ -185,7 +185,8 @@ async def _check_config(config: Config, args: argparse.Namespace) -> int:
     redact = Redactor(config_secrets(config))
     print(redact(yaml.safe_dump(masked_dump(config), sort_keys=False, allow_unicode=True)), end="")
     llm = config.mate.llm
-    resolved = f"anthropic, model {llm.model}" if llm.uses_anthropic else "offline (canned replies, no model)"
+    protocol = "anthropic" if llm.protocol == "anthropic" else "openai-compatible chat completions"
+    resolved = f"{protocol}, model {llm.model}" if llm.uses_anthropic else "offline (canned replies, no model)"
     why = " (no API key)" if llm.provider == "auto" and not llm.uses_anthropic else ""
     print(f"# provider {llm.provider} resolves to: {resolved}{why}")
     from bot.people import shared_owner_memory

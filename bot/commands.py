@@ -218,6 +218,8 @@ class CommandHandler:
             except ValueError:
                 port = ""
             return self._prompts.text("status_provider_server", url=f"{parts.scheme}://{parts.hostname or '?'}{port}")
+        if llm.protocol == "openai":
+            return self._prompts.text("status_provider_openai")
         return self._prompts.text("status_provider_anthropic")
 
     async def _tokens_today(self) -> str:

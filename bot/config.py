@@ -38,8 +38,14 @@ class DatabaseConfig(_Model):
     path: str = "data/mate.db"
 
 
+LlmApi = Literal["anthropic", "openai"]
+
+
 class LlmConfig(_Model):
     provider: Literal["auto", "anthropic", "offline"] = "auto"
+    # The protocol: the Anthropic Messages API or OpenAI-compatible Chat Completions; `auto`
+    # is resolved when the file is read (openai when only OPENAI_API_KEY is set), see resolve_api.
+    api: Literal["auto", "anthropic", "openai"] = "anthropic"
     model: str = DEFAULT_MODEL
     memory_model: str | None = None
     api_key: str = ""
@@ -59,8 +65,14 @@ class LlmConfig(_Model):
     @model_validator(mode="after")
     def _key_for_anthropic(self) -> LlmConfig:
         if self.provider == "anthropic" and not self.api_key.strip():
-            raise ValueError("api-key: required when provider is anthropic (set ANTHROPIC_API_KEY)")
+            variable = "OPENAI_API_KEY" if self.api == "openai" else "ANTHROPIC_API_KEY"
+            raise ValueError(f"api-key: required when provider is anthropic (set {variable})")
         return self
+
+    @property
+    def protocol(self) -> LlmApi:
+        """The protocol spoken to the model; `auto` left unresolved (no environment) means anthropic."""
+        return "openai" if self.api == "openai" else "anthropic"
 
     @property
     def effective_memory_model(self) -> str:
@@ -68,6 +80,7 @@ class LlmConfig(_Model):
 
     @property
     def uses_anthropic(self) -> bool:
+        """A model is used (whichever protocol); False: the offline client answers."""
         if self.provider == "auto":  # a local server (base-url) needs no key
             return bool(self.api_key or self.base_url.strip())
         return self.provider == "anthropic"
@@ -482,13 +495,36 @@ def _error_line(error: ValidationError) -> str:
     return f"{path}: {message}" if path else message
 
 
+def resolve_api(data: Any, environ: Mapping[str, str]) -> Any:
+    """`mate.llm.api: auto` made concrete from the environment: openai when OPENAI_API_KEY is set
+    and ANTHROPIC_API_KEY is not, else anthropic. With openai, an empty api-key / base-url is
+    taken from OPENAI_API_KEY / OPENAI_BASE_URL, as the openai SDK itself would."""
+    mate = data.get("mate") if isinstance(data, dict) else None
+    llm = mate.get("llm") if isinstance(mate, dict) else None
+    if not isinstance(mate, dict) or not isinstance(llm, dict):
+        return data
+    api = llm.get("api", "anthropic")
+    if api == "auto":
+        only_openai = bool(environ.get("OPENAI_API_KEY")) and not environ.get("ANTHROPIC_API_KEY")
+        api = "openai" if only_openai else "anthropic"
+    if api != "openai":
+        return {**data, "mate": {**mate, "llm": {**llm, "api": api}}} if "api" in llm else data
+    resolved = {**llm, "api": "openai"}
+    for key, variable in (("api-key", "OPENAI_API_KEY"), ("base-url", "OPENAI_BASE_URL")):
+        field = key.replace("-", "_")
+        if not str(llm.get(key) or llm.get(field) or "").strip() and environ.get(variable):
+            resolved.pop(field, None)
+            resolved[key] = environ[variable]
+    return {**data, "mate": {**mate, "llm": resolved}}
+
+
 def parse_config(data: Any, source: str = "<memory>", environ: Mapping[str, str] | None = None) -> Config:
     if data is None:
         data = {}
     if not isinstance(data, dict):
         raise ConfigError(f"{source}: the top level must be a mapping with the key 'mate'")
     try:
-        expanded = expand_env(data, environ)
+        expanded = resolve_api(expand_env(data, environ), os.environ if environ is None else environ)
         return Config.model_validate({**expanded, "source": source})
     except ValidationError as exc:
         raise ConfigError(_error_line(exc)) from None

@@ -152,7 +152,7 @@ def startup_line(config: Config, rt: Runtime, services: Services, with_console: 
     With `show_token` the page's address carries the token (the page logs in by itself);
     otherwise the line says where the token is kept."""
     mate = config.mate
-    provider = "offline (no API key: canned replies)" if rt.offline else f"anthropic, model {mate.llm.model}"
+    provider = "offline (no API key: canned replies)" if rt.offline else f"{_protocol_name(mate.llm.protocol)}, model {mate.llm.model}"
     names = [channel.name for channel in services.channels] + (["console"] if with_console else [])
     line = f"matebot: ready — provider {provider}; channels: {', '.join(names) or 'none'}"
     if services.api is not None:
@@ -231,3 +231,7 @@ async def _shutdown(
     # Cancelling the worker loop leaves unfinished memory work pending in the table.
     for task in running:
         task.cancel()
+
+
+def _protocol_name(protocol: str) -> str:
+    return "anthropic" if protocol == "anthropic" else "openai-compatible"

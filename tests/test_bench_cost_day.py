@@ -19,7 +19,7 @@ from tests.fakes.anthropic import FakeAnthropic
 DAY_KEYS = {"cost_per_message_tokens", "cost_ratio", "memory_share", "baseline_cost_per_message_tokens", "breakdown",
             "memory_rewrites", "user_messages", "sessions"}
 BURST_KEYS = {"bench", "turns", "cost_ratio", "memory_cost_ratio", "chat_billed_cached", "chat_billed_uncached",
-              "chat_calls", "memory_calls", "turn_gap_s", "target", "loadavg_1m", "host_other_cpu_share"}
+              "chat_calls", "memory_calls", "turn_gap_s", "target", "loadavg_1m", "host_other_cpu_share", "openai"}
 
 
 def _run(argv: list[str]) -> tuple[dict[str, Any], list[str]]:
@@ -45,6 +45,10 @@ def test_the_day_is_the_default_scenario_and_prints_one_json_line(tiny_day: tupl
     assert result["breakdown"]["chat"]["calls"] == 6
     # what the daemon recorded in mate_llm_usage is what the fake billed, call for call
     assert result["recorded_matches_billed"] is True
+    openai = result["openai"]  # the same day on Chat Completions, the provider's prefix cache
+    assert openai["recorded_matches_billed"] is True and openai["breakdown"]["chat"]["calls"] == 6
+    assert 0 < openai["cost_ratio"] < 1 and openai["breakdown"]["chat"]["cache_read"] > 0
+    assert openai["breakdown"]["emergence"]["calls"] >= 2  # the nightly review ran its tools
 
 
 def test_caching_pays_on_a_day_with_realistic_gaps(tiny_day: tuple[dict[str, Any], list[str]]) -> None:

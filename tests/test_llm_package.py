@@ -15,7 +15,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "bot" / "llm"
-SHARED = {"port", "failures"}  # what every client and wrapper may build on
+SHARED = {"port", "failures", "slots", "safe_text"}  # what every client and wrapper may build on
 WRAPPERS = {"usage", "text_tool_calls"}  # work over any LLMClient
 SDKS = {"anthropic", "openai"}  # a protocol's SDK, imported only inside its own family
 
@@ -69,7 +69,7 @@ def _llm_modules() -> dict[str, set[str]]:
 
 
 def test_the_package_has_a_port_and_one_module_per_part() -> None:
-    assert {"port", "anthropic", "offline", "usage", "text_tool_calls"} <= set(_llm_modules())
+    assert {"port", "anthropic", "openai", "offline", "usage", "text_tool_calls"} <= set(_llm_modules())
 
 
 def test_shared_modules_and_wrappers_name_no_protocol() -> None:
@@ -131,6 +131,7 @@ def test_no_import_circle_passes_through_the_model_package() -> None:
     ("bot.llm", "bot.llm.port", ["LLMClient", "LLMRequest", "LLMResponse", "TextListener", "ToolCall"]),
     ("bot.llm", "bot.llm.anthropic", ["AnthropicClient"]),
     ("bot.llm", "bot.llm.offline", ["OfflineClient"]),
+    ("bot.llm", "bot.llm.openai", ["OpenAIClient"]),
     ("bot.llm", "bot.llm.failures", ["is_prompt_too_long"]),
     ("bot.llm", "bot.llm.usage", ["UsageRecordingClient"]),
     ("bot.llm", "bot.llm.text_tool_calls", ["TextToolCallClient", "text_tool_call"]),

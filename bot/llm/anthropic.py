@@ -4,14 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from dataclasses import replace
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 from bot.config import LlmConfig
-from bot.errors import LLMBusy, LLMError, PromptTooLong, StreamBroken
+from bot.errors import LLMError, PromptTooLong, StreamBroken
 from bot.llm.anthropic_messages import (
     CacheRejected,
     error_message,
@@ -19,11 +17,12 @@ from bot.llm.anthropic_messages import (
     raise_if_unsupported,
     read_response,
     request_params,
-    safe,
     usage_only,
 )
 from bot.llm.failures import RETRY_STATUSES, NotStreamed, Retryable, is_prompt_too_long, retry_after, transport_errors
 from bot.llm.port import LLMRequest, LLMResponse, TextListener
+from bot.llm.safe_text import safe
+from bot.llm.slots import CallSlots
 from bot.redaction import Redactor
 from bot.retry import MODEL_API
 
@@ -58,7 +57,7 @@ class AnthropicClient:
         # A retry-after longer than timeout-seconds is not waited out: the user gets the
         # apology now instead of an hour of "typing...".
         self._retry = replace(MODEL_API, attempts=config.max_retries + 1, longest_wait=config.timeout_seconds)
-        self._limit = asyncio.Semaphore(config.max_concurrency)
+        self._slots = CallSlots(config.max_concurrency, config.timeout_seconds)
         # Upstream error texts end up in logs, replies and run records; a proxy may echo the key.
         self._redact = Redactor([config.api_key])
         # Turned off for good when the server shows it cannot do them (local servers, proxies).
@@ -145,7 +144,7 @@ class AnthropicClient:
                       bounded: bool) -> LLMResponse:
         anthropic = self._errors
         try:
-            async with self._slot(bounded):
+            async with self._slots.held(bounded):
                 if on_text is None:
                     message = await self._sdk.messages.create(**params)
                 else:
@@ -176,23 +175,6 @@ class AnthropicClient:
         except (AttributeError, TypeError, KeyError, ValueError) as exc:
             # A 200 that is not a Messages API answer: a proxy's HTML page, {"foo": 1}...
             raise LLMError(f"malformed response from the model API: {type(exc).__name__}") from None
-
-    @asynccontextmanager
-    async def _slot(self, bounded: bool) -> AsyncIterator[None]:
-        """One of the max-concurrency slots, waited for at most timeout-seconds when `bounded`.
-
-        Stuck answers elsewhere must not queue a new message behind them for minutes: it
-        gets the busy apology instead (LLMBusy is not retried, that would be more waiting).
-        """
-        try:
-            async with asyncio.timeout(self._timeout if bounded else None):
-                await self._limit.acquire()
-        except TimeoutError:
-            raise LLMBusy(f"no free model call slot within {self._timeout:g} s") from None
-        try:
-            yield
-        finally:
-            self._limit.release()
 
     async def _streamed(self, params: dict[str, Any], on_text: TextListener, started: list[Any]) -> Any:
         # The SDK drops pings before we see them, but they restart its read timeout: a

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from bot.llm.failures import NotStreamed
 from bot.llm.port import CacheTtl, LLMRequest, LLMResponse, ToolCall
-from bot.text import storable
+from bot.llm.safe_text import safe
 
 if TYPE_CHECKING:
     import anthropic
@@ -161,14 +161,3 @@ def _normalise_blocks(blocks: list[Any]) -> tuple[list[dict[str, Any]], tuple[To
         elif kind == "thinking":
             content.append({"type": "thinking", "thinking": block.thinking, "signature": block.signature})
     return content, tuple(calls)
-
-
-def safe(value: Any) -> Any:
-    """`value` with every string made storable (lone surrogates replaced), however nested."""
-    if isinstance(value, str):
-        return storable(value)
-    if isinstance(value, dict):
-        return {storable(str(k)): safe(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [safe(v) for v in value]
-    return value

@@ -8,7 +8,10 @@ from typing import Any
 
 from bot.llm.port import LLMResponse
 
-_PROMPT_TOO_LONG = re.compile(r"prompt is too long|context_length_exceeded|maximum context length", re.I)
+# Anthropic; OpenAI, vLLM, DeepSeek; llama.cpp ("the request exceeds the available context size").
+_PROMPT_TOO_LONG = re.compile(
+    r"prompt is too long|context_length_exceeded|maximum context length|exceeds? the available context size"
+    r"|exceed_context_size_error", re.I)
 
 # Retried: timeouts, lock timeouts, rate limits, server errors and 529 overloaded.
 RETRY_STATUSES = frozenset({408, 409, 429})

@@ -1,0 +1,211 @@
+"""OpenAIClient: the LLMClient over OpenAI-compatible Chat Completions (the openai SDK), with our retries and streaming.
+
+OpenAI, OpenRouter, DeepSeek, Ollama's /v1, llama.cpp, vLLM and LM Studio all serve it at
+`<base-url>/chat/completions`. Failures mean what they mean for the Anthropic client:
+429/5xx/timeouts are retried (retry-after honoured), a context-length error is PromptTooLong
+(the window compacts and asks again), anything else is an LLMError (the apology).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+from dataclasses import replace
+from types import TracebackType
+from typing import TYPE_CHECKING, Any
+
+from bot.config import LlmConfig
+from bot.errors import LLMError, PromptTooLong, StreamBroken
+from bot.llm.failures import RETRY_STATUSES, NotStreamed, Retryable, is_prompt_too_long, retry_after, transport_errors
+from bot.llm.openai_messages import StreamedAnswer, chat_params, error_kind, error_text, read_completion
+from bot.llm.port import LLMRequest, LLMResponse, TextListener
+from bot.llm.slots import CallSlots
+from bot.redaction import Redactor
+from bot.retry import MODEL_API
+
+if TYPE_CHECKING:
+    import openai
+
+log = logging.getLogger(__name__)
+
+STREAM_DEADLINE_S = 600.0  # the longest a streamed answer may take in all
+_NAMES_STREAMING = re.compile(r"\bstream(ing)?\b", re.I)
+
+
+class _Unsupported(Exception):
+    """The server refused a parameter we can do without or name differently; `what` says which."""
+
+    def __init__(self, what: str, text: str) -> None:
+        super().__init__(text)
+        self.what = what
+
+
+class OpenAIClient:
+    """LLMClient over openai.AsyncOpenAI; the retry policy is ours, as in AnthropicClient."""
+
+    def __init__(self, config: LlmConfig, *, sdk: openai.AsyncOpenAI | None = None) -> None:
+        import openai  # imported here: offline mode and the Anthropic protocol need not pay for it
+
+        self._errors = openai
+        self._transport_errors = transport_errors()
+        options: dict[str, Any] = {"max_retries": 0, "timeout": config.timeout_seconds,
+                                   # local servers ignore the key, but the SDK insists on one
+                                   "api_key": config.api_key or "local"}
+        if config.base_url.strip():
+            options["base_url"] = api_root(config.base_url.strip())
+        self._sdk = sdk or openai.AsyncOpenAI(**options)
+        self._timeout = config.timeout_seconds
+        self._retry = replace(MODEL_API, attempts=config.max_retries + 1, longest_wait=config.timeout_seconds)
+        self._slots = CallSlots(config.max_concurrency, config.timeout_seconds)
+        self._redact = Redactor([config.api_key])
+        # Turned off (or renamed) for good when the server shows it does not take them.
+        self._streaming = True
+        self._stream_usage = True  # stream_options.include_usage
+        self._max_tokens_key = "max_tokens"
+
+    async def __aenter__(self) -> OpenAIClient:
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self._sdk.close()
+
+    async def complete(self, request: LLMRequest, on_text: TextListener | None = None) -> LLMResponse:
+        bounded = request.purpose in ("chat", "summary")
+        shown: list[str] = []
+
+        def listen(text: str) -> None:
+            shown.append(text)
+            assert on_text is not None
+            on_text(text)
+
+        attempt = 0
+        while True:
+            streamed = on_text is not None and self._streaming
+            params = chat_params(request, max_tokens_key=self._max_tokens_key)
+            try:
+                return await self._once(params, listen if streamed else None, bounded)
+            except NotStreamed:
+                log.warning("the model API does not stream answers; asking without streaming from now on")
+                self._streaming = False
+            except _Unsupported as refused:
+                if not self._adapt(refused.what):
+                    raise LLMError(f"request rejected: {refused}") from None
+            except Retryable as retry:
+                if shown:  # the user saw part of an answer: a second one would not follow on
+                    raise StreamBroken(retry.message, "".join(shown), billed=retry.billed) from None
+                delay = self._retry.wait(attempt, retry.retry_after)
+                if delay is None:
+                    if retry.retry_after is not None and self._retry.allows(attempt):
+                        retry.message += f" (asked to retry after {retry.retry_after:.0f} s)"
+                    raise LLMError(retry.message, billed=retry.billed) from None
+                log.info("model API: %s; retrying in %.1f s", retry.message, delay)
+                attempt += 1
+                await asyncio.sleep(delay)
+            except LLMError as exc:
+                if shown and not isinstance(exc, StreamBroken):
+                    raise StreamBroken(str(exc), "".join(shown), billed=exc.billed) from None
+                raise
+
+    def _adapt(self, what: str) -> bool:
+        """Stop sending what the server refused; False when there is nothing left to change."""
+        if what == "max_tokens" and self._max_tokens_key == "max_tokens":
+            log.warning("the model API wants max_completion_tokens instead of max_tokens; sending that from now on")
+            self._max_tokens_key = "max_completion_tokens"
+            return True
+        if what == "stream_options" and self._stream_usage:
+            log.warning("the model API refuses stream_options; streamed answers come without token usage")
+            self._stream_usage = False
+            return True
+        return False
+
+    async def _once(self, params: dict[str, Any], on_text: TextListener | None, bounded: bool) -> LLMResponse:
+        openai = self._errors
+        streamed = on_text is not None
+        try:
+            async with self._slots.held(bounded):
+                if on_text is None:
+                    completion = await self._sdk.chat.completions.create(**params)
+                else:
+                    return await self._streamed(params, on_text)
+        except openai.APIStatusError as exc:
+            raise self._status_error(exc, params, streamed) from None
+        except openai.APITimeoutError:
+            raise Retryable("the model did not answer in time") from None
+        except openai.APIConnectionError:
+            raise Retryable("cannot reach the model API") from None
+        except openai.APIError as exc:  # an `error` object inside a 200 event stream
+            text = self._redact(error_text(exc.body, str(exc.message)))
+            if is_prompt_too_long(f"{text} {error_kind(exc.body)}"):
+                raise PromptTooLong(text) from None
+            raise Retryable(f"the model API broke off: {text}") from None
+        except self._transport_errors:  # the SDK passes a stream's read errors through as they are
+            raise Retryable("the connection to the model API broke off") from None
+        except ValueError as exc:  # json.JSONDecodeError included: a malformed response body
+            raise LLMError(f"malformed response from the model API: {self._redact(str(exc))[:200]}") from None
+        try:
+            return read_completion(completion)
+        except (AttributeError, TypeError, KeyError, ValueError) as exc:
+            # A 200 that is not a Chat Completions answer: a proxy's HTML page, {"foo": 1}...
+            raise LLMError(f"malformed response from the model API: {type(exc).__name__}") from None
+
+    def _status_error(self, exc: openai.APIStatusError, params: dict[str, Any], streamed: bool) -> Exception:
+        message = self._redact(error_text(exc.body, str(exc.message)))
+        status = exc.status_code
+        if status in (400, 413, 422):
+            if is_prompt_too_long(f"{message} {error_kind(exc.body)}"):
+                return PromptTooLong(message)
+            if "max_completion_tokens" in message and "max_tokens" in params:
+                return _Unsupported("max_tokens", message)
+            if "stream_options" in message and streamed and self._stream_usage:
+                return _Unsupported("stream_options", message)
+            if streamed and _NAMES_STREAMING.search(message):
+                return NotStreamed()
+            if status == 400:
+                return LLMError(f"request rejected: {message}")
+        text = f"HTTP {status}: {message}"
+        if status in RETRY_STATUSES or status >= 500:
+            return Retryable(text, retry_after(exc.response.headers))
+        return LLMError(text)
+
+    async def _streamed(self, params: dict[str, Any], on_text: TextListener) -> LLMResponse:
+        loop = asyncio.get_running_loop()
+        gap = asyncio.timeout(self._timeout)
+        answer = StreamedAnswer()
+        body = {**params, "stream": True}
+        if self._stream_usage:
+            body["stream_options"] = {"include_usage": True}
+        try:
+            async with asyncio.timeout(max(STREAM_DEADLINE_S, self._timeout)), gap:
+                stream = await self._sdk.chat.completions.create(**body)
+                async with stream:
+                    async for chunk in stream:
+                        gap.reschedule(loop.time() + self._timeout)
+                        text = answer.add(chunk)
+                        if text:
+                            on_text(text)
+                    if not answer.chunks:
+                        kind = stream.response.headers.get("content-type", "")
+                        if "text/event-stream" not in kind:  # a plain body: the server does not stream
+                            raise NotStreamed()
+                        raise Retryable("the model's answer stream was empty")
+        except TimeoutError:
+            if gap.expired():
+                raise Retryable(f"the model's answer stream went silent for {self._timeout:g} s") from None
+            raise LLMError("the model's answer took too long") from None
+        except (AttributeError, TypeError, KeyError, IndexError) as exc:
+            raise LLMError(f"malformed stream from the model API: {type(exc).__name__}") from None
+        if answer.finish_reason is None:  # the stream ended before the last chunk
+            raise Retryable("the model's answer stopped half-way")
+        return answer.response()
+
+
+def api_root(base_url: str) -> str:
+    """What the openai SDK takes: the address as given, with /v1 added when it has no path
+    (http://127.0.0.1:8080 is llama-server's root; its API is at /v1)."""
+    from urllib.parse import urlsplit, urlunsplit
+
+    parts = urlsplit(base_url.rstrip("/"))
+    return urlunsplit(parts._replace(path="/v1")) if not parts.path else base_url.rstrip("/")
