@@ -157,7 +157,10 @@ async def test_extraction_writes_memory_that_the_next_request_sees(tmp_path: Pat
         usage = {u.purpose: u.calls for u in await rt.core.repos.llm_usage.totals_since("1970")}
 
     assert profile is not None and "Diet: vegan" in profile.content
-    assert "Diet: vegan" in lane.system(lane.chat_bodies()[-1])
+    # The next request sees the change, with its message (the cached system prompt stays as it was).
+    last = lane.chat_bodies()[-1]
+    assert "added: - Diet: vegan" in json.dumps(last["messages"][-1], ensure_ascii=False)
+    assert "Diet: vegan" not in lane.system(last)
     assert usage["memory"] >= 1 and usage["chat"] == 3
 
 

@@ -123,9 +123,9 @@ class TaskService:
             created_by=sender.id, created_by_name=sender.name), limit=self._config.max_per_chat)
         if created is None:
             raise TaskProblem(t("task_error_limit", limit=self._config.max_per_chat))
-        self.changes.notify()
-        task = await self._store.get(created)
+        task = await self._store.get(created)  # read before the timer is woken: one due now may run at once
         assert task is not None
+        self.changes.notify()
         log.info("task %s scheduled for %s", created, task.next_run_time,
                  extra={"channel": chat.channel, "chat_id": chat.chat_id})
         return task
