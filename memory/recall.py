@@ -250,7 +250,7 @@ def speakers_first(query: str, hits: list[SearchHit]) -> list[SearchHit]:
     named: dict[str, bool] = {}
 
     def score(hit: SearchHit) -> float:
-        said_by = speaker(hit.body)
+        said_by = speaker(hit.body) if hit.source == "conversations" else None  # a note's "[x] " is a checkbox
         if said_by is None:
             return hit.score
         if said_by not in named:
