@@ -41,6 +41,13 @@ PHRASE_TOKENS = 8  # a longer query is a question, not a phrase anyone expects w
 FUSION_DEPTH = 20  # rows taken from each ranking before they are fused
 RRF_K = 10
 SEMANTIC_WEIGHT = 0.3  # the lexical ranking weighs 1
+# A group message by a person the query names ranks as if its BM25 score were this much better
+# (LoCoMo dev: 95 % of the evidence is said by a person the question names, whose name is in
+# half the group's rows and so weighs nothing as a word; recall@5 0.649 -> 0.672, evidence
+# shown 0.863 -> 0.871; 1.3-1.7 measure the same). The word ranking is read this deep so a
+# named person's row from further down can move up.
+SPEAKER_BOOST = 1.5
+SPEAKER_DEPTH = 2  # times the results asked for
 SNIPPET_CHARS = 240
 CONTEXT_CHARS = 160
 CONTEXT_MESSAGES = 2
@@ -192,7 +199,8 @@ class MemorySearchService:
             for hit in await self._search.words(agent_id, whole, source, wanted):
                 pinned.setdefault(hit.key, hit)
         if terms and len(pinned) < wanted:
-            for hit in await self._words(agent_id, query, terms, source, wanted):
+            found = await self._words(agent_id, query, terms, source, wanted * SPEAKER_DEPTH)
+            for hit in speakers_first(query, found):
                 if hit.key not in pinned:
                     hits.setdefault(hit.key, hit)
         if len(pinned) + len(hits) < wanted and PHRASE_CHARS[0] <= len(query) <= PHRASE_CHARS[1]:
@@ -214,6 +222,42 @@ class MemorySearchService:
         if not word_terms(dates.rest):
             return await self._search.words(agent_id, words_match(words, on_dates), source, wanted)
         return await self._search.words_on_dates(agent_id, words, on_dates, source, wanted)
+
+
+def speaker(body: str) -> str | None:
+    """Who said a group message: the "[Name] " the router stores before it; None for others."""
+    end = body.find("] ", 1, 132) if body.startswith("[") else -1
+    return body[1:end] if end > 1 else None
+
+
+def names_in(query: str, name: str) -> bool:
+    """Whether `query` names the person `name`: one of the name's words as a word of the query
+    ("Anna" for "[Anna Lee]"), or a Chinese or Japanese name anywhere in it."""
+    text = normalised(query).lower()
+    words = set(_TOKEN.findall(text))
+    for part in _TOKEN.findall(normalised(name).lower()):
+        if _CJK_RUN.match(part):
+            if part in text:
+                return True
+        elif part in words and part not in _STOP_EN and (len(part) > 1 or part.isdigit()):
+            return True
+    return False
+
+
+def speakers_first(query: str, hits: list[SearchHit]) -> list[SearchHit]:
+    """Word hits re-ranked so that what a person the query names said weighs SPEAKER_BOOST
+    times its score: "what did Nate think of the ice cream" prefers Nate's own words."""
+    named: dict[str, bool] = {}
+
+    def score(hit: SearchHit) -> float:
+        said_by = speaker(hit.body) if hit.source == "conversations" else None  # a note's "[x] " is a checkbox
+        if said_by is None:
+            return hit.score
+        if said_by not in named:
+            named[said_by] = names_in(query, said_by)
+        return hit.score * SPEAKER_BOOST if named[said_by] else hit.score  # BM25: lower is better
+
+    return sorted(hits, key=score)  # stable: a tie keeps the newer row first
 
 
 def _result(hit: SearchHit, query: str, terms: list[str],

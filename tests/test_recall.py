@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from bot.app import Core, open_core
-from memory.recall import MAX_QUERY_CHARS, MemorySearchService, SearchQueryRefused, word_terms
+from memory.recall import MAX_QUERY_CHARS, MemorySearchService, SearchQueryRefused, names_in, speaker, word_terms
 from tests.conftest import make_config
 
 
@@ -307,6 +307,28 @@ async def test_an_answer_is_found_by_the_words_of_its_question(core: Core) -> No
     # After the assistant's turn it is not: a hit shows its neighbours anyway.
     [_, reply] = await talk(core, "console:me", 1, "What is the capital of Peru?", "Lima.")
     assert reply not in [r["messageId"] for r in (await search(core).search(1, "capital Peru"))["results"]]
+
+
+async def test_what_a_named_person_said_ranks_above_what_others_said_about_it(core: Core) -> None:
+    # In a two-person group each name is in half the rows (the speaker's "[Name] " and the
+    # other one's "Thanks, Nate!"), so as a word it weighs nothing: short turns about ice cream
+    # outrank the one where Nate says what he thought of it.
+    others = [f"[Joanna] Nate, the ice cream {flavour} was lovely!" for flavour in
+              ("with mango", "with nuts", "in the cone", "at the fair", "with berries", "in the park")]
+    ids = await group_talk(core, "tg:-9", 2, *others, "[Nate] Honestly, my coconut ice cream came out "
+                           "rich and creamy, better than any I have bought, so it is my new favourite snack.",
+                           "[Joanna] Sounds good.", *(f"[Joanna] {text}" for text in CHATTER))
+    results = (await search(core).search(2, "What did Nate think of the ice cream?"))["results"]
+    assert results[0]["messageId"] == ids[6]
+    # Nobody named: the shorter turns first, as before.
+    assert ids[6] not in [r["messageId"] for r in (await search(core).search(2, "the ice cream"))["results"]]
+
+
+def test_a_query_names_a_speaker_by_any_word_of_the_name() -> None:
+    assert speaker("[Anna Lee] hi") == "Anna Lee" and speaker("hi [Anna] x") is None and speaker("[] x") is None
+    assert names_in("what did anna say?", "Anna Lee") and names_in("Lee's dog", "Anna Lee")
+    assert names_in("小明喜欢什么", "小明") and not names_in("what did Annabel say", "Anna")
+    assert not names_in("what did I say", "I") and not names_in("what did the team say", "The")
 
 
 async def test_a_message_is_found_by_its_date_in_words(core: Core) -> None:

@@ -24,6 +24,7 @@ class SearchHit:
     conversation_id: str | None = None
     message_id: int | None = None
     filename: str | None = None
+    score: float = 0.0  # the word ranking's BM25 score, lower is better; 0.0 when not ranked by words
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,7 +94,7 @@ class SqliteSearchRepository:
 
     async def _hits(self, ranked: str, parameters: tuple[object, ...], limit: int) -> list[SearchHit]:
         rows = await self._db.fetchall(
-            f"SELECT {_HIT_COLUMNS} FROM ({ranked}) c JOIN mate_search_trigram t ON t.rowid = c.id "
+            f"SELECT {_HIT_COLUMNS}, c.score FROM ({ranked}) c JOIN mate_search_trigram t ON t.rowid = c.id "
             "ORDER BY c.score, t.time DESC LIMIT ?", (*parameters, limit))
         return [_hit(row) for row in rows]
 
@@ -137,4 +138,4 @@ def _hit(row: Any) -> SearchHit:
     return SearchHit(key=int(row[0]), source=str(row[1]), body=str(row[2]), time=str(row[3] or ""),
                      conversation_id=row[4] if is_message else None,
                      message_id=int(row[5]) if is_message else None,
-                     filename=None if is_message else row[6])
+                     filename=None if is_message else row[6], score=float(row[7]) if len(row) > 7 else 0.0)
