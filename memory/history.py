@@ -106,6 +106,11 @@ class MemoryHistoryService:
         found = await self._repos.file_history.oldest_containing(agent_id, needle)
         if found is None:
             return t("why_none", text=shortened(needle, 80))
+        history = self._repos.file_history
+        if found.version > 1 and not await history.has_version(found.file_id, found.version - 1):
+            # The versions before it were pruned: the text may be older than the history kept.
+            return t("why_before_history", text=shortened(needle, 80), filename=found.filename,
+                     when=self.when(found.create_time))
         lines = [t("why_found", text=shortened(needle, 80), filename=found.filename,
                    when=self.when(found.create_time), source=await self.source(found))]
         if found.change == "extraction" and found.run_id is not None:

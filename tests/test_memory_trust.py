@@ -282,3 +282,14 @@ async def test_undo_never_deletes_a_file_whose_earlier_version_is_no_longer_kept
         profile = await bot.file("PROFILE.md")
         assert await bot.say("/undo") == bot.prompts.text("undo_not_kept", filename="PROFILE.md")
         assert await bot.file("PROFILE.md") == profile
+
+
+async def test_why_says_so_when_the_versions_before_the_text_were_pruned(tmp_path: Path) -> None:
+    async with running_bot(tmp_path, **{"history-versions": 2, "auto-summarize-enabled": False}) as bot:
+        for lines in (["- Likes oolong tea"], ["- Likes oolong tea", "- Runs"], ["- Likes oolong tea", "- Runs", "- Swims"]):
+            await bot.rt.core.workspace.write(1, "MEMORY.md", "# Core memory\n\n" + "\n".join(lines) + "\n")
+        pruned = await bot.say("/memory why oolong")
+        await bot.rt.core.workspace.write(1, "MEMORY.md", "# Core memory\n\n- Swims\n- Likes jazz\n")
+        kept = await bot.say("/memory why jazz")
+    assert "the oldest version still kept" in pruned and "came into" not in pruned
+    assert kept.startswith('"jazz" came into MEMORY.md on ')

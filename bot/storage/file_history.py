@@ -111,6 +111,11 @@ class SqliteFileHistoryRepository:
                                      "LIMIT 1", params)
         return _version(row) if row else None
 
+    async def has_version(self, file_id: int, version: int) -> bool:
+        row = await self._db.fetchone(
+            "SELECT 1 FROM mate_workspace_file_history WHERE file_id = ? AND version = ?", (file_id, version))
+        return row is not None
+
     async def run_changes(self, run_id: int) -> list[RunChange]:
         """The files a run changed (excluding an undo's own versions)."""
         rows = await self._db.fetchall(
