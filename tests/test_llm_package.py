@@ -15,7 +15,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "bot" / "llm"
-SHARED = {"port", "failures", "slots", "safe_text"}  # what every client and wrapper may build on
+SHARED = {"port", "failures", "slots", "safe_text", "attempts"}  # what every client and wrapper may build on
 WRAPPERS = {"usage", "text_tool_calls"}  # work over any LLMClient
 SDKS = {"anthropic", "openai"}  # a protocol's SDK, imported only inside its own family
 

@@ -9,7 +9,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 from bot.config import LlmConfig
-from bot.errors import LLMError, PromptTooLong, StreamBroken
+from bot.errors import LLMError, PromptTooLong
 from bot.llm.anthropic_messages import (
     CacheRejected,
     error_message,
@@ -19,6 +19,7 @@ from bot.llm.anthropic_messages import (
     request_params,
     usage_only,
 )
+from bot.llm.attempts import AskAgain, StreamingSwitch, answer_with_retries
 from bot.llm.failures import RETRY_STATUSES, NotStreamed, Retryable, is_prompt_too_long, retry_after, transport_errors
 from bot.llm.port import LLMRequest, LLMResponse, TextListener
 from bot.llm.safe_text import safe
@@ -36,7 +37,7 @@ STREAM_DEADLINE_S = 600.0
 
 
 class AnthropicClient:
-    """LLMClient over anthropic.AsyncAnthropic; the retry policy is ours (see _retry_delay)."""
+    """LLMClient over anthropic.AsyncAnthropic; the retry policy is ours (bot/llm/attempts.py)."""
 
     def __init__(self, config: LlmConfig, *, sdk: anthropic.AsyncAnthropic | None = None) -> None:
         # Imported here: the SDK takes ~1.5 s to import, which offline mode need not pay.
@@ -61,7 +62,7 @@ class AnthropicClient:
         # Upstream error texts end up in logs, replies and run records; a proxy may echo the key.
         self._redact = Redactor([config.api_key])
         # Turned off for good when the server shows it cannot do them (local servers, proxies).
-        self._streaming = True
+        self._streaming = StreamingSwitch()
         self._caching = config.cache != "off"
         self._long_cache = True  # the 1-hour lifetime (`ttl`), which servers that cache may still not know
 
@@ -81,22 +82,11 @@ class AnthropicClient:
         # background may wait for a slot as long as it takes rather than fail and be retried.
         bounded = request.purpose in ("chat", "summary")
         params = request_params(request if not uncached else replace(request, cache=False))
-        shown: list[str] = []
 
-        def listen(text: str) -> None:
-            shown.append(text)
-            assert on_text is not None
-            on_text(text)
-
-        attempt = 0
-        while True:
-            streamed = on_text is not None and self._streaming
+        async def ask(listener: TextListener | None) -> LLMResponse:
+            nonlocal request, params, uncached
             try:
-                return await self._once(params, listen if streamed else None, bounded)
-            except NotStreamed:
-                # A proxy or local server that answers `stream: true` with a plain body or refuses it.
-                log.warning("the model API does not stream answers; asking without streaming from now on")
-                self._streaming = False
+                return await self._once(params, listener, bounded)
             except CacheRejected as rejected:
                 if uncached:  # asked without cache_control already: the error is about something else
                     raise LLMError(f"request rejected: {rejected}") from None
@@ -105,31 +95,14 @@ class AnthropicClient:
                     self._long_cache = False
                     request = replace(request, cache_ttl="5m")
                     params = request_params(request)
-                    continue
+                    raise AskAgain from None
                 if self._caching:
                     log.warning("the model API refuses prompt caching (cache_control); sending requests without it")
                 self._caching = False
                 params, uncached = request_params(replace(request, cache=False)), True
-            except Retryable as retry:
-                if shown:  # the user saw part of an answer: a second one would not follow on
-                    raise StreamBroken(retry.message, "".join(shown), billed=retry.billed) from None
-                delay = self._retry_delay(retry, attempt)
-                if delay is None:
-                    raise LLMError(retry.message, billed=retry.billed) from None
-                log.info("model API: %s; retrying in %.1f s", retry.message, delay)
-                attempt += 1
-                await asyncio.sleep(delay)
-            except LLMError as exc:
-                if shown and not isinstance(exc, StreamBroken):
-                    raise StreamBroken(str(exc), "".join(shown), billed=exc.billed) from None
-                raise
+                raise AskAgain from None
 
-    def _retry_delay(self, retry: Retryable, attempt: int) -> float | None:
-        """Seconds to wait before retry number `attempt` (0 for the first); None to give up now."""
-        delay = self._retry.wait(attempt, retry.retry_after)
-        if delay is None and retry.retry_after is not None and self._retry.allows(attempt):
-            retry.message += f" (asked to retry after {retry.retry_after:.0f} s)"
-        return delay
+        return await answer_with_retries(ask, on_text, self._retry, self._streaming)
 
     async def _once(self, params: dict[str, Any], on_text: TextListener | None, bounded: bool) -> LLMResponse:
         started: list[Any] = []  # the streamed message_start: what a broken answer was billed

@@ -16,7 +16,8 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 from bot.config import LlmConfig
-from bot.errors import LLMError, PromptTooLong, StreamBroken
+from bot.errors import LLMError, PromptTooLong
+from bot.llm.attempts import AskAgain, StreamingSwitch, answer_with_retries
 from bot.llm.failures import RETRY_STATUSES, NotStreamed, Retryable, is_prompt_too_long, retry_after, transport_errors
 from bot.llm.openai_messages import StreamedAnswer, chat_params, error_kind, error_text, read_completion
 from bot.llm.port import LLMRequest, LLMResponse, TextListener
@@ -60,7 +61,7 @@ class OpenAIClient:
         self._slots = CallSlots(config.max_concurrency, config.timeout_seconds)
         self._redact = Redactor([config.api_key])
         # Turned off (or renamed) for good when the server shows it does not take them.
-        self._streaming = True
+        self._streaming = StreamingSwitch()
         self._stream_usage = True  # stream_options.include_usage
         self._max_tokens_key = "max_tokens"
 
@@ -74,40 +75,16 @@ class OpenAIClient:
 
     async def complete(self, request: LLMRequest, on_text: TextListener | None = None) -> LLMResponse:
         bounded = request.purpose in ("chat", "summary")
-        shown: list[str] = []
 
-        def listen(text: str) -> None:
-            shown.append(text)
-            assert on_text is not None
-            on_text(text)
-
-        attempt = 0
-        while True:
-            streamed = on_text is not None and self._streaming
-            params = chat_params(request, max_tokens_key=self._max_tokens_key)
+        async def ask(listener: TextListener | None) -> LLMResponse:
             try:
-                return await self._once(params, listen if streamed else None, bounded)
-            except NotStreamed:
-                log.warning("the model API does not stream answers; asking without streaming from now on")
-                self._streaming = False
+                return await self._once(chat_params(request, max_tokens_key=self._max_tokens_key), listener, bounded)
             except _Unsupported as refused:
                 if not self._adapt(refused.what):
                     raise LLMError(f"request rejected: {refused}") from None
-            except Retryable as retry:
-                if shown:  # the user saw part of an answer: a second one would not follow on
-                    raise StreamBroken(retry.message, "".join(shown), billed=retry.billed) from None
-                delay = self._retry.wait(attempt, retry.retry_after)
-                if delay is None:
-                    if retry.retry_after is not None and self._retry.allows(attempt):
-                        retry.message += f" (asked to retry after {retry.retry_after:.0f} s)"
-                    raise LLMError(retry.message, billed=retry.billed) from None
-                log.info("model API: %s; retrying in %.1f s", retry.message, delay)
-                attempt += 1
-                await asyncio.sleep(delay)
-            except LLMError as exc:
-                if shown and not isinstance(exc, StreamBroken):
-                    raise StreamBroken(str(exc), "".join(shown), billed=exc.billed) from None
-                raise
+                raise AskAgain from None
+
+        return await answer_with_retries(ask, on_text, self._retry, self._streaming)
 
     def _adapt(self, what: str) -> bool:
         """Stop sending what the server refused; False when there is nothing left to change."""

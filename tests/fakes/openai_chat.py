@@ -452,7 +452,7 @@ class FakeOpenAIChat:
             await send({"content": piece})
             sent += len(piece)
             if break_after is not None and sent >= break_after:
-                await asyncio.sleep(0.05)
+                await asyncio.sleep(0.05)  # let what was written reach the client first (as the Anthropic fake)
                 assert request.transport is not None
                 request.transport.abort()
                 raise asyncio.CancelledError

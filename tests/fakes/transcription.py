@@ -63,6 +63,7 @@ class FakeTranscription:
     requests: list[TranscriptionRequest] = field(default_factory=list)
     port: int = 0
     _runner: web.AppRunner | None = None
+    _closing: asyncio.Event = field(default_factory=asyncio.Event)  # ends a hang when the server stops
 
     @property
     def base_url(self) -> str:
@@ -81,7 +82,7 @@ class FakeTranscription:
 
     async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                         tb: TracebackType | None) -> None:
-        self.hang = False
+        self._closing.set()
         if self._runner is not None:
             await self._runner.cleanup()
 
@@ -112,8 +113,8 @@ class FakeTranscription:
         response_format = fields.get("response_format", "json")
         self.requests.append(TranscriptionRequest(filename, data, fields["model"], fields.get("language"),
                                                   response_format, authorization))
-        while self.hang:
-            await asyncio.sleep(0.05)
+        if self.hang:
+            await self._closing.wait()
         if self.delay:
             await asyncio.sleep(self.delay)
         if self.fail_status is not None:
