@@ -160,18 +160,23 @@ def http_address(value: str) -> str:
     return value
 
 
-class TranscriptionConfig(_Model):
-    """An OpenAI-compatible speech-to-text endpoint (POST <base-url>/audio/transcriptions) for voice notes."""
+class _EndpointConfig(_Model):
+    """An OpenAI-compatible endpoint: its address (as the openai SDK takes it) and key."""
 
     base_url: str
-    model: str = "whisper-1"
     api_key: str = ""  # empty: a local server that wants none
-    language: str | None = None  # ISO-639-1 ("en", "zh"); None: the server detects it
 
     @field_validator("base_url")
     @classmethod
     def _http_address(cls, value: str) -> str:
         return http_address(value)
+
+
+class TranscriptionConfig(_EndpointConfig):
+    """A speech-to-text endpoint (POST <base-url>/audio/transcriptions) for voice notes."""
+
+    model: str = "whisper-1"
+    language: str | None = None  # ISO-639-1 ("en", "zh"); None: the server detects it
 
     @field_validator("model")
     @classmethod
@@ -200,17 +205,10 @@ class MediaConfig(_Model):
     transcription: TranscriptionConfig | None = None
 
 
-class EmbeddingsConfig(_Model):
-    """An OpenAI-compatible embeddings endpoint (POST <base-url>/embeddings) for semantic search."""
+class EmbeddingsConfig(_EndpointConfig):
+    """An embeddings endpoint (POST <base-url>/embeddings) for semantic search."""
 
-    base_url: str
     model: str
-    api_key: str = ""  # empty: a local server that wants none
-
-    @field_validator("base_url")
-    @classmethod
-    def _http_address(cls, value: str) -> str:
-        return http_address(value)
 
     @field_validator("model")
     @classmethod
