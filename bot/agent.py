@@ -210,7 +210,7 @@ class Agent:
             kept = self._snapshots.choose(conversation.id, system, split, window.summary,
                                           compacted=window.compacted, now=self._clock())
             window.system, split = kept.system, kept.split
-            window.memory_note = self._snapshots.note(kept.changes)
+            window.memory_note = kept.note
             window.raw_tokens += self._tokens.count_text(window.memory_note) if window.memory_note else 0
         live = stream if stream is not None and self._config.llm.stream else None
         return await self._run_turn(conversation, window, user_id, split, live, turn_tools)

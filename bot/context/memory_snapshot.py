@@ -76,6 +76,7 @@ class SnapshotChoice:
     system: str
     split: int
     changes: list[FileChange]
+    note: str = ""  # the changes as the model reads them, with the current message
 
 
 class MemorySnapshots:
@@ -96,9 +97,11 @@ class MemorySnapshots:
         kept = self._snapshots.get(conversation_id)
         if kept is not None and not compacted and kept.summary == summary and self._warm(kept, now) \
                 and kept.system[:kept.split] == system[:split]:
-            changes = memory_changes(injected_files(kept.system, kept.split), injected_files(system, split))
-            if not changes or len(self._render_note(changes)) <= MAX_NOTE_CHARS:
-                return SnapshotChoice(kept.system, kept.split, changes)
+            changes = [] if system == kept.system else memory_changes(
+                injected_files(kept.system, kept.split), injected_files(system, split))
+            note = self._render_note(changes) if changes else ""
+            if len(note) <= MAX_NOTE_CHARS:
+                return SnapshotChoice(kept.system, kept.split, changes, note)
         if len(self._snapshots) >= self._MAX_CONVERSATIONS and conversation_id not in self._snapshots:
             self._snapshots.clear()
         self._snapshots[conversation_id] = _Snapshot(system, split, summary)
@@ -113,9 +116,6 @@ class MemorySnapshots:
             del self._snapshots[conversation_id]
             return
         kept.sent_at, kept.lifetime = now, _LIFETIMES[lifetime]
-
-    def note(self, changes: list[FileChange]) -> str:
-        return self._render_note(changes) if changes else ""
 
     @staticmethod
     def _warm(kept: _Snapshot, now: datetime) -> bool:
