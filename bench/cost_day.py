@@ -168,8 +168,11 @@ async def run_day(turns: list[Turn], facts: dict[str, PlantedFact], *, cached: b
             fake.cache.enabled = cached
             fake.now = clock.seconds
             base_url = fake.base_url if isinstance(fake, FakeOpenAIChat) else fake.url
+            # Without caching the daemon is told so too (`mate.llm.cache: off`): it then sends its
+            # current memory files each turn and memory extraction its own, shorter prompt.
             config = make_config(Path(tmp), llm={"provider": "anthropic", "api": api, "api-key": "sk-bench",
-                                                 "base-url": base_url, "max-retries": 0})
+                                                 "base-url": base_url, "max-retries": 0,
+                                                 **({} if cached else {"cache": "off"})})
             model = DayModel(random.Random(seed + 2), dict(facts), config.mate.memory.memory_max_chars)
             fake.responder = model.respond
             # The daemon's time-keeping (the memory worker's cooldown and deferred runs,

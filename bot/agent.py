@@ -10,6 +10,7 @@ from typing import Any
 
 from bot.config import MateConfig
 from bot.context.cache_lifetime import ChatCacheLifetimes
+from bot.context.chat_prefix import ChatPrefix, ChatPrefixes
 from bot.context.memory_snapshot import MemorySnapshots
 from bot.context.messages import Content, HistoryItem, encode_content, plain_text
 from bot.context.tokens import PER_MESSAGE_OVERHEAD, TokenEstimator
@@ -98,6 +99,7 @@ class Agent:
         window: ConversationWindowManager, llm: LLMClient, tokens: TokenEstimator,
         prompts: PromptLibrary, tools: Sequence[ToolSet] = (),
         today_text: Callable[[], str] | None = None, clock: Clock = utc_now,
+        prefixes: ChatPrefixes | None = None,
     ) -> None:
         self._config = config
         self._repos = repos
@@ -114,6 +116,7 @@ class Agent:
         self._clock = clock
         self._lifetimes = ChatCacheLifetimes(config.llm.cache)
         self._snapshots = MemorySnapshots(lambda changes: prompts.render("agent/memory-updated", changes=changes))
+        self._prefixes = prefixes  # told each direct conversation's cached prefix, for its memory extraction
 
     @property
     def model(self) -> str:
@@ -231,6 +234,9 @@ class Agent:
         lifetime = self._lifetimes.choose(conversation.id, window.system, window.tools, _last_turn_at(window),
                                           self._clock())
         self._snapshots.sent(conversation.id, lifetime, self._clock())
+        if self._prefixes is not None:  # a group's prompt changes with who speaks: never shared
+            self._prefixes.sent(conversation.id, None if lifetime is None or conversation.is_group else ChatPrefix(
+                self.model, window.system, split, window.tools, lifetime, self._clock()))
         while True:
             extra = [("assistant" if role == "assistant" else "user", content) for role, content in turn]
             messages = self._window.assemble(window, extra)

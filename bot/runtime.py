@@ -15,6 +15,7 @@ from bot.agent import Agent
 from bot.app import Core, open_core
 from bot.commands import CommandHandler
 from bot.config import Config, MediaConfig
+from bot.context.chat_prefix import ChatPrefixes
 from bot.context.tokens import TokenEstimator
 from bot.context.window import ConversationWindowManager
 from bot.clock import Clock, MinuteLabels, utc_now
@@ -140,7 +141,8 @@ async def open_runtime(
         llm = UsageRecordingClient(llm, core.repos.llm_usage)
         tokens = TokenEstimator()
         outbox = ChannelOutbox()
-        services = _memory_services(stack, core, llm, clock, sleep, outbox) if with_memory_worker else None
+        prefixes = ChatPrefixes()  # the agent's chat prefixes, which memory extraction reads from the cache
+        services = _memory_services(stack, core, llm, clock, sleep, outbox, prefixes) if with_memory_worker else None
         memory: MemoryEventSink = services.worker if services else NullMemorySink()
         window = ConversationWindowManager(
             window_config, core.repos, tokens, llm, core.prompts, memory,
@@ -152,7 +154,7 @@ async def open_runtime(
         semantic = await _semantic_search(stack, core, backfill=with_memory_worker)
         search = MemorySearchService(core.repos.search, semantic)
         agent = Agent(mate, core.repos, core.workspace, window, llm, tokens, core.prompts,
-                      [tool, MemorySearchTool(search, core.prompts)], clock=clock)
+                      [tool, MemorySearchTool(search, core.prompts)], clock=clock, prefixes=prefixes)
         media = MediaPreparer(mate.media, Path(mate.database.path).parent / "media",
                               voice=await _voice_notes(stack, mate.media))
         stack.callback(media.close)  # runs after the router drained: drops queued media work
@@ -177,11 +179,12 @@ async def open_runtime(
 
 def _memory_services(
     stack: AsyncExitStack, core: Core, llm: LLMClient, clock: Clock, sleep: Sleep, outbox: ChannelOutbox,
+    prefixes: ChatPrefixes,
 ) -> MemoryServices:
     mate = core.config.mate
     receipts = MemoryReceipts(mate.memory.receipts, core.repos, outbox, core.prompts)
     service = MemorySummarizationService(mate, core.repos, core.workspace, llm, core.prompts, clock, sleep=sleep,
-                                         listener=receipts)
+                                         listener=receipts, prefixes=prefixes)
     worker = MemoryWorker(service, core.repos, mate, clock=clock, sleep=sleep)
     stack.push_async_callback(worker.close)
     history = MemoryHistoryService(core.repos, core.workspace, core.prompts, mate.timezone)

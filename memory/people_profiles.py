@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from typing import Protocol
 
-from bot.storage.records import WorkspaceFileRecord
+from bot.storage.records import MessageRecord, WorkspaceFileRecord
 
 PEOPLE_FOLDER = "people/"
 # What a sender id may bring into a file name: the rest becomes "_" (console user names may
@@ -48,3 +49,22 @@ async def profiles_block(files: ReadsFiles, agent_id: int, senders: Sequence[tup
         if found is not None and found.content.strip():
             blocks.append(f"--- {name} ---\n{found.content.rstrip()}")
     return "\n\n".join(blocks)
+
+
+@dataclass(frozen=True, slots=True)
+class Member:
+    """One person of a group's transcript: their number, name and profile file."""
+    ref: str  # P1, P2, ... in order of first appearance
+    name: str
+    sender_id: str
+    filename: str  # people/<channel>-<sender id>.md
+
+
+def members_of(messages: Sequence[MessageRecord], channel: str) -> tuple[Member, ...]:
+    """The people who speak in `messages`, numbered P1, P2, ... in order of first appearance."""
+    seen: dict[str, str] = {}
+    for message in messages:
+        if message.role == "user" and message.sender_id and message.sender_id not in seen:
+            seen[message.sender_id] = " ".join((message.sender_name or message.sender_id).split())[:80]
+    return tuple(Member(f"P{n}", name, sender, profile_filename(channel, sender))
+                 for n, (sender, name) in enumerate(seen.items(), 1))

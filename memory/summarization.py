@@ -13,7 +13,8 @@ from typing import Any
 from bot.clock import Clock, local_date, utc_now
 from bot.config import MateConfig
 from bot.errors import LLMError, VersionConflict
-from bot.llm import LLMClient, LLMRequest, OfflineClient
+from bot.context.chat_prefix import ChatPrefixes
+from bot.llm import LLMClient, OfflineClient
 from bot.prompts import LOCALES, PromptLibrary
 from bot.retry import MEMORY_MODEL_CALL, Backoff, Sleep, retrying
 from bot.storage import Repositories
@@ -23,9 +24,10 @@ from bot.storage.memory_commit import ExtractionCommit, FileWrite
 from bot.text import storable
 from memory.budgets import tokens_for_chars
 from memory.edits import EditNotApplicable, apply_edits
+from memory.extraction_frame import ExtractionFrame, shared_frame
 from memory.filenames import daily_note_part
 from memory.json_reply import InvalidJsonReply, parse_memory_reply
-from memory.people_profiles import PEOPLE_FOLDER, profile_filename
+from memory.people_profiles import PEOPLE_FOLDER, Member, members_of
 from bot.context.transcript import TRANSCRIPT_ROLES, build_transcript
 from memory.workspace import (
     MEMORY_FILE,
@@ -64,15 +66,6 @@ class AnalysisOutcome:
     watermark: int = 0  # the conversation's memory_upto_message_id afterwards
     retryable: bool = False  # a failure that another attempt may not hit (LLM, JSON, conflicts)
     committed: MemoryCommitted | None = None  # a batch's committed changes, for the listener
-
-
-@dataclass(frozen=True, slots=True)
-class Member:
-    """One person of a group's transcript: their number, name and profile file."""
-    ref: str  # P1, P2, ... in order of first appearance
-    name: str
-    sender_id: str
-    filename: str  # people/<channel>-<sender id>.md
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,9 +135,11 @@ class MemorySummarizationService:
         self, config: MateConfig, repos: Repositories, workspace: WorkspaceFileService, llm: LLMClient,
         prompts: PromptLibrary, clock: Clock = utc_now, *, sleep: Sleep = asyncio.sleep,
         retry: Backoff = MEMORY_MODEL_CALL, listener: CommitListener | None = None,
+        prefixes: ChatPrefixes | None = None,
     ) -> None:
         self._config = config
         self._listener = listener  # told what changed once a batch's transaction committed
+        self._prefixes = prefixes  # the chats' cached prefixes a direct conversation's extraction reuses
         self._memory = config.memory
         self._repos = repos
         self._workspace = workspace
@@ -306,13 +301,19 @@ class MemorySummarizationService:
         run_id: int,
     ) -> AnalysisOutcome:
         """One analysis; if a file changed during the LLM call (or an edit no longer fits the
-        file) it is redone once on fresh contents."""
+        file) it is redone once on fresh contents, with the extraction's own prompt. An answer
+        through the chat's prefix that is not usable is asked again that way too."""
         for redo in (False, True):
             snapshot = await self._read_files(agent_id, scope)
+            frame = None if redo else self._shared_frame(scope, conversation_id, snapshot)
             try:
-                plan = await self._ask(scope, snapshot, transcript, earlier)
+                plan = await self._ask(scope, snapshot, transcript, earlier, frame or self._own_frame(scope))
                 return await self._commit(agent_id, conversation_id, scope, snapshot, plan, end, run_id)
             except (LLMError, InvalidJsonReply, _CutOff) as exc:
+                if frame is not None and not isinstance(exc, LLMError):
+                    log.info("memory extraction through the chat's prefix was not usable (%s); asking with its "
+                             "own prompt", exc, extra={"conversation_id": conversation_id})
+                    continue
                 kind = ("invalid JSON reply" if isinstance(exc, InvalidJsonReply)
                         else "LLM error" if isinstance(exc, LLMError) else "reply cut off")
                 raise _RetryableFailure(f"{kind}: {exc}") from None
@@ -356,21 +357,39 @@ class MemorySummarizationService:
         entry = max(memory.summary_max_tokens, tokens_for_chars(memory.daily_entry_max_chars, locale, sample))
         return files + entry + _REPLY_OVERHEAD_TOKENS
 
-    async def _call(self, messages: list[dict[str, Any]], system: str, max_tokens: int) -> str:
-        request = LLMRequest(model=self._config.llm.effective_memory_model, system=system, messages=messages,
-                             max_tokens=max_tokens, purpose="memory")
-        response = await self._llm.complete(request)
+    def _shared_frame(self, scope: _Scope, conversation_id: str, snap: _Snapshot) -> ExtractionFrame | None:
+        """The conversation's chat prefix while it is in the provider's cache (direct chats only)."""
+        if scope.is_group or self._prefixes is None:
+            return None
+        prefix = self._prefixes.warm(conversation_id, self._config.llm.effective_memory_model, self._clock())
+        if prefix is None:
+            return None
+        return shared_frame(prefix, {t.filename: snap.file(t.filename)[0] for t in self._targets(scope)})
+
+    def _own_frame(self, scope: _Scope) -> ExtractionFrame:
+        memory, model = self._memory, self._config.llm.effective_memory_model
+        if scope.is_group:
+            return ExtractionFrame(model, self._prompts.render(
+                "memory/summarize-group-system", person_max_chars=memory.person_max_chars,
+                memory_max_chars=memory.memory_max_chars, daily_entry_max_chars=memory.daily_entry_max_chars))
+        return ExtractionFrame(model, self._prompts.render(
+            "memory/summarize-system", profile_max_chars=memory.profile_max_chars,
+            memory_max_chars=memory.memory_max_chars, daily_entry_max_chars=memory.daily_entry_max_chars))
+
+    async def _call(self, messages: list[dict[str, Any]], frame: ExtractionFrame, max_tokens: int) -> str:
+        response = await self._llm.complete(frame.request(messages, max_tokens))
         if response.stop_reason == "max_tokens":
             raise _CutOff(response.text)
         return response.text
 
-    async def _complete(self, scope: _Scope, messages: list[dict[str, Any]], system: str, max_tokens: int) -> str:
+    async def _complete(self, scope: _Scope, messages: list[dict[str, Any]], frame: ExtractionFrame,
+                        max_tokens: int) -> str:
         """The reply's text; a reply cut at max_tokens is asked again once, in the edits form.
 
         `messages` grows by the exchange that produced the text, so a follow-up continues it.
         """
         try:
-            return await self._call(messages, system, max_tokens)
+            return await self._call(messages, frame, max_tokens)
         except _CutOff as cut:
             log.warning("memory reply cut off at max_tokens (%d); asking for edits instead", max_tokens)
             if scope.is_group:
@@ -385,12 +404,13 @@ class MemorySummarizationService:
                     edit_fields=" / ".join(edits), replacement_fields=" / ".join(replacements))},
             ]
         try:
-            return await self._call(messages, system, max_tokens)
+            return await self._call(messages, frame, max_tokens)
         except _CutOff:
             raise _CutOff(f"the reply was cut off at max_tokens ({max_tokens}) twice") from None
 
-    def _prompt(self, scope: _Scope, snap: _Snapshot, transcript: str, earlier: str) -> tuple[str, str]:
-        """(system, user) of the extraction request: a direct chat's, or a group's with its people."""
+    def _prompt(self, scope: _Scope, snap: _Snapshot, transcript: str, earlier: str, frame: ExtractionFrame) -> str:
+        """The extraction request's user message: a direct chat's, a group's with its people, or one
+        through the chat's prefix (the instructions with it; the files are in the prefix)."""
         memory = self._memory
         daily, omitted = _tail(snap.daily[0], memory.daily_context_chars)
         shared = {"date": snap.date, "memory": snap.file(MEMORY_FILE)[0], "memory_chars": len(snap.file(MEMORY_FILE)[0]),
@@ -399,17 +419,15 @@ class MemorySummarizationService:
         if scope.is_group:
             people = [{"ref": m.ref, "name": m.name, "profile": snap.file(m.filename)[0],
                        "chars": len(snap.file(m.filename)[0])} for m in scope.members]
-            system = self._prompts.render(
-                "memory/summarize-group-system", person_max_chars=memory.person_max_chars,
-                memory_max_chars=memory.memory_max_chars, daily_entry_max_chars=memory.daily_entry_max_chars)
-            return system, self._prompts.render("memory/summarize-group-user", people=people,
-                                                person_max_chars=memory.person_max_chars, **shared)
+            return self._prompts.render("memory/summarize-group-user", people=people,
+                                        person_max_chars=memory.person_max_chars, **shared)
         profile = snap.file(PROFILE_FILE)[0]
-        system = self._prompts.render(
-            "memory/summarize-system", profile_max_chars=memory.profile_max_chars,
-            memory_max_chars=memory.memory_max_chars, daily_entry_max_chars=memory.daily_entry_max_chars)
-        return system, self._prompts.render("memory/summarize-user", profile=profile, profile_chars=len(profile),
-                                            profile_max_chars=memory.profile_max_chars, **shared)
+        if frame.shared:
+            return self._prompts.render("memory/summarize-shared", instructions=self._own_frame(scope).system,
+                                        changes=frame.changes, profile_chars=len(profile),
+                                        profile_max_chars=memory.profile_max_chars, **shared)
+        return self._prompts.render("memory/summarize-user", profile=profile, profile_chars=len(profile),
+                                    profile_max_chars=memory.profile_max_chars, **shared)
 
     def _parse(self, scope: _Scope, text: str) -> dict[str, Any]:
         """The reply's fields; in a group, people only by the numbers the prompt gave them."""
@@ -426,19 +444,21 @@ class MemorySummarizationService:
                                        f"({', '.join(refs)})")
         return reply
 
-    async def _ask(self, scope: _Scope, snap: _Snapshot, transcript: str, earlier: str) -> _Plan:
+    async def _ask(self, scope: _Scope, snap: _Snapshot, transcript: str, earlier: str,
+                   frame: ExtractionFrame) -> _Plan:
         """The reply resolved into writes, with budget problems sent back once, then enforced."""
-        system, user = self._prompt(scope, snap, transcript, earlier)
         max_tokens = self._max_tokens(scope, snap)
-        messages: list[dict[str, Any]] = [{"role": "user", "content": user}]
-        text = await self._complete(scope, messages, system, max_tokens)
-        plan = self._resolve(scope, snap, self._parse(scope, text))
+        messages: list[dict[str, Any]] = [{"role": "user", "content": self._prompt(scope, snap, transcript, earlier,
+                                                                                  frame)}]
+        text = await self._complete(scope, messages, frame, max_tokens)
+        plan = self._resolve(scope, snap, self._parse(scope, text), frame)
         feedback = self._feedback(scope, plan)
         if plan.should_update and feedback:
             # Never truncate silently: ask once, keeping the first answer if the second is no better.
             messages += [{"role": "assistant", "content": text}, {"role": "user", "content": "\n\n".join(feedback)}]
             try:
-                second = self._resolve(scope, snap, self._parse(scope, await self._call(messages, system, max_tokens)))
+                second = self._resolve(scope, snap, self._parse(scope, await self._call(messages, frame, max_tokens)),
+                                       frame)
             except (InvalidJsonReply, EditNotApplicable, _CutOff, LLMError) as exc:
                 log.info("the memory model's shorter answer was not usable: %s", exc)
             else:
@@ -446,8 +466,10 @@ class MemorySummarizationService:
         self._enforce_budgets(scope, plan)
         return plan
 
-    def _resolve(self, scope: _Scope, snap: _Snapshot, reply: dict[str, Any]) -> _Plan:
-        """Replacement or edits -> each file's new text; EditNotApplicable when an edit misses."""
+    def _resolve(self, scope: _Scope, snap: _Snapshot, reply: dict[str, Any], frame: ExtractionFrame) -> _Plan:
+        """Replacement or edits -> each file's new text; EditNotApplicable when an edit misses, or
+        when a file was replaced whole from the chat prefix's older copy (it would drop what changed)."""
+        stale = {change.filename for change in frame.changes}
         reason = reply["reason"].strip() or ("updated" if reply["should_update"] else "nothing worth keeping")
         plan = _Plan(reply["should_update"], reason, {}, reply["daily_entry"].strip() if reply["should_update"] else "")
         if not plan.should_update:
@@ -456,6 +478,8 @@ class MemorySummarizationService:
             current = snap.file(target.filename)[0] or (f"{target.title}\n" if target.title else "")
             replacement, edits = target.pick(reply)
             if replacement.strip():  # a full replacement wins over edits of the same file
+                if target.filename in stale:
+                    raise EditNotApplicable(f"{target.filename}: replaced whole from a copy older than the file")
                 new = replacement.strip() + "\n"
             elif edits:
                 new = apply_edits(current, edits, target.filename)
@@ -573,13 +597,3 @@ def _appended(note: str, entry: str, header: str) -> str:
     if not note.strip():
         return f"{header}\n\n{entry.strip()}\n"
     return f"{note.rstrip()}\n\n{entry.strip()}\n"
-
-
-def members_of(messages: Sequence[MessageRecord], channel: str) -> tuple[Member, ...]:
-    """The people who speak in `messages`, numbered P1, P2, ... in order of first appearance."""
-    seen: dict[str, str] = {}
-    for message in messages:
-        if message.role == "user" and message.sender_id and message.sender_id not in seen:
-            seen[message.sender_id] = " ".join((message.sender_name or message.sender_id).split())[:80]
-    return tuple(Member(f"P{n}", name, sender, profile_filename(channel, sender))
-                 for n, (sender, name) in enumerate(seen.items(), 1))

@@ -21,7 +21,7 @@ from bot.tasks.timer import TaskTimer
 from channels.discord_adapter import DiscordChannel
 from channels.telegram.adapter import TelegramChannel
 from tests.conftest import make_config
-from tests.fakes.anthropic import FakeAnthropic, RecordedRequest, Script, TextReply
+from tests.fakes.anthropic import FakeAnthropic, RecordedRequest, Script, TextReply, is_memory_extraction
 from tests.fakes.discord import FakeDiscord
 from tests.fakes.telegram import FakeTelegram
 
@@ -81,7 +81,7 @@ class World:
 
     def chats(self) -> list[RecordedRequest]:
         return [r for r in self.llm.requests if r.path == "/v1/messages"
-                and "should_update" not in json.dumps(r.body.get("system", ""))]
+                and not is_memory_extraction(r.body)]
 
     def reminder_turns(self) -> list[RecordedRequest]:
         return [r for r in self.chats() if SCHEDULED_MARK in last_text(r)]

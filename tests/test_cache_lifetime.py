@@ -16,7 +16,7 @@ from bot.errors import ConfigError
 from bot.llm import AnthropicClient, LLMRequest
 from bot.runtime import Runtime, open_runtime
 from tests.conftest import make_config
-from tests.fakes.anthropic import FakeAnthropic, RecordedRequest
+from tests.fakes.anthropic import FakeAnthropic, RecordedRequest, is_memory_extraction
 from tests.fakes.anthropic_billing import cache_problem
 from tests.test_window import blocks, chat
 
@@ -71,12 +71,12 @@ def lifetimes(body: dict[str, Any]) -> set[str]:
 
 
 def chat_requests(fake: FakeAnthropic) -> Iterator[RecordedRequest]:
-    return (r for r in fake.requests if r.path == "/v1/messages")
+    return (r for r in fake.requests if r.path == "/v1/messages" and not is_memory_extraction(r.body))
 
 
 def assert_all_accepted(fake: FakeAnthropic) -> None:
     """No request drew the API's 400 for its cache_control (it would be asked again without it)."""
-    for recorded in chat_requests(fake):
+    for recorded in (r for r in fake.requests if r.path == "/v1/messages"):
         assert cache_problem(recorded.body) is None
         assert recorded.usage is not None
 

@@ -15,7 +15,7 @@ from bot.llm import AnthropicClient
 from bot.runtime import Runtime, open_runtime
 from channels.base import InboundMessage
 from tests.conftest import make_config
-from tests.fakes.anthropic import FakeAnthropic, RecordedRequest, Script, TextReply
+from tests.fakes.anthropic import FakeAnthropic, RecordedRequest, Script, TextReply, is_memory_extraction
 
 CONVERSATIONS = 200
 TURNS = 3
@@ -28,7 +28,7 @@ NOTHING_TO_KEEP = json.dumps({"should_update": False, "reason": "small talk",
 
 
 def is_memory_request(recorded: RecordedRequest) -> bool:
-    return "should_update" in json.dumps(recorded.body.get("system", ""))
+    return is_memory_extraction(recorded.body)
 
 
 def last_user_text(body: dict[str, Any]) -> str:

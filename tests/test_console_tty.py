@@ -26,7 +26,7 @@ import pyte
 import yaml
 from aiohttp import web
 
-from tests.fakes.anthropic import CustomReply, FakeAnthropic, RecordedRequest, Script, TextReply, untimed
+from tests.fakes.anthropic import CustomReply, FakeAnthropic, RecordedRequest, Script, TextReply, untimed, is_memory_extraction
 
 REPO = Path(__file__).resolve().parent.parent
 ROWS, COLUMNS = 24, 100
@@ -35,7 +35,7 @@ BRACKETED_PASTE_ON, BRACKETED_PASTE_OFF = "\x1b[?2004h", "\x1b[?2004l"
 
 
 def _is_memory_request(recorded: RecordedRequest) -> bool:
-    return "should_update" in json.dumps(recorded.body.get("system", ""))
+    return is_memory_extraction(recorded.body)
 
 
 def _user_texts(fake: FakeAnthropic) -> list[str]:

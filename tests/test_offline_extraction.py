@@ -15,7 +15,7 @@ from bot.daemon import run_daemon
 from bot.runtime import Runtime
 from channels.base import InboundMessage
 from tests.conftest import make_config
-from tests.fakes.anthropic import FakeAnthropic, RecordedRequest, Script, TextReply
+from tests.fakes.anthropic import FakeAnthropic, RecordedRequest, Script, TextReply, is_memory_extraction
 from tests.test_memory_extraction import between, user_prompt
 
 CONVERSATION = "console:owner"
@@ -30,7 +30,7 @@ MEMORY_REPLY = json.dumps({
 
 
 def _is_memory_request(recorded: RecordedRequest) -> bool:
-    return "should_update" in json.dumps(recorded.body.get("system", ""))
+    return is_memory_extraction(recorded.body)
 
 
 async def _wait_for(condition: Callable[[], Any], what: str, timeout: float = 60) -> None:

@@ -30,7 +30,7 @@ from channels.telegram.adapter import TelegramChannel
 from memory.search_tool import SEARCH_TOOL
 from memory.tool import READ_TOOL
 from tests.conftest import make_config
-from tests.fakes.anthropic import FakeAnthropic, RecordedRequest, Script, TextReply, ToolUseReply
+from tests.fakes.anthropic import FakeAnthropic, RecordedRequest, Script, TextReply, ToolUseReply, is_memory_extraction
 from tests.fakes.discord import FakeDiscord
 from tests.fakes.telegram import FakeTelegram
 
@@ -87,7 +87,7 @@ class World:
 
     def chats(self) -> list[RecordedRequest]:
         return [r for r in self.llm.requests
-                if r.path == "/v1/messages" and "should_update" not in json.dumps(r.body.get("system", ""))]
+                if r.path == "/v1/messages" and not is_memory_extraction(r.body)]
 
     def request_with(self, marker: str) -> str:
         """Everything the model was sent in the first chat request whose last message holds `marker`."""

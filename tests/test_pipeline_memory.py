@@ -10,7 +10,7 @@ from bot.llm import AnthropicClient
 from bot.runtime import open_runtime
 from channels.base import InboundMessage
 from tests.conftest import make_config
-from tests.fakes.anthropic import FakeAnthropic, RecordedRequest, TextReply, untimed
+from tests.fakes.anthropic import FakeAnthropic, RecordedRequest, TextReply, untimed, is_memory_extraction
 
 MEMORY_REPLY = json.dumps({
     "should_update": True, "reason": "the user shared stable facts",
@@ -20,7 +20,7 @@ MEMORY_REPLY = json.dumps({
 
 
 def _is_memory_request(request: RecordedRequest) -> bool:
-    return "should_update" in json.dumps(request.body.get("system", ""))
+    return is_memory_extraction(request.body)
 
 
 def _say(text: str) -> InboundMessage:

@@ -15,7 +15,7 @@ from typing import Any
 import yaml
 
 from tests.daemon_process import daemon, free_port, wait_for
-from tests.fakes.anthropic import FakeAnthropic, RecordedRequest, Script, TextReply, ToolUseReply
+from tests.fakes.anthropic import FakeAnthropic, RecordedRequest, Script, TextReply, ToolUseReply, is_memory_extraction
 from tests.fakes.telegram import FakeTelegram
 
 OWNER, FRIEND = 42, 7
@@ -51,7 +51,7 @@ def reminder_turns(llm: FakeAnthropic, message: str) -> int:
     """Chat requests whose newest message is the instruction of the reminder `message` (memory
     extraction, whose transcript may quote it, is not one)."""
     return sum(SCHEDULED_MARK in last_text(r) and message in last_text(r)
-               and "should_update" not in json.dumps(r.body.get("system", ""))
+               and not is_memory_extraction(r.body)
                for r in llm.requests if r.path == "/v1/messages")
 
 
@@ -118,5 +118,4 @@ async def test_kill_9_between_recording_a_run_and_sending_it_sends_at_most_once(
     [(answer_id,)] = rows(db, "SELECT id FROM mate_message WHERE content = 'Stretch now!'")
     assert all(upto < answer_id for (upto,) in rows(
         db, f"SELECT upto_message_id FROM mate_memory_pending WHERE conversation_id = 'tg:{OWNER}'"))
-    assert not [r for r in llm.requests if r.path == "/v1/messages" and "should_update" in json.dumps(
-        r.body.get("system", "")) and "Stretch now!" in json.dumps(r.body["messages"], ensure_ascii=False)]
+    assert not [r for r in llm.requests if r.path == "/v1/messages" and is_memory_extraction(r.body) and "Stretch now!" in json.dumps(r.body["messages"], ensure_ascii=False)]

@@ -16,7 +16,7 @@ from bot.prompts import PromptLibrary
 from bot.runtime import Runtime
 from bot.services import Services
 from tests.conftest import make_config
-from tests.fakes.anthropic import FakeAnthropic, RecordedRequest, Script, TextReply
+from tests.fakes.anthropic import FakeAnthropic, RecordedRequest, Script, TextReply, is_memory_extraction
 from tests.fakes.telegram import FakeTelegram
 
 OWNER, FRIEND = 42, 7
@@ -24,7 +24,7 @@ POLL = 0.02
 
 
 def is_memory_request(recorded: RecordedRequest) -> bool:
-    return "should_update" in json.dumps(recorded.body.get("system", ""))
+    return is_memory_extraction(recorded.body)
 
 
 def transcript_user_lines(recorded: RecordedRequest) -> list[str]:

@@ -28,6 +28,8 @@ def request_params(request: LLMRequest) -> dict[str, Any]:
                               "messages": request.messages}
     if request.tools:
         params["tools"] = request.tools
+        if request.tool_choice == "none":
+            params["tool_choice"] = {"type": "none"}
     control = _control(request.cache_ttl)
     if request.system.strip():  # the API refuses a blank system text block
         params["system"] = (_system_blocks(request.system, request.system_split, control)

@@ -33,6 +33,8 @@ def chat_params(request: LLMRequest, *, max_tokens_key: str = "max_tokens") -> d
     params: dict[str, Any] = {"model": request.model, "messages": messages, max_tokens_key: request.max_tokens}
     if request.tools:
         params["tools"] = [_function(tool) for tool in request.tools]
+        if request.tool_choice == "none":
+            params["tool_choice"] = "none"
     return params
 
 

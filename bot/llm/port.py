@@ -35,6 +35,9 @@ class LLMRequest:
     system_split: int = 0
     cache_messages: tuple[int, ...] = ()
     cache_ttl: CacheTtl = "5m"
+    # "none": the tools are sent (they are part of a cached prefix this request shares) but
+    # the model may not call one.
+    tool_choice: Literal["auto", "none"] = "auto"
 
 
 @dataclass(frozen=True, slots=True)

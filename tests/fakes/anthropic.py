@@ -571,3 +571,12 @@ def system_text(body: dict[str, Any]) -> str:
     if isinstance(system, list):
         return "".join(block.get("text", "") for block in system if isinstance(block, dict))
     return str(system or "")
+
+
+def is_memory_extraction(body: dict[str, Any]) -> bool:
+    """A memory extraction request: with its own prompt (the instructions are the system prompt)
+    or through the chat's cached prefix (the chat's system prompt; the instructions open the
+    first message). Its instructions name the reply's `should_update` field; a chat's never do."""
+    messages = body.get("messages") or []
+    first = messages[0].get("content") if messages and isinstance(messages[0], dict) else ""
+    return "should_update" in system_text(body) or "should_update" in json.dumps(first, ensure_ascii=False)
