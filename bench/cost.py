@@ -62,15 +62,17 @@ def _billed(rows: Sequence[UsageTotals], purpose: str) -> float:
 
 async def _run(turns: int, gap: float, cached: bool, seed: int, api: str = "anthropic") -> dict[str, Any]:
     from tests.fakes.anthropic import FakeAnthropic, RecordedRequest, Script, TextReply, system_text
-    from tests.fakes.openai_chat import FakeOpenAIChat, system_of
+    from tests.fakes.openai_chat import FakeOpenAIChat, messages_view
 
     rng = random.Random(seed)
     clock = [time.monotonic()]
     extractions = [0]
 
     def respond(recorded: RecordedRequest) -> Script:
-        system = system_of(recorded.body) if api == "openai" else system_text(recorded.body)
-        if "long-term memory of a chat assistant" in system:
+        body = messages_view(recorded.body) if api == "openai" else recorded.body
+        first = json.dumps((body.get("messages") or [{}])[0].get("content", ""), ensure_ascii=False)
+        # An extraction's instructions: its own system prompt, or the first message after the chat's prefix.
+        if any("long-term memory of a chat assistant" in text for text in (system_text(body), first)):
             extractions[0] += 1
             if extractions[0] % 10:
                 return TextReply(json.dumps({"should_update": False, "reason": "small talk"}))
