@@ -180,3 +180,18 @@ def test_the_shared_prompt_renders_in_both_locales() -> None:
             memory_chars=20, memory_max_chars=12000, daily_note="", daily_note_omitted=0, earlier_context="",
             transcript="User: hi")
         assert "INSTRUCTIONS" in text and removed in text and "<transcript>\nUser: hi\n</transcript>" in text
+
+
+def test_tools_that_may_not_be_called_are_sent_with_tool_choice_none_on_both_protocols() -> None:
+    from bot.llm.anthropic_messages import request_params
+    from bot.llm.openai_messages import chat_params
+    from bot.llm.port import LLMRequest
+
+    tool = {"name": "search_memory", "description": "d", "input_schema": {"type": "object", "properties": {}}}
+    shared = LLMRequest(model="m", system="s", messages=[{"role": "user", "content": "hi"}], max_tokens=10,
+                        tools=[tool], tool_choice="none")
+    assert request_params(shared)["tool_choice"] == {"type": "none"}
+    assert chat_params(shared)["tool_choice"] == "none"
+    callable_ = LLMRequest(model="m", system="s", messages=[{"role": "user", "content": "hi"}], max_tokens=10,
+                           tools=[tool])
+    assert "tool_choice" not in request_params(callable_) and "tool_choice" not in chat_params(callable_)
