@@ -14,7 +14,8 @@ from bot.clock import Clock, local_date, utc_now
 from bot.config import MateConfig
 from bot.errors import LLMError, VersionConflict
 from bot.context.chat_prefix import ChatPrefixes
-from bot.llm import LLMClient, OfflineClient
+from bot.llm import LLMClient
+from bot.llm.offline import answers_offline
 from bot.prompts import LOCALES, PromptLibrary
 from bot.retry import MEMORY_MODEL_CALL, Backoff, Sleep, retrying
 from bot.storage import Repositories
@@ -140,6 +141,8 @@ class MemorySummarizationService:
         self._config = config
         self._listener = listener  # told what changed once a batch's transaction committed
         self._prefixes = prefixes  # the chats' cached prefixes a direct conversation's extraction reuses
+        choice = config.memory.extraction_prompt
+        self._shares_chat_prompt = choice == "chat" or (choice == "auto" and config.llm.protocol == "anthropic")
         self._memory = config.memory
         self._repos = repos
         self._workspace = workspace
@@ -359,7 +362,7 @@ class MemorySummarizationService:
 
     def _shared_frame(self, scope: _Scope, conversation_id: str, snap: _Snapshot) -> ExtractionFrame | None:
         """The conversation's chat prefix while it is in the provider's cache (direct chats only)."""
-        if scope.is_group or self._prefixes is None:
+        if scope.is_group or self._prefixes is None or not self._shares_chat_prompt:
             return None
         prefix = self._prefixes.warm(conversation_id, self._config.llm.effective_memory_model, self._clock())
         if prefix is None:
@@ -569,16 +572,6 @@ class MemorySummarizationService:
             changes = tuple(FileChange(w.filename, before.get(w.filename, ""), w.content) for w in writes)
             committed = MemoryCommitted(agent_id, conversation_id, run_id, changes)
         return AnalysisOutcome(status, bool(written), reason, written, end, committed=committed)
-
-
-def answers_offline(llm: LLMClient) -> bool:
-    """True when the client, under any wrappers (usage recording...), is the canned offline one."""
-    client: object = llm
-    for _ in range(8):  # wrappers nest a level or two; a loop of them must not hang start-up
-        if isinstance(client, OfflineClient):
-            return True
-        client = getattr(client, "inner", None)
-    return False
 
 
 def _tail(text: str, limit: int) -> tuple[str, int]:

@@ -35,9 +35,10 @@ async def fake() -> AsyncIterator[FakeAnthropic]:
 
 
 @asynccontextmanager
-async def running(tmp_path: Path, fake: FakeAnthropic, moment: Moment, **llm: str) -> AsyncIterator[Runtime]:
+async def running(tmp_path: Path, fake: FakeAnthropic, moment: Moment, memory: dict[str, str] | None = None,
+                  **llm: str) -> AsyncIterator[Runtime]:
     config = make_config(tmp_path, llm={"api-key": "k", "base-url": fake.url, "max-retries": 0, **llm},
-                         memory={"profile-max-chars": 20_000})
+                         memory={"profile-max-chars": 20_000, **(memory or {})})
     fake.now = moment.seconds
     async with AnthropicClient(config.mate.llm) as client, open_runtime(config, llm=client, clock=moment) as rt:
         await rt.core.workspace.write(1, PROFILE_FILE, PROFILE)
@@ -134,16 +135,17 @@ async def test_an_answer_that_is_not_json_through_the_prefix_is_asked_again_with
     assert len(notes) == 1
 
 
-@pytest.mark.parametrize("settings, wait", [
-    ({"cache": "off"}, timedelta(minutes=1)),
-    ({"memory-model": "claude-memory-small"}, timedelta(minutes=1)),
-    ({}, timedelta(hours=2)),  # the chat's cache has expired
+@pytest.mark.parametrize("settings, memory, wait", [
+    ({"cache": "off"}, {}, timedelta(minutes=1)),
+    ({"memory-model": "claude-memory-small"}, {}, timedelta(minutes=1)),
+    ({}, {}, timedelta(hours=2)),  # the chat's cache has expired
+    ({}, {"extraction-prompt": "own"}, timedelta(minutes=1)),  # asked for by the owner
 ])
-async def test_the_own_prompt_when_the_prefix_is_not_in_the_cache_for_that_model(
-    tmp_path: Path, fake: FakeAnthropic, settings: dict[str, str], wait: timedelta,
+async def test_the_own_prompt_when_the_prefix_is_not_in_the_cache_for_that_model_or_not_wanted(
+    tmp_path: Path, fake: FakeAnthropic, settings: dict[str, str], memory: dict[str, str], wait: timedelta,
 ) -> None:
     moment = Moment()
-    async with running(tmp_path, fake, moment, **settings) as rt:
+    async with running(tmp_path, fake, moment, memory, **settings) as rt:
         for text in ("I moved to Berlin in March.", "I work at a bakery there."):
             fake.reply_text("Okay.")
             await chat(rt, text)
@@ -195,3 +197,4 @@ def test_tools_that_may_not_be_called_are_sent_with_tool_choice_none_on_both_pro
     callable_ = LLMRequest(model="m", system="s", messages=[{"role": "user", "content": "hi"}], max_tokens=10,
                            tools=[tool])
     assert "tool_choice" not in request_params(callable_) and "tool_choice" not in chat_params(callable_)
+

@@ -6,7 +6,7 @@ import json
 from typing import Any
 
 from bot.context.messages import TIME_LABEL, without_time
-from bot.llm.port import LLMRequest, LLMResponse, TextListener
+from bot.llm.port import LLMClient, LLMRequest, LLMResponse, TextListener
 
 
 class OfflineClient:
@@ -51,3 +51,13 @@ def _last_user_content(messages: list[dict[str, Any]]) -> str:
         if texts:
             return texts[-1]
     return ""
+
+
+def answers_offline(llm: LLMClient) -> bool:
+    """True when the client, under any wrappers (usage recording...), is the canned offline one."""
+    client: object = llm
+    for _ in range(8):  # wrappers nest a level or two; a loop of them must not hang start-up
+        if isinstance(client, OfflineClient):
+            return True
+        client = getattr(client, "inner", None)
+    return False
