@@ -92,7 +92,9 @@ async def _run(turns: int, gap: float, cached: bool, seed: int, api: str = "anth
             base_url = fake.base_url if isinstance(fake, FakeOpenAIChat) else fake.url
             config = make_config(Path(tmp), llm={"provider": "anthropic", "api": api, "api-key": "sk-bench",
                                                  "base-url": base_url, "max-retries": 0},
-                                 memory={"cooldown-minutes": 0})
+                                 # extraction-prompt: what `auto` picks on a hosted API (the fake on 127.0.0.1 stands in).
+                                 memory={"cooldown-minutes": 0,
+                                         "extraction-prompt": "chat" if api == "anthropic" else "own"})
             async with open_runtime(config) as rt:
                 assert rt.memory_services is not None
                 worker = rt.memory_services.worker

@@ -172,7 +172,9 @@ async def run_day(turns: list[Turn], facts: dict[str, PlantedFact], *, cached: b
             # current memory files each turn and memory extraction its own, shorter prompt.
             config = make_config(Path(tmp), llm={"provider": "anthropic", "api": api, "api-key": "sk-bench",
                                                  "base-url": base_url, "max-retries": 0,
-                                                 **({} if cached else {"cache": "off"})})
+                                                 **({} if cached else {"cache": "off"})},
+                                 # What `auto` picks on a hosted API, for which the fake (on 127.0.0.1) stands in.
+                                 memory={"extraction-prompt": "chat" if api == "anthropic" else "own"})
             model = DayModel(random.Random(seed + 2), dict(facts), config.mate.memory.memory_max_chars)
             fake.responder = model.respond
             # The daemon's time-keeping (the memory worker's cooldown and deferred runs,

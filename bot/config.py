@@ -86,6 +86,27 @@ class LlmConfig(_Model):
         return self.provider == "anthropic"
 
     @property
+    def serves_locally(self) -> bool:
+        """`base-url` names a server on this machine or the local network (a local model): an IP
+        address that is loopback, private or link-local, localhost, or a name without a dot."""
+        import ipaddress
+        from urllib.parse import urlsplit
+
+        try:
+            host = (urlsplit(self.base_url.strip()).hostname or "").lower()
+        except ValueError:
+            return False
+        if not host:
+            return False
+        if host == "localhost" or host.endswith(".local") or "." not in host and ":" not in host:
+            return True
+        try:
+            address = ipaddress.ip_address(host)
+        except ValueError:
+            return False
+        return address.is_loopback or address.is_private or address.is_link_local
+
+    @property
     def parses_text_tool_calls(self) -> bool:
         if self.text_tool_calls == "auto":
             return bool(self.base_url.strip())
@@ -251,10 +272,10 @@ class MemoryConfig(_Model):
     # Consolidation proposes MEMORY.md changes for the owner to approve instead of writing them.
     emergence_review: bool = False
     # Extraction in a direct chat: through the chat's cached prompt ("chat": its files billed as a
-    # cache read) or its own prompt ("own"). auto: chat on the Messages API, where it saves 13 % of
-    # a day's bill; own on Chat Completions, where the provider's automatic caching already reads
-    # the own prompt's instructions cheaply (8 %), and small local models served that way kept
-    # nothing when asked from inside the chat's prompt.
+    # cache read) or its own prompt ("own"). auto: chat on a hosted Messages API, where it saves
+    # 13 % of a day's bill; own on Chat Completions, where the provider's automatic caching already
+    # reads the own prompt's instructions cheaply (8 %), and own for a model served locally, which
+    # bills nothing and, small, kept nothing when asked from inside the chat's prompt.
     extraction_prompt: Literal["auto", "chat", "own"] = "auto"
     # None: search is lexical only. Set, vectors of messages and files are made in the
     # background and fused with the lexical ranking.

@@ -141,8 +141,9 @@ class MemorySummarizationService:
         self._config = config
         self._listener = listener  # told what changed once a batch's transaction committed
         self._prefixes = prefixes  # the chats' cached prefixes a direct conversation's extraction reuses
-        choice = config.memory.extraction_prompt
-        self._shares_chat_prompt = choice == "chat" or (choice == "auto" and config.llm.protocol == "anthropic")
+        llm_config, choice = config.llm, config.memory.extraction_prompt
+        self._shares_chat_prompt = choice == "chat" or (
+            choice == "auto" and llm_config.protocol == "anthropic" and not llm_config.serves_locally)
         self._memory = config.memory
         self._repos = repos
         self._workspace = workspace

@@ -38,7 +38,7 @@ async def fake() -> AsyncIterator[FakeAnthropic]:
 async def running(tmp_path: Path, fake: FakeAnthropic, moment: Moment, memory: dict[str, str] | None = None,
                   **llm: str) -> AsyncIterator[Runtime]:
     config = make_config(tmp_path, llm={"api-key": "k", "base-url": fake.url, "max-retries": 0, **llm},
-                         memory={"profile-max-chars": 20_000, **(memory or {})})
+                         memory={"profile-max-chars": 20_000, "extraction-prompt": "chat", **(memory or {})})
     fake.now = moment.seconds
     async with AnthropicClient(config.mate.llm) as client, open_runtime(config, llm=client, clock=moment) as rt:
         await rt.core.workspace.write(1, PROFILE_FILE, PROFILE)
@@ -198,3 +198,14 @@ def test_tools_that_may_not_be_called_are_sent_with_tool_choice_none_on_both_pro
                            tools=[tool])
     assert "tool_choice" not in request_params(callable_) and "tool_choice" not in chat_params(callable_)
 
+
+
+@pytest.mark.parametrize("base_url, local", [
+    ("", False), ("https://api.anthropic.com", False), ("https://gateway.example.com/anthropic", False),
+    ("http://127.0.0.1:8080", True), ("http://localhost:11434", True), ("http://192.168.1.20:8080/v1", True),
+    ("http://[::1]:8080", True), ("http://ollama:11434", True), ("http://gpu-box.local:8080", True),
+    ("http://10.0.0.5", True), ("http://8.8.8.8:8080", False),
+])
+def test_auto_leaves_a_model_served_locally_on_the_own_prompt(tmp_path: Path, base_url: str, local: bool) -> None:
+    config = make_config(tmp_path, llm={"api-key": "k", "base-url": base_url})
+    assert config.mate.llm.serves_locally is local

@@ -21,7 +21,7 @@ from memory.tool import WRITE_TOOL
 from memory.summarization import MemorySummarizationService
 from memory.worker import MemoryWorker
 from tests.conftest import make_config
-from tests.fakes.anthropic import FakeAnthropic, RecordedRequest, Script, TextReply, is_memory_extraction, system_text
+from tests.fakes.anthropic import FakeAnthropic, RecordedRequest, Script, TextReply, is_memory_extraction
 
 CID = "console:me"
 NO_WAITS = replace(MEMORY_MODEL_CALL, base=0.0, maximum=0.0)  # extraction's tries, without the waits
@@ -219,10 +219,7 @@ async def test_memory_json_garbage_is_retried_then_recorded_failed_without_write
         remaining = await rt.core.repos.memory_pending.all()
         conversation = await rt.core.repos.conversations.get(CID)
 
-    # Each attempt asks through the chat's cached prefix, then (garbage again) with its own prompt.
-    memory_requests = [r for r in fake.requests if is_memory_request(r)]
-    assert len(memory_requests) == 6
-    assert [("should_update" in system_text(r.body)) for r in memory_requests] == [False, True] * 3
+    assert len([r for r in fake.requests if is_memory_request(r)]) == 3
     assert attempts_seen == [1, 2]  # each failed attempt was counted on the durable row
     assert remaining == []  # gave up: the row is gone, the failure is on record
     assert [r.status for r in runs] == ["failed"] * 4
