@@ -9,14 +9,22 @@ from pathlib import Path
 
 import pytest
 
-from bot.context.messages import history_item
+from bot.app import Core
+from bot.context.messages import HistoryItem, decode_content, encode_blocks, history_items
 from bot.llm import AnthropicClient, LLMRequest, LLMResponse
 from bot.runtime import Runtime, open_runtime
+from bot.storage.records import MessageRecord
 from channels.base import InboundMessage
 from tests.conftest import make_config
 from tests.fakes.anthropic import FakeAnthropic
 
 CID = "console:me"
+
+
+def history_item(record: MessageRecord) -> HistoryItem:
+    """A stored message as the window must see it."""
+    return HistoryItem(record.id, record.role, decode_content(record.content, record.content_format),
+                       record.token_count, record.create_time)
 
 
 async def _db_window(rt: Runtime) -> list[tuple[int, str, object]]:
@@ -91,3 +99,28 @@ async def test_a_turn_that_crashes_on_a_warm_window_still_stores_and_caches_its_
         # one call for the third turn (the cache knew the crashed turn's message), and it saw it
         assert len(llm.requests) == 3
         assert "second crashes" in json.dumps(llm.requests[-1].messages)
+
+
+async def test_the_window_reads_each_message_as_its_stored_record(core: Core) -> None:
+    """The window's narrow read (no record object per row) gives what each stored record says:
+    text, JSON-looking text, blocks, a tool result, a broken blocks row."""
+    repos = core.repos
+    await repos.conversations.create(CID, agent_id=1, channel="console", chat_key=CID, trigger_source="console")
+    tool_use = [{"type": "text", "text": "Looking."},
+                {"type": "tool_use", "id": "t1", "name": "search", "input": {"q": "caf\u00e9 \u2615"}}]
+    tool_result = [{"type": "tool_result", "tool_use_id": "t1", "content": "none"}]
+    ids = await repos.messages.add_many(CID, [
+        ("user", "hello \u2615 \u4f60\u597d", 5),
+        ("assistant", '[{"type": "text", "text": "JSON-looking text"}]', 9),
+        ("user", "look it up", 3),
+        ("assistant", encode_blocks(tool_use), 20, "blocks"),
+        ("tool", encode_blocks(tool_result), 6),
+        ("assistant", "{not json", 4, "blocks"),
+        ("user", "", 0),
+    ])
+    every = [history_item(r) for r in await repos.messages.after(CID, 0)]
+    assert history_items(await repos.messages.window_page(CID, 100, after_id=0, upto_id=1 << 62)) == every
+    assert [i.content for i in every][3:6] == [tool_use, tool_result, "{not json"]
+    # a page: the newest `limit` in (after_id, upto_id], oldest first
+    page = await repos.messages.window_page(CID, 3, after_id=ids[0], upto_id=ids[-2])
+    assert history_items(page) == every[3:6]

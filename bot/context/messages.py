@@ -7,7 +7,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from bot.storage.records import MessageRecord
+from bot.storage.conversations import WindowRow
 from bot.text import storable
 
 Content = str | list[dict[str, Any]]
@@ -62,9 +62,10 @@ def decode_content(content: str, content_format: str) -> Content:
     return content
 
 
-def history_item(record: MessageRecord) -> HistoryItem:
-    return HistoryItem(record.id, record.role, decode_content(record.content, record.content_format),
-                       record.token_count, record.create_time)
+def history_items(rows: list[WindowRow]) -> list[HistoryItem]:
+    """The rows the window reads back (storage's WindowRow), as HistoryItems: `blocks` rows decoded."""
+    return [HistoryItem(id_, role, content if content_format == "text" else decode_content(content, content_format),
+                        tokens, created) for id_, role, content, tokens, created, content_format in rows]
 
 
 def with_time(content: Content, label: str) -> Content:

@@ -13,7 +13,7 @@ from bot.config import WindowConfig
 from bot.context.messages import (
     Content,
     HistoryItem,
-    history_item,
+    history_items,
     split_exchanges,
     to_api_messages,
     trim_units,
@@ -215,9 +215,10 @@ class ConversationWindowManager:
         total = 0
         upto = before_id - 1
         while True:
-            page = await self._repos.messages.latest(conversation_id, _PAGE, after_id=after_id, upto_id=upto)
-            items[:0] = [history_item(r) for r in page]
-            total += sum(r.token_count + PER_MESSAGE_OVERHEAD for r in page)
+            page = history_items(await self._repos.messages.window_page(
+                conversation_id, _PAGE, after_id=after_id, upto_id=upto))
+            items[:0] = page
+            total += sum(i.tokens for i in page) + PER_MESSAGE_OVERHEAD * len(page)
             if len(page) < _PAGE:
                 return items, True
             if total > limit_tokens:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, cast
 
 from bot.storage.incognito import NOT_INCOGNITO
 from bot.storage.database import Database, utc_now
@@ -17,6 +17,9 @@ _MESSAGE_COLUMNS = (
     "id, conversation_id, role, content, token_count, sender_id, sender_name, create_time, content_format"
 )
 CONTENT_FORMATS = ("text", "blocks")
+# What the conversation window reads of a message: (id, role, content, token_count,
+# create_time, content_format), the columns of `SqliteMessageRepository.window_page`.
+WindowRow = tuple[int, str, str, int, str, str]
 # A stored row: (role, content, token_count) or (role, content, token_count, content_format).
 # Without a format, tool turns are blocks (always a tool_result array) and the rest text.
 MessageRow = tuple[str, str, int] | tuple[str, str, int, str]
@@ -268,6 +271,19 @@ class SqliteMessageRepository:
         params.append(limit)
         rows = await self._db.fetchall(sql, params)
         return [_message(r) for r in reversed(rows)]
+
+    async def window_page(
+        self, conversation_id: str, limit: int, *, after_id: int, upto_id: int,
+    ) -> list[WindowRow]:
+        """The newest `limit` messages in (after_id, upto_id], oldest first, as WindowRow
+        tuples: the window reads a few hundred per turn, so no record object per row."""
+        rows = await self._db.fetchall(
+            "SELECT id, role, content, token_count, create_time, content_format FROM mate_message "
+            "WHERE conversation_id = ? AND id > ? AND id <= ? ORDER BY id DESC LIMIT ?",
+            (conversation_id, after_id, upto_id, limit),
+        )
+        rows.reverse()
+        return cast(list[WindowRow], rows)  # sqlite3.Row unpacks like the tuple of its columns
 
     async def oldest(
         self, conversation_id: str, limit: int, *, after_id: int = 0, upto_id: int | None = None,
