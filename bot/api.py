@@ -20,6 +20,7 @@ from aiohttp import web
 from aiohttp.http_exceptions import HttpProcessingError
 from aiohttp.typedefs import Handler
 
+from bot.api_input import WHOLE_NUMBER, BadRequest, json_body, whole_number
 from bot.config import ApiConfig
 from bot.errors import VersionConflict, WorkspaceError
 from bot.runtime import Runtime
@@ -34,16 +35,13 @@ log = logging.getLogger(__name__)
 
 MAX_BODY_BYTES = 2 * 1024 * 1024
 _MAX_LISTED = 500  # conversations or messages in one answer (messages page on with ?after=)
-MAX_JSON_DEPTH = 32
 # A request line may carry a long search query (percent-encoded CJK is 9 bytes a character):
 # the route answers it with a JSON 400, where aiohttp's own 8 190-byte limit answers in plain text.
 MAX_REQUEST_LINE = 128 * 1024
-_INT64_MAX = 2**63 - 1  # SQLite's largest INTEGER: a bigger id or number can name nothing stored
 _RUNTIME = web.AppKey("runtime", Runtime)
 _TOKEN = web.AppKey("token", str)
 _HOST = web.AppKey("host", str)
 _AGENT_ID = re.compile(r"[0-9]{1,18}")  # ASCII digits only: "²".isdigit() is True
-_WHOLE_NUMBER = re.compile(r"[0-9]{1,19}")  # checked before int(): 5 000 digits would raise
 _CLIENT_ID = re.compile(r"[A-Za-z0-9_.:-]{1,128}")
 _OWN_SUFFIX = re.compile(r"#[0-9]{1,9}$")  # what /new appends to a conversation id
 _WILDCARD_HOSTS = ("0.0.0.0", "::", "")
@@ -146,70 +144,14 @@ class _NotFound(Exception):
     pass
 
 
-class _BadRequest(Exception):
-    pass
-
-
 @web.middleware
 async def _client_errors(request: web.Request, handler: Handler) -> web.StreamResponse:
     try:
         return await handler(request)
     except _NotFound as exc:
         return _fail(404, str(exc))
-    except _BadRequest as exc:
+    except BadRequest as exc:
         return _fail(400, request.app[_RUNTIME].core.prompts.text("api_bad_request", error=str(exc)))
-
-
-async def _json_body(request: web.Request) -> dict[str, Any]:
-    if not request.can_read_body:
-        return {}
-    raw = await request.read()
-    charset = request.charset or "utf-8"
-    try:
-        text = raw.decode(charset)
-    except LookupError:  # no such codec, or one that is not a text encoding (rot13, hex)
-        raise _BadRequest(f"unknown charset {charset[:40]!r}: send UTF-8") from None
-    except UnicodeError:  # also codecs that fail in their own way (punycode, idna)
-        raise _BadRequest(f"the body is not valid {charset[:40]} text") from None
-    try:
-        body = json.loads(text, parse_int=_json_int)
-    except json.JSONDecodeError:
-        raise _BadRequest("the body is not valid JSON") from None
-    except RecursionError:
-        raise _BadRequest(f"the JSON is nested deeper than {MAX_JSON_DEPTH} levels") from None
-    if not isinstance(body, dict):
-        raise _BadRequest("the body must be a JSON object")
-    if _depth(body) > MAX_JSON_DEPTH:
-        raise _BadRequest(f"the JSON is nested deeper than {MAX_JSON_DEPTH} levels")
-    return body
-
-
-def _json_int(digits: str) -> int:
-    """A JSON integer, refused beyond SQLite's 64 bits (and before int() meets 5 000 digits)."""
-    if len(digits) > 20 or not -_INT64_MAX - 1 <= int(digits) <= _INT64_MAX:
-        raise _BadRequest("numbers in the body must fit in 64 bits")
-    return int(digits)
-
-
-def _whole_number(raw: str, name: str, low: int, high: int = _INT64_MAX) -> int:
-    """A query parameter as an integer from `low` to `high`, or a 400 naming it."""
-    if not _WHOLE_NUMBER.fullmatch(raw) or not low <= int(raw) <= high:
-        raise _BadRequest(f"{name} must be a whole number from {low} to {high}")
-    return int(raw)
-
-
-def _depth(value: Any) -> int:
-    """How deeply lists and objects nest (iteratively: no recursion on hostile input)."""
-    deepest, stack = 0, [(value, 1)]
-    while stack:
-        node, level = stack.pop()
-        if isinstance(node, (dict, list)):
-            deepest = max(deepest, level)
-            if level > MAX_JSON_DEPTH:
-                break
-            children = node.values() if isinstance(node, dict) else node
-            stack.extend((child, level + 1) for child in children)
-    return deepest
 
 
 def _web_client(conversation_id: str | None) -> str:
@@ -218,7 +160,7 @@ def _web_client(conversation_id: str | None) -> str:
         return uuid.uuid4().hex
     client = _OWN_SUFFIX.sub("", conversation_id.removeprefix("web:"))
     if not _CLIENT_ID.fullmatch(client):
-        raise _BadRequest("conversationId may hold only letters, digits and _ . : - (at most 128)")
+        raise BadRequest("conversationId may hold only letters, digits and _ . : - (at most 128)")
     return client
 
 
@@ -271,13 +213,13 @@ async def search(request: web.Request) -> web.Response:
     rt = request.app[_RUNTIME]
     query = request.query.get("q", "")
     if not query.strip():
-        raise _BadRequest("q must be a non-empty search query")
+        raise BadRequest("q must be a non-empty search query")
     if (refused := query_problem(query)) is not None:  # before any other work, the agent's lookup too
-        raise _BadRequest(refused.text(rt.core.prompts))
-    limit = _whole_number(request.query.get("limit", str(DEFAULT_LIMIT)), "limit", 1, MAX_LIMIT)
+        raise BadRequest(refused.text(rt.core.prompts))
+    limit = whole_number(request.query.get("limit", str(DEFAULT_LIMIT)), "limit", 1, MAX_LIMIT)
     source = request.query.get("source", "all")
     if source not in ("all", "notes", "conversations"):
-        raise _BadRequest('source must be "all", "notes" or "conversations"')
+        raise BadRequest('source must be "all", "notes" or "conversations"')
     agent_id = await _agent_id(request)
     return _ok(await rt.search.search(agent_id, query, limit, source))
 
@@ -353,19 +295,19 @@ async def write_file(request: web.Request) -> web.Response:
     try:
         filename = validate_workspace_filename(request.match_info["filename"])
     except WorkspaceError as exc:
-        raise _BadRequest(f"filename: {exc}") from None
-    body = await _json_body(request)
+        raise BadRequest(f"filename: {exc}") from None
+    body = await json_body(request)
     content, version = body.get("content"), body.get("version")
     if not isinstance(content, str):
-        raise _BadRequest("content must be a string")
+        raise BadRequest("content must be a string")
     if not isinstance(version, int) or isinstance(version, bool) or version < 0:
-        raise _BadRequest("version must be the file's version as read (0 for a new file)")
+        raise BadRequest("version must be the file's version as read (0 for a new file)")
     try:
         size = len(content.encode("utf-8"))
     except UnicodeEncodeError:
-        raise _BadRequest("content is not valid Unicode text") from None
+        raise BadRequest("content is not valid Unicode text") from None
     if size > DEFAULT_MAX_CONTENT_BYTES:
-        raise _BadRequest(f"content is {size} bytes; the limit is {DEFAULT_MAX_CONTENT_BYTES}")
+        raise BadRequest(f"content is {size} bytes; the limit is {DEFAULT_MAX_CONTENT_BYTES}")
     try:
         outcome = await rt.core.workspace.write(agent_id, filename, content, expected_version=version, change="api")
     except VersionConflict as conflict:
@@ -413,7 +355,7 @@ async def cancel_task(request: web.Request) -> web.Response:
     rt = request.app[_RUNTIME]
     agent_id = await _agent_id(request)
     raw = request.match_info["task_id"]
-    task_id = _whole_number(raw, "the task id", 1) if _WHOLE_NUMBER.fullmatch(raw) else None
+    task_id = whole_number(raw, "the task id", 1) if WHOLE_NUMBER.fullmatch(raw) else None
     if task_id is None or not await rt.tasks.cancel_for_agent(agent_id, task_id):
         raise _NotFound(rt.core.prompts.text("api_unknown_task", task_id=raw[:32], agent_id=agent_id))
     return _ok({"taskId": task_id, "cancelled": True})
@@ -427,7 +369,7 @@ async def conversation_messages(request: web.Request) -> web.Response:
     found = await rt.core.repos.conversations.get(conversation_id)
     if found is None or found.agent_id != agent_id:
         raise _NotFound(rt.core.prompts.text("api_unknown_conversation", conversation_id=conversation_id[:64]))
-    after = _whole_number(request.query.get("after", "0"), "after (a message id)", 0)
+    after = whole_number(request.query.get("after", "0"), "after (a message id)", 0)
     records = await rt.core.repos.messages.after(conversation_id, after, limit=_MAX_LISTED)
     items = [{"messageId": m.id, "role": m.role, "content": m.content, "senderName": m.sender_name,
               "time": m.create_time}
@@ -438,14 +380,14 @@ async def conversation_messages(request: web.Request) -> web.Response:
 
 async def _chat_message(request: web.Request) -> tuple[int, InboundMessage]:
     agent_id = await _agent_id(request)
-    body = await _json_body(request)
+    body = await json_body(request)
     message = body.get("message", "")
     images = _images(body.get("images"))
     if not isinstance(message, str) or (is_blank(clean_text(message)) and not images):  # as the router sees it
-        raise _BadRequest("message must be a non-empty string (or send images)")
+        raise BadRequest("message must be a non-empty string (or send images)")
     conversation_id = body.get("conversationId")
     if conversation_id is not None and not isinstance(conversation_id, str):
-        raise _BadRequest("conversationId must be a string")
+        raise BadRequest("conversationId must be a string")
     client = _web_client(conversation_id)
     return agent_id, InboundMessage(channel="web", chat_id=client, sender_id="web", sender_name="web",
                                     text=message, is_direct=True, trigger_source="web", files=images)
@@ -456,18 +398,18 @@ def _images(value: Any) -> tuple[IncomingFile, ...]:
     if value is None:
         return ()
     if not isinstance(value, list):
-        raise _BadRequest("images must be a list of {media_type, data}")
+        raise BadRequest("images must be a list of {media_type, data}")
     files = []
     for index, image in enumerate(value):
         if not isinstance(image, dict) or not isinstance(image.get("data"), str):
-            raise _BadRequest(f"images[{index}] must be an object with media_type and data (base64)")
+            raise BadRequest(f"images[{index}] must be an object with media_type and data (base64)")
         media_type = image.get("media_type", "")
         if not isinstance(media_type, str) or not media_type.startswith("image/"):
-            raise _BadRequest(f"images[{index}].media_type must be an image type, e.g. image/png")
+            raise BadRequest(f"images[{index}].media_type must be an image type, e.g. image/png")
         try:
             data = base64.b64decode(image["data"], validate=True)
         except ValueError:
-            raise _BadRequest(f"images[{index}].data is not valid base64") from None
+            raise BadRequest(f"images[{index}].data is not valid base64") from None
         files.append(IncomingFile(f"image {index + 1}", media_type, len(data), _constant(data), is_photo=True))
     return tuple(files)
 
