@@ -86,9 +86,8 @@ class DayModel:
         system = system_text(body)
         messages = body.get("messages") or []
         first = _text(messages[0].get("content")) if messages else ""
-        last = _text(messages[-1].get("content")) if messages else ""
-        if _EXTRACTION_MARK in system or _EXTRACTION_MARK in last:  # its own prompt, or the chat's prefix
-            return EXTRACTION, TextReply(json.dumps(self._extraction(last), ensure_ascii=False))
+        if _EXTRACTION_MARK in system or _EXTRACTION_MARK in first:  # its own prompt, or the chat's prefix
+            return EXTRACTION, TextReply(json.dumps(self._extraction(first), ensure_ascii=False))
         if _EMERGENCE_MARK in system:
             return EMERGENCE, TextReply(json.dumps({"should_update": False, "reason": "nothing new to fold in",
                                                     "memory_content": ""}))

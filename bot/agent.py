@@ -234,9 +234,10 @@ class Agent:
         lifetime = self._lifetimes.choose(conversation.id, window.system, window.tools, _last_turn_at(window),
                                           self._clock())
         self._snapshots.sent(conversation.id, lifetime, self._clock())
-        if self._prefixes is not None:  # a group's prompt changes with who speaks: never shared
-            self._prefixes.sent(conversation.id, None if lifetime is None or conversation.is_group else ChatPrefix(
-                self.model, window.system, split, window.tools, lifetime, self._clock()))
+        # What memory extraction may reuse, once the provider says it cached it (a group's prompt
+        # changes with who speaks: never).
+        prefix = None if lifetime is None or conversation.is_group else ChatPrefix(
+            self.model, window.system, split, window.tools, lifetime, self._clock())
         while True:
             extra = [("assistant" if role == "assistant" else "user", content) for role, content in turn]
             messages = self._window.assemble(window, extra)
@@ -269,6 +270,9 @@ class Agent:
                 log.warning("LLM call failed: %s", exc, extra={"conversation_id": conversation.id})
                 return AgentReply(self._prompts.text("llm_error"), ok=False, user_message_id=user_id, failure="llm")
             self._observe(window, turn, response)
+            if not turn and self._prefixes is not None:
+                cached = response.cache_read_input_tokens or response.cache_creation_input_tokens
+                self._prefixes.sent(conversation.id, prefix if cached else None)
             if response.tool_calls and rounds < self._config.agent.max_tool_rounds:
                 rounds += 1
                 if stream is not None:

@@ -18,6 +18,7 @@ class BadRequest(Exception):
 
 
 async def json_body(request: web.Request) -> dict[str, Any]:
+    """The request's JSON object ({} without a body); BadRequest saying what is wrong with it."""
     if not request.can_read_body:
         return {}
     raw = await request.read()

@@ -7,6 +7,7 @@ import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
+from urllib.parse import urlsplit
 
 import yaml
 from pydantic import (
@@ -86,25 +87,15 @@ class LlmConfig(_Model):
         return self.provider == "anthropic"
 
     @property
-    def serves_locally(self) -> bool:
-        """`base-url` names a server on this machine or the local network (a local model): an IP
-        address that is loopback, private or link-local, localhost, or a name without a dot."""
-        import ipaddress
-        from urllib.parse import urlsplit
-
+    def reaches_anthropic(self) -> bool:
+        """Anthropic's own Messages API: no `base-url`, or one on anthropic.com."""
+        if self.protocol != "anthropic":
+            return False
         try:
-            host = (urlsplit(self.base_url.strip()).hostname or "").lower()
+            host = (urlsplit(self.base_url.strip()).hostname or "").lower() if self.base_url.strip() else "anthropic.com"
         except ValueError:
             return False
-        if not host:
-            return False
-        if host == "localhost" or host.endswith(".local") or "." not in host and ":" not in host:
-            return True
-        try:
-            address = ipaddress.ip_address(host)
-        except ValueError:
-            return False
-        return address.is_loopback or address.is_private or address.is_link_local
+        return host == "anthropic.com" or host.endswith(".anthropic.com")
 
     @property
     def parses_text_tool_calls(self) -> bool:
@@ -272,10 +263,10 @@ class MemoryConfig(_Model):
     # Consolidation proposes MEMORY.md changes for the owner to approve instead of writing them.
     emergence_review: bool = False
     # Extraction in a direct chat: through the chat's cached prompt ("chat": its files billed as a
-    # cache read) or its own prompt ("own"). auto: chat on a hosted Messages API, where it saves
-    # 13 % of a day's bill; own on Chat Completions, where the provider's automatic caching already
-    # reads the own prompt's instructions cheaply (8 %), and own for a model served locally, which
-    # bills nothing and, small, kept nothing when asked from inside the chat's prompt.
+    # cache read) or its own prompt ("own"). auto: chat on Anthropic's own API, where it saves 13 %
+    # of a day's bill and the models follow instructions given inside the chat; own elsewhere: a
+    # small model served locally kept nothing when asked from inside the chat's prompt, and
+    # servers differ in how they cache and whether they take tool_choice "none".
     extraction_prompt: Literal["auto", "chat", "own"] = "auto"
     # None: search is lexical only. Set, vectors of messages and files are made in the
     # background and fused with the lexical ranking.

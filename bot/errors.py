@@ -56,6 +56,11 @@ class PromptTooLong(LLMError):
     """The provider rejected the request because the prompt exceeds its window."""
 
 
+class RequestRejected(LLMError):
+    """The provider refused the request as it was sent (a 4xx other than rate limits): another
+    request may be accepted, this one will not be."""
+
+
 class LLMBusy(LLMError):
     """No model call could start in time: every concurrency slot stayed taken by other answers."""
 

@@ -12,7 +12,7 @@ from typing import Any
 
 from bot.clock import Clock, local_date, utc_now
 from bot.config import MateConfig
-from bot.errors import LLMError, VersionConflict
+from bot.errors import LLMError, PromptTooLong, RequestRejected, VersionConflict
 from bot.context.chat_prefix import ChatPrefixes
 from bot.llm import LLMClient
 from bot.llm.offline import answers_offline
@@ -25,7 +25,7 @@ from bot.storage.memory_commit import ExtractionCommit, FileWrite
 from bot.text import storable
 from memory.budgets import tokens_for_chars
 from memory.edits import EditNotApplicable, apply_edits
-from memory.extraction_frame import ExtractionFrame, shared_frame
+from memory.extraction_frame import ExtractionFrame, own_frame, shared_frame, shares_chat_prompt
 from memory.filenames import daily_note_part
 from memory.json_reply import InvalidJsonReply, parse_memory_reply
 from memory.people_profiles import PEOPLE_FOLDER, Member, members_of
@@ -56,6 +56,9 @@ _REPLY_OVERHEAD_TOKENS = 256
 EARLIER_CONTEXT_MESSAGES = 6
 EARLIER_CONTEXT_CHARS = 300
 _SORT_ORDER = dict(SEED_FILES)
+# What the provider answers to the request itself: the own prompt may be accepted where the
+# chat's prefix was not (too long with the transcript, a server that knows no tool_choice none).
+_REFUSED = (PromptTooLong, RequestRejected)
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,9 +144,7 @@ class MemorySummarizationService:
         self._config = config
         self._listener = listener  # told what changed once a batch's transaction committed
         self._prefixes = prefixes  # the chats' cached prefixes a direct conversation's extraction reuses
-        llm_config, choice = config.llm, config.memory.extraction_prompt
-        self._shares_chat_prompt = choice == "chat" or (
-            choice == "auto" and llm_config.protocol == "anthropic" and not llm_config.serves_locally)
+        self._shares_chat_prompt = shares_chat_prompt(config)
         self._memory = config.memory
         self._repos = repos
         self._workspace = workspace
@@ -305,28 +306,33 @@ class MemorySummarizationService:
         run_id: int,
     ) -> AnalysisOutcome:
         """One analysis; if a file changed during the LLM call (or an edit no longer fits the
-        file) it is redone once on fresh contents, with the extraction's own prompt. An answer
-        through the chat's prefix that is not usable is asked again that way too."""
-        for redo in (False, True):
+        file) it is redone once on fresh contents. A request through the chat's prefix that the
+        provider refuses, or whose answer is not usable, is asked again with the extraction's
+        own prompt first (that does not use up the redo)."""
+        shared, redone = True, False
+        while True:
             snapshot = await self._read_files(agent_id, scope)
-            frame = None if redo else self._shared_frame(scope, conversation_id, snapshot)
+            frame = self._shared_frame(scope, conversation_id, snapshot) if shared else None
             try:
                 plan = await self._ask(scope, snapshot, transcript, earlier, frame or self._own_frame(scope))
                 return await self._commit(agent_id, conversation_id, scope, snapshot, plan, end, run_id)
-            except (LLMError, InvalidJsonReply, _CutOff) as exc:
-                if frame is not None and not isinstance(exc, LLMError):
-                    log.info("memory extraction through the chat's prefix was not usable (%s); asking with its "
-                             "own prompt", exc, extra={"conversation_id": conversation_id})
+            except (LLMError, InvalidJsonReply, _CutOff, VersionConflict, EditNotApplicable) as exc:
+                transient = isinstance(exc, LLMError) and not isinstance(exc, _REFUSED)
+                if frame is not None and not transient:
+                    log.info("memory extraction through the chat's prefix did not work (%s); asking with its own "
+                             "prompt", exc, extra={"conversation_id": conversation_id})
+                    shared = False
                     continue
+                if isinstance(exc, (VersionConflict, EditNotApplicable)) and not redone:
+                    log.info("memory extraction redone on fresh contents (%s)", exc,
+                             extra={"conversation_id": conversation_id})
+                    redone = True
+                    continue
+                if isinstance(exc, (VersionConflict, EditNotApplicable)):
+                    raise _RetryableFailure(f"failed again on fresh contents: {exc}") from None
                 kind = ("invalid JSON reply" if isinstance(exc, InvalidJsonReply)
                         else "LLM error" if isinstance(exc, LLMError) else "reply cut off")
                 raise _RetryableFailure(f"{kind}: {exc}") from None
-            except (VersionConflict, EditNotApplicable) as exc:
-                if redo:
-                    raise _RetryableFailure(f"failed again on fresh contents: {exc}") from None
-                log.info("memory extraction redone on fresh contents (%s)", exc,
-                         extra={"conversation_id": conversation_id})
-        raise AssertionError("unreachable")
 
     async def _read_files(self, agent_id: int, scope: _Scope) -> _Snapshot:
         zone = self._config.timezone  # "local" = the system's zone
@@ -371,14 +377,7 @@ class MemorySummarizationService:
         return shared_frame(prefix, {t.filename: snap.file(t.filename)[0] for t in self._targets(scope)})
 
     def _own_frame(self, scope: _Scope) -> ExtractionFrame:
-        memory, model = self._memory, self._config.llm.effective_memory_model
-        if scope.is_group:
-            return ExtractionFrame(model, self._prompts.render(
-                "memory/summarize-group-system", person_max_chars=memory.person_max_chars,
-                memory_max_chars=memory.memory_max_chars, daily_entry_max_chars=memory.daily_entry_max_chars))
-        return ExtractionFrame(model, self._prompts.render(
-            "memory/summarize-system", profile_max_chars=memory.profile_max_chars,
-            memory_max_chars=memory.memory_max_chars, daily_entry_max_chars=memory.daily_entry_max_chars))
+        return own_frame(self._prompts, self._memory, self._config.llm.effective_memory_model, scope.is_group)
 
     async def _call(self, messages: list[dict[str, Any]], frame: ExtractionFrame, max_tokens: int) -> str:
         response = await self._llm.complete(frame.request(messages, max_tokens))
@@ -428,7 +427,7 @@ class MemorySummarizationService:
         profile = snap.file(PROFILE_FILE)[0]
         if frame.shared:
             return self._prompts.render("memory/summarize-shared", instructions=self._own_frame(scope).system,
-                                        changes=frame.changes, profile_chars=len(profile),
+                                        changes=frame.changes, unshown=frame.unshown, profile_chars=len(profile),
                                         profile_max_chars=memory.profile_max_chars, **shared)
         return self._prompts.render("memory/summarize-user", profile=profile, profile_chars=len(profile),
                                     profile_max_chars=memory.profile_max_chars, **shared)

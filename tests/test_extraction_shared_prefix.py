@@ -13,13 +13,20 @@ from pathlib import Path
 import pytest
 
 from bot.context.chat_prefix import ChatPrefix, ChatPrefixes
+from bot.context.memory_snapshot import FileChange
 from bot.llm import AnthropicClient
+from bot.llm.anthropic_messages import request_params
+from bot.llm.openai_messages import chat_params
+from bot.llm.port import LLMRequest
+from bot.prompts import PromptLibrary
 from bot.runtime import Runtime, open_runtime
+from memory.extraction_frame import shares_chat_prompt
 from memory.workspace import MEMORY_FILE, PROFILE_FILE
 from tests.conftest import make_config
 from tests.fakes.anthropic import FakeAnthropic, RecordedRequest, is_memory_extraction, system_text
 from tests.test_cache_lifetime import Moment
 from tests.test_memory_extraction import memory_reply
+from channels.base import InboundMessage
 from tests.test_window import chat
 
 CONVERSATION = "console:me"
@@ -36,9 +43,11 @@ async def fake() -> AsyncIterator[FakeAnthropic]:
 
 @asynccontextmanager
 async def running(tmp_path: Path, fake: FakeAnthropic, moment: Moment, memory: dict[str, str] | None = None,
-                  **llm: str) -> AsyncIterator[Runtime]:
+                  routing_all: bool = False, **llm: str) -> AsyncIterator[Runtime]:
+    routing = {"routing": [{"channel": "*", "chat": "*", "agent": 1}]} if routing_all else {}
     config = make_config(tmp_path, llm={"api-key": "k", "base-url": fake.url, "max-retries": 0, **llm},
-                         memory={"profile-max-chars": 20_000, "extraction-prompt": "chat", **(memory or {})})
+                         memory={"profile-max-chars": 20_000, "extraction-prompt": "chat", **(memory or {})},
+                         **routing)
     fake.now = moment.seconds
     async with AnthropicClient(config.mate.llm) as client, open_runtime(config, llm=client, clock=moment) as rt:
         await rt.core.workspace.write(1, PROFILE_FILE, PROFILE)
@@ -172,23 +181,18 @@ def test_a_prefix_is_shared_only_while_its_cache_lives_and_for_its_own_model() -
 
 
 def test_the_shared_prompt_renders_in_both_locales() -> None:
-    from bot.context.memory_snapshot import FileChange
-    from bot.prompts import PromptLibrary
-
     for locale, removed in (("en", "removed: - old"), ("zh-CN", "删除：- old")):
         text = PromptLibrary(locale).render(
             "memory/summarize-shared", instructions="INSTRUCTIONS", date="2026-03-04",
-            changes=[FileChange(MEMORY_FILE, ("- new",), ("- old",))], profile_chars=10, profile_max_chars=4000,
+            changes=[FileChange(MEMORY_FILE, ("- new",), ("- old",))], unshown=(PROFILE_FILE,), profile_chars=10,
+            profile_max_chars=4000,
             memory_chars=20, memory_max_chars=12000, daily_note="", daily_note_omitted=0, earlier_context="",
             transcript="User: hi")
         assert "INSTRUCTIONS" in text and removed in text and "<transcript>\nUser: hi\n</transcript>" in text
+        assert PROFILE_FILE in text.split("MEMORY.md", 2)[1]  # named as not shown above
 
 
 def test_tools_that_may_not_be_called_are_sent_with_tool_choice_none_on_both_protocols() -> None:
-    from bot.llm.anthropic_messages import request_params
-    from bot.llm.openai_messages import chat_params
-    from bot.llm.port import LLMRequest
-
     tool = {"name": "search_memory", "description": "d", "input_schema": {"type": "object", "properties": {}}}
     shared = LLMRequest(model="m", system="s", messages=[{"role": "user", "content": "hi"}], max_tokens=10,
                         tools=[tool], tool_choice="none")
@@ -199,13 +203,94 @@ def test_tools_that_may_not_be_called_are_sent_with_tool_choice_none_on_both_pro
     assert "tool_choice" not in request_params(callable_) and "tool_choice" not in chat_params(callable_)
 
 
-
-@pytest.mark.parametrize("base_url, local", [
-    ("", False), ("https://api.anthropic.com", False), ("https://gateway.example.com/anthropic", False),
-    ("http://127.0.0.1:8080", True), ("http://localhost:11434", True), ("http://192.168.1.20:8080/v1", True),
-    ("http://[::1]:8080", True), ("http://ollama:11434", True), ("http://gpu-box.local:8080", True),
-    ("http://10.0.0.5", True), ("http://8.8.8.8:8080", False),
+@pytest.mark.parametrize("api, base_url, choice, shares", [
+    ("anthropic", "", "auto", True), ("anthropic", "https://api.anthropic.com", "auto", True),
+    ("anthropic", "https://eu.api.anthropic.com/v1", "auto", True),
+    ("anthropic", "https://gateway.example.com/anthropic", "auto", False),
+    ("anthropic", "http://127.0.0.1:8080", "auto", False), ("anthropic", "http://host.docker.internal:11434", "auto", False),
+    ("anthropic", "https://anthropic.com.evil.example", "auto", False),
+    ("openai", "", "auto", False), ("openai", "https://api.openai.com/v1", "auto", False),
+    ("anthropic", "http://127.0.0.1:8080", "chat", True), ("openai", "", "chat", True),
+    ("anthropic", "", "own", False),
 ])
-def test_auto_leaves_a_model_served_locally_on_the_own_prompt(tmp_path: Path, base_url: str, local: bool) -> None:
-    config = make_config(tmp_path, llm={"api-key": "k", "base-url": base_url})
-    assert config.mate.llm.serves_locally is local
+def test_auto_shares_the_chat_prompt_with_anthropics_own_api_only(
+    tmp_path: Path, api: str, base_url: str, choice: str, shares: bool,
+) -> None:
+    config = make_config(tmp_path, llm={"api": api, "api-key": "k", "base-url": base_url},
+                         memory={"extraction-prompt": choice})
+    assert shares_chat_prompt(config.mate) is shares
+
+
+async def test_a_request_the_provider_refuses_through_the_prefix_is_asked_with_the_own_prompt_in_one_run(
+    tmp_path: Path, fake: FakeAnthropic,
+) -> None:
+    moment = Moment()
+    async with running(tmp_path, fake, moment) as rt:
+        for text in ("I started running on Sundays.", "Ten kilometres so far."):
+            fake.reply_text("Nice.")
+            await chat(rt, text)
+        fake.reply_error(400, "invalid_request_error", "tool_choice: unknown type 'none'")
+        await extract(rt, fake, memory_reply(daily="- running"))
+        runs = await rt.core.repos.memory_runs.for_conversation(CONVERSATION)
+
+    assert [own_prompt(r) for r in extractions(fake)] == [False, True]
+    assert [r.status for r in runs if r.kind == "summarize"] == ["completed"]
+
+
+async def test_an_edit_of_a_line_changed_since_the_turn_is_redone_with_the_own_prompt(
+    tmp_path: Path, fake: FakeAnthropic,
+) -> None:
+    moment = Moment()
+    async with running(tmp_path, fake, moment) as rt:
+        for text in ("Actually my favourite colour is teal.", "Please remember that."):
+            fake.reply_text("Noted.")
+            await chat(rt, text)
+        text, version = await rt.core.workspace.read_text(1, PROFILE_FILE)
+        await rt.core.workspace.write(1, PROFILE_FILE, text.replace("Fact number 3:", "Fact three:"),
+                                      expected_version=version)
+        stale_edit = json.dumps({"should_update": True, "reason": "colour", "daily_entry": "- teal",
+                                 "profile_edits": [{"old": "- Fact number 3:", "new": "- Favourite colour teal."}]})
+        fresh_edit = json.dumps({"should_update": True, "reason": "colour", "daily_entry": "- teal",
+                                 "profile_edits": [{"append": "- Favourite colour: teal."}]})
+        await extract(rt, fake, stale_edit, fresh_edit)
+        profile = (await rt.core.workspace.read_text(1, PROFILE_FILE))[0]
+
+    shared, own = extractions(fake)
+    assert not own_prompt(shared) and "removed: - Fact number 3:" in first_message(shared)
+    assert own_prompt(own)
+    assert "Fact three:" in profile and profile.endswith("- Favourite colour: teal.\n")
+
+
+async def test_too_many_changes_since_the_turn_send_the_own_prompt(tmp_path: Path, fake: FakeAnthropic) -> None:
+    moment = Moment()
+    async with running(tmp_path, fake, moment) as rt:
+        for text in ("I am planning a trip to Japan.", "Probably in April."):
+            fake.reply_text("Great.")
+            await chat(rt, text)
+        await rt.core.workspace.write(1, MEMORY_FILE, "# Core memory\n\n" + "".join(
+            f"- Project note {n}: the quarterly report needs section {n} reviewed.\n" for n in range(80)))
+        await extract(rt, fake, memory_reply(daily="- Japan in April"))
+
+    (request,) = extractions(fake)
+    assert own_prompt(request)
+
+
+async def test_a_group_never_shares_the_chat_prompt(tmp_path: Path, fake: FakeAnthropic) -> None:
+    moment = Moment()
+    async with running(tmp_path, fake, moment, routing_all=True) as rt:
+        for text in ("we are planning the summer trip together", "it should be somewhere warm and sunny"):
+            fake.reply_text("Sounds fun.")
+            message = InboundMessage("console", "room", "u1", "Alexandra", text, is_direct=False,
+                                     mentions_bot=True, trigger_source="console")
+            await rt.router.handle(message)
+        assert await rt.router.drain(5)
+        conversation = await rt.router.conversation_for(message, await rt.router.agent_for(message))
+        assert conversation.is_group
+        fake.reply_text(json.dumps({"should_update": True, "reason": "trip", "daily_entry": "- trip"}))
+        services = rt.memory_services
+        assert services is not None
+        outcome = await services.worker.summarize_now(1, conversation.id)
+        assert outcome.status == "completed", outcome
+
+    (request,) = extractions(fake)
+    assert own_prompt(request) and "tools" not in request.body

@@ -14,6 +14,8 @@ CacheMode = Literal["auto", "5m", "1h", "off"]
 
 # A conversation with a turn this recent is likely to go on within the hour.
 ACTIVE_WITHIN = timedelta(hours=1)
+# How long the provider keeps an entry written with each `ttl` (from its last read).
+CACHE_LIFETIMES: dict[CacheTtl, timedelta] = {"5m": timedelta(minutes=5), "1h": timedelta(hours=1)}
 
 
 def is_active(last_turn_at: datetime | None, now: datetime) -> bool:

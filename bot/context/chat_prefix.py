@@ -13,9 +13,9 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
+from bot.context.cache_lifetime import CACHE_LIFETIMES
 from bot.llm.port import CacheTtl
 
-_LIFETIMES: dict[str, timedelta] = {"5m": timedelta(minutes=5), "1h": timedelta(hours=1)}
 # A request sent this close to the entry's end may reach the provider after it expired.
 _MARGIN = timedelta(seconds=20)
 
@@ -30,7 +30,7 @@ class ChatPrefix:
     sent_at: datetime
 
     def warm(self, now: datetime) -> bool:
-        return timedelta(0) <= now - self.sent_at < _LIFETIMES[self.ttl] - _MARGIN
+        return timedelta(0) <= now - self.sent_at < CACHE_LIFETIMES[self.ttl] - _MARGIN
 
 
 class ChatPrefixes:

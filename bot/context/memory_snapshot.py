@@ -16,11 +16,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
+from bot.context.cache_lifetime import CACHE_LIFETIMES
 from bot.llm.port import CacheTtl
 
 # The header each workspace file gets in the system prompt (WorkspaceFileService.injection).
 _FILE_HEADER = re.compile(r"^--- (.+?) ---$", re.MULTILINE)
-_LIFETIMES: dict[str, timedelta] = {"5m": timedelta(minutes=5), "1h": timedelta(hours=1)}
 # Past this the block costs about what writing the prefix again costs: rebuild instead.
 MAX_NOTE_CHARS = 4000
 
@@ -115,7 +115,7 @@ class MemorySnapshots:
         if lifetime is None:
             del self._snapshots[conversation_id]
             return
-        kept.sent_at, kept.lifetime = now, _LIFETIMES[lifetime]
+        kept.sent_at, kept.lifetime = now, CACHE_LIFETIMES[lifetime]
 
     @staticmethod
     def _warm(kept: _Snapshot, now: datetime) -> bool:

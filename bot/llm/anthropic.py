@@ -9,7 +9,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 from bot.config import LlmConfig
-from bot.errors import LLMError, PromptTooLong
+from bot.errors import LLMError, PromptTooLong, RequestRejected
 from bot.llm.anthropic_messages import (
     CacheRejected,
     error_message,
@@ -89,7 +89,7 @@ class AnthropicClient:
                 return await self._once(params, listener, bounded)
             except CacheRejected as rejected:
                 if uncached:  # asked without cache_control already: the error is about something else
-                    raise LLMError(f"request rejected: {rejected}") from None
+                    raise RequestRejected(f"request rejected: {rejected}") from None
                 if request.cache_ttl != "5m" and self._long_cache:
                     log.warning("the model API refuses the 1-hour prompt cache; using the 5-minute one from now on")
                     self._long_cache = False
@@ -127,7 +127,7 @@ class AnthropicClient:
             if is_prompt_too_long(text):
                 raise PromptTooLong(text) from None
             raise_if_unsupported(text, params, streamed=on_text is not None)
-            raise LLMError(f"request rejected: {text}") from None
+            raise RequestRejected(f"request rejected: {text}") from None
         except anthropic.APIStatusError as exc:
             text = f"HTTP {exc.status_code}: {self._redact(error_message(exc))}"
             if exc.status_code == 422:  # vLLM and other pydantic servers refuse unknown fields so

@@ -16,7 +16,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 from bot.config import LlmConfig
-from bot.errors import LLMError, PromptTooLong
+from bot.errors import LLMError, PromptTooLong, RequestRejected
 from bot.llm.attempts import AskAgain, StreamingSwitch, answer_with_retries
 from bot.llm.failures import RETRY_STATUSES, NotStreamed, Retryable, is_prompt_too_long, retry_after, transport_errors
 from bot.llm.openai_messages import StreamedAnswer, chat_params, error_kind, error_text, read_completion
@@ -81,7 +81,7 @@ class OpenAIClient:
                 return await self._once(chat_params(request, max_tokens_key=self._max_tokens_key), listener, bounded)
             except _Unsupported as refused:
                 if not self._adapt(refused.what):
-                    raise LLMError(f"request rejected: {refused}") from None
+                    raise RequestRejected(f"request rejected: {refused}") from None
                 raise AskAgain from None
 
         return await answer_with_retries(ask, on_text, self._retry, self._streaming)
@@ -141,7 +141,7 @@ class OpenAIClient:
             if streamed and _NAMES_STREAMING.search(message):
                 return NotStreamed()
             if status == 400:
-                return LLMError(f"request rejected: {message}")
+                return RequestRejected(f"request rejected: {message}")
         text = f"HTTP {status}: {message}"
         if status in RETRY_STATUSES or status >= 500:
             return Retryable(text, retry_after(exc.response.headers))

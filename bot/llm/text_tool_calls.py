@@ -59,13 +59,13 @@ def text_tool_call(text: str, offered: set[str]) -> tuple[str, dict[str, Any]] |
 
 
 class TextToolCallClient:
-    """Wraps an LLMClient; only requests that offer tools are looked at."""
+    """Wraps an LLMClient; only requests that offer tools the model may call are looked at."""
 
     def __init__(self, inner: LLMClient) -> None:
         self._inner = inner
 
     async def complete(self, request: LLMRequest, on_text: TextListener | None = None) -> LLMResponse:
-        if not request.tools:
+        if not request.tools or request.tool_choice == "none":
             return await self._inner.complete(request, on_text)
         held = _HeldPreview(on_text) if on_text is not None else None
         try:
