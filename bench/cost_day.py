@@ -41,7 +41,7 @@ from typing import Any
 from bench._common import make_config, sentence
 from bench.cost_bill import bill_day
 from bench.cost_day_model import Answered, DayModel, PlantedFact
-from bench.memory_soak import FactMaker
+from bench.memory_soak_facts import FactMaker
 from bench.sim_clock import SimClock
 from bot.agents import EMERGENCE_JOB_NAME
 from bot.cron_runner import DaemonCronJobRunner
