@@ -123,8 +123,10 @@ class TaskService:
             created_by=sender.id, created_by_name=sender.name), limit=self._config.max_per_chat)
         if created is None:
             raise TaskProblem(t("task_error_limit", limit=self._config.max_per_chat))
-        task = await self._store.get(created)  # read before the timer is woken: one due now may run at once
+        task = await self._store.get(created)
         assert task is not None
+        # As scheduled: the timer may already have run one that is due now (it polls too).
+        task = replace(task, next_run_time=iso(first))
         self.changes.notify()
         log.info("task %s scheduled for %s", created, task.next_run_time,
                  extra={"channel": chat.channel, "chat_id": chat.chat_id})
