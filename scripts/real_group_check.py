@@ -19,17 +19,10 @@ Usage: scripts/real-group-check [CACHE_DIR] [--locale en|zh-CN|both] [--threads 
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import contextlib
-import json
-import logging
-import os
 import re
-import shutil
-import signal
 import sys
-import tempfile
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -41,16 +34,20 @@ if str(ROOT) not in sys.path:  # run as a file: bot.* and memory.* come from the
     sys.path.insert(0, str(ROOT))
 
 from bot.config import parse_config  # noqa: E402
-from bot.llm import AnthropicClient, LLMClient, LLMRequest, LLMResponse, TextListener  # noqa: E402
+from bot.llm import AnthropicClient  # noqa: E402
 from bot.runtime import open_runtime  # noqa: E402
 from channels.base import InboundMessage  # noqa: E402
 from memory.people_profiles import profile_filename  # noqa: E402
 from memory.summarization import AnalysisOutcome  # noqa: E402
 from memory.workspace import MEMORY_FILE  # noqa: E402
-from real_model_check import (  # noqa: E402  (a sibling script: found next to this file)
-    MODEL_NAME, CheckError, Processes, daemon_config, db, extraction_stats, free_port, prepare, runtime_label,
-    say, start_llama,
+from real_lane import (  # noqa: E402  (sibling modules: found next to this file)
+    CheckError, Lane, RecordingClient, add_keep, free_port, lane_parser, print_result, run_lane, say,
+    write_exchanges,
 )
+from real_llama import (  # noqa: E402
+    MODEL_NAME, daemon_config, llama_arguments, prepare, runtime_label, start_llama, temp_options,
+)
+from real_model_check import db, extraction_stats  # noqa: E402
 
 # The group prompt lists every member's profile budget as reply room: three members at the
 # default 2000 characters each ask for up to ~12k tokens in zh-CN (one token a character),
@@ -205,32 +202,6 @@ def score(scenario: Scenario, profiles: Mapping[str, str]) -> Score:
 # -- one locale against the model ------------------------------------------------------
 
 
-class RecordingClient:
-    """The model client, keeping each request's prompt and the reply's text for the log."""
-
-    def __init__(self, inner: LLMClient) -> None:
-        self._inner = inner
-        self.exchanges: list[dict[str, Any]] = []
-
-    @property
-    def inner(self) -> LLMClient:
-        return self._inner
-
-    async def complete(self, request: LLMRequest, on_text: TextListener | None = None) -> LLMResponse:
-        entry: dict[str, Any] = {"system": request.system, "messages": request.messages,
-                                 "max_tokens": request.max_tokens}
-        self.exchanges.append(entry)
-        started = time.monotonic()
-        try:
-            response = await self._inner.complete(request, on_text)
-        except Exception as exc:
-            entry["error"] = f"{type(exc).__name__}: {exc}"
-            raise
-        entry.update(reply=response.text, stop_reason=response.stop_reason, seconds=time.monotonic() - started,
-                     input_tokens=response.prompt_tokens, output_tokens=response.output_tokens)
-        return response
-
-
 async def run_locale(scenario: Scenario, locale: str, base_url: str, work: Path, dump: Path) -> dict[str, Any]:
     tree = daemon_config(work, base_url, free_port())
     tree["mate"]["locale"] = locale
@@ -297,84 +268,36 @@ async def run_locale(scenario: Scenario, locale: str, base_url: str, work: Path,
 def write_dump(path: Path, locale: str, outcome: AnalysisOutcome, exchanges: list[dict[str, Any]],
                written: Mapping[str, str]) -> None:
     """The whole story of one locale's run, for a look after a bad score."""
-    parts = [f"# real-group-check, {locale}: {outcome.status}: {outcome.reason}"]
-    for n, entry in enumerate(exchanges, 1):
-        parts.append(f"\n## model call {n} (max_tokens {entry['max_tokens']})\n\n### system\n\n{entry['system']}")
-        for message in entry["messages"]:
-            content = message["content"]
-            text = content if isinstance(content, str) else json.dumps(content, ensure_ascii=False)
-            parts.append(f"\n### {message['role']}\n\n{text}")
-        parts.append(f"\n### reply ({entry.get('stop_reason')}, {entry.get('seconds', 0):.1f} s, "
-                     f"{entry.get('input_tokens')} in, {entry.get('output_tokens')} out)\n\n"
-                     f"{entry.get('reply', entry.get('error', ''))}")
-    for name, text in written.items():
-        parts.append(f"\n## file {name}\n\n{text}")
-    with contextlib.suppress(OSError):
-        path.write_text("\n".join(parts) + "\n")
+    write_exchanges(path, f"# real-group-check, {locale}: {outcome.status}: {outcome.reason}", exchanges,
+                    files=written.items())
 
 
 # -- main ------------------------------------------------------------------------------
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="scripts/real-group-check", description=(__doc__ or "").split("\n\n")[0])
-    parser.add_argument("cache_dir", nargs="?", default=os.path.expanduser("~/.cache/matebot-real-model"),
-                        help="where the llama-server build and the weights are kept (shared with real-model-check)")
+    parser = lane_parser("scripts/real-group-check", __doc__)
     parser.add_argument("--locale", choices=[*LOCALES, "both"], default="both",
                         help="the conversation's language and prompts (default: both, one JSON line each)")
-    parser.add_argument("--threads", type=int, default=2, help="llama-server threads (default 2)")
-    parser.add_argument("--temp", type=float, default=None,
-                        help="llama-server's sampling temperature for requests that set none, as matebot's "
-                             "(default: the server's own, 0.8; 0 answers the same prompt the same way)")
-    parser.add_argument("--keep", action="store_true", help="keep the temporary data folder and say where")
+    llama_arguments(parser)
+    add_keep(parser)
     args = parser.parse_args(argv)
 
-    cache = Path(args.cache_dir).expanduser().resolve()
-    logs = cache / "logs"
-    logs.mkdir(parents=True, exist_ok=True)
-    procs = Processes()
-
-    def on_signal(signum: int, _frame: Any) -> None:
-        raise KeyboardInterrupt(f"signal {signum}")
-
-    signal.signal(signal.SIGTERM, on_signal)
-    work = Path(tempfile.mkdtemp(prefix="matebot-real-group-"))
-    run_logs = work / "logs"
-    run_logs.mkdir(parents=True, exist_ok=True)
-    handler = logging.FileHandler(run_logs / "matebot.log")
-    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
-    logging.basicConfig(level=logging.INFO, handlers=[handler])
-    # The model is on loopback: a proxy from the environment must not stand in between.
-    os.environ["NO_PROXY"] = ",".join(filter(None, [os.environ.get("NO_PROXY", ""), "127.0.0.1,localhost"]))
-    try:
-        binary, template, model, _, _ = prepare(cache, logs)
-        options = [] if args.temp is None else ["--temp", str(args.temp)]
-        base_url, load_s, _ = start_llama(procs, binary, template, model, args.threads, run_logs, context=CONTEXT,
-                                          options=options)
+    def check(lane: Lane) -> None:
+        binary, template, model, _, _ = prepare(lane.cache, lane.logs)
+        options = temp_options(args.temp)
+        base_url, load_s, _ = start_llama(lane.procs, binary, template, model, args.threads, lane.work / "logs",
+                                          context=CONTEXT, options=options)
         for locale in LOCALES if args.locale == "both" else (args.locale,):
-            dump = logs / f"last-group-{locale}.md"
-            result = asyncio.run(run_locale(SCENARIOS[locale], locale, base_url, work / locale, dump))
+            dump = lane.logs / f"last-group-{locale}.md"
+            result = asyncio.run(run_locale(SCENARIOS[locale], locale, base_url, lane.work / locale, dump))
             result.update(runtime=" ".join([runtime_label(args.threads, CONTEXT), *options]),
                           server_load_s=round(load_s, 1))
-            print(json.dumps(result, ensure_ascii=False), flush=True)
+            print_result(result)
             say(f"{locale}: prompt, replies and files in {dump}")
-        return 0
-    except CheckError as exc:
-        say(f"FAILED: {exc}")
-        return 1
-    except KeyboardInterrupt:
-        say("interrupted")
-        return 130
-    finally:
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)
-        procs.stop_all()
-        for log in run_logs.glob("*"):
-            with contextlib.suppress(OSError):
-                shutil.copy2(log, logs / f"last-group-{log.name}")
-        if args.keep:
-            say(f"kept {work}")
-        else:
-            shutil.rmtree(work, ignore_errors=True)
+
+    return run_lane(args.cache_dir, "matebot-real-group-", check, keep=args.keep, in_process=True,
+                    last_logs=lambda work: [(log, f"last-group-{log.name}") for log in (work / "logs").glob("*")])
 
 
 if __name__ == "__main__":

@@ -17,16 +17,8 @@ Usage: scripts/real-reminder-check [CACHE_DIR] [--text TEXT] [--threads N] [--te
 
 from __future__ import annotations
 
-import argparse
 import asyncio
-import contextlib
-import json
-import logging
-import os
-import shutil
-import signal
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -37,40 +29,20 @@ if str(ROOT) not in sys.path:  # run as a file: bot.* and memory.* come from the
 
 from bot.clock import parse_iso, utc_now  # noqa: E402
 from bot.config import parse_config  # noqa: E402
-from bot.llm import AnthropicClient, LLMClient, LLMRequest, LLMResponse, TextListener  # noqa: E402
+from bot.llm import AnthropicClient  # noqa: E402
 from bot.runtime import open_runtime  # noqa: E402
 from bot.storage.tasks import ChatRef  # noqa: E402
 from channels.base import InboundMessage  # noqa: E402
-from real_model_check import (  # noqa: E402  (a sibling script: found next to this file)
-    CONTEXT, MODEL_NAME, CheckError, Processes, daemon_config, free_port, prepare, runtime_label, say, start_llama,
+from real_lane import (  # noqa: E402  (sibling modules: found next to this file)
+    Lane, RecordingClient, add_keep, free_port, lane_parser, print_result, run_lane, say, write_exchanges,
+)
+from real_llama import (  # noqa: E402
+    CONTEXT, MODEL_NAME, daemon_config, llama_arguments, prepare, runtime_label, start_llama, temp_options,
 )
 
 TEXT = "remind me in two minutes to stretch"
 EXPECTED_S = 120
 WINDOW = (60, 300)
-
-
-class RecordingClient:
-    """The model client, keeping each request's prompt, the reply's text and its tool calls."""
-
-    def __init__(self, inner: LLMClient) -> None:
-        self._inner = inner
-        self.exchanges: list[dict[str, Any]] = []
-
-    async def complete(self, request: LLMRequest, on_text: TextListener | None = None) -> LLMResponse:
-        entry: dict[str, Any] = {"system": request.system, "messages": request.messages,
-                                 "max_tokens": request.max_tokens}
-        self.exchanges.append(entry)
-        started = time.monotonic()
-        try:
-            response = await self._inner.complete(request, on_text)
-        except Exception as exc:
-            entry["error"] = f"{type(exc).__name__}: {exc}"
-            raise
-        entry.update(reply=response.text, stop_reason=response.stop_reason, seconds=time.monotonic() - started,
-                     input_tokens=response.prompt_tokens, output_tokens=response.output_tokens,
-                     tool_calls=[{"name": c.name, "input": c.input} for c in response.tool_calls])
-        return response
 
 
 async def run_check(text: str, base_url: str, work: Path, dump: Path) -> dict[str, Any]:
@@ -161,78 +133,31 @@ def tool_calls(exchanges: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def write_dump(path: Path, text: str, exchanges: list[dict[str, Any]], reply: str | None, tasks: list[Any]) -> None:
-    parts = [f"# real-reminder-check: {text!r}\n\nreply: {reply!r}\n\ntasks: {[repr(t) for t in tasks]}"]
-    for n, entry in enumerate(exchanges, 1):
-        parts.append(f"\n## model call {n} (max_tokens {entry['max_tokens']})\n\n### system\n\n{entry['system']}")
-        for item in entry["messages"]:
-            content = item["content"]
-            body = content if isinstance(content, str) else json.dumps(content, ensure_ascii=False)
-            parts.append(f"\n### {item['role']}\n\n{body}")
-        parts.append(f"\n### reply ({entry.get('stop_reason')}, {entry.get('seconds', 0):.1f} s, "
-                     f"{entry.get('input_tokens')} in, {entry.get('output_tokens')} out)\n\n"
-                     f"{entry.get('reply', entry.get('error', ''))}\n\ntool calls: "
-                     f"{json.dumps(entry.get('tool_calls', []), ensure_ascii=False)}")
-    with contextlib.suppress(OSError):
-        path.write_text("\n".join(parts) + "\n")
+    header = f"# real-reminder-check: {text!r}\n\nreply: {reply!r}\n\ntasks: {[repr(t) for t in tasks]}"
+    write_exchanges(path, header, exchanges, tool_calls=True)
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="scripts/real-reminder-check",
-                                     description=(__doc__ or "").split("\n\n")[0])
-    parser.add_argument("cache_dir", nargs="?", default=os.path.expanduser("~/.cache/matebot-real-model"),
-                        help="where the llama-server build and the weights are kept (shared with real-model-check)")
+    parser = lane_parser("scripts/real-reminder-check", __doc__)
     parser.add_argument("--text", default=TEXT, help=f"the console message (default {TEXT!r})")
-    parser.add_argument("--threads", type=int, default=2, help="llama-server threads (default 2)")
-    parser.add_argument("--temp", type=float, default=None,
-                        help="llama-server's sampling temperature for requests that set none (default: the "
-                             "server's own, 0.8; 0 answers the same prompt the same way)")
-    parser.add_argument("--keep", action="store_true", help="keep the temporary data folder and say where")
+    llama_arguments(parser)
+    add_keep(parser)
     args = parser.parse_args(argv)
 
-    cache = Path(args.cache_dir).expanduser().resolve()
-    logs = cache / "logs"
-    logs.mkdir(parents=True, exist_ok=True)
-    procs = Processes()
-
-    def on_signal(signum: int, _frame: Any) -> None:
-        raise KeyboardInterrupt(f"signal {signum}")
-
-    signal.signal(signal.SIGTERM, on_signal)
-    work = Path(tempfile.mkdtemp(prefix="matebot-real-reminder-"))
-    run_logs = work / "logs"
-    run_logs.mkdir(parents=True, exist_ok=True)
-    handler = logging.FileHandler(run_logs / "matebot.log")
-    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
-    logging.basicConfig(level=logging.INFO, handlers=[handler])
-    # The model is on loopback: a proxy from the environment must not stand in between.
-    os.environ["NO_PROXY"] = ",".join(filter(None, [os.environ.get("NO_PROXY", ""), "127.0.0.1,localhost"]))
-    try:
-        binary, template, model, _, _ = prepare(cache, logs)
-        options = [] if args.temp is None else ["--temp", str(args.temp)]
-        base_url, load_s, _ = start_llama(procs, binary, template, model, args.threads, run_logs, options=options)
-        dump = logs / "last-reminder.md"
-        result = asyncio.run(run_check(args.text, base_url, work, dump))
+    def check(lane: Lane) -> None:
+        binary, template, model, _, _ = prepare(lane.cache, lane.logs)
+        options = temp_options(args.temp)
+        base_url, load_s, _ = start_llama(lane.procs, binary, template, model, args.threads, lane.work / "logs",
+                                          options=options)
+        dump = lane.logs / "last-reminder.md"
+        result = asyncio.run(run_check(args.text, base_url, lane.work, dump))
         result.update(runtime=" ".join([runtime_label(args.threads, CONTEXT), *options]),
                       server_load_s=round(load_s, 1))
-        print(json.dumps(result, ensure_ascii=False, default=str), flush=True)
+        print_result(result, default=str)
         say(f"prompts and replies in {dump}")
-        return 0
-    except CheckError as exc:
-        say(f"FAILED: {exc}")
-        return 1
-    except KeyboardInterrupt:
-        say("interrupted")
-        return 130
-    finally:
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)
-        procs.stop_all()
-        for log in run_logs.glob("*"):
-            with contextlib.suppress(OSError):
-                shutil.copy2(log, logs / f"last-reminder-{log.name}")
-        if args.keep:
-            say(f"kept {work}")
-        else:
-            shutil.rmtree(work, ignore_errors=True)
+
+    return run_lane(args.cache_dir, "matebot-real-reminder-", check, keep=args.keep, in_process=True,
+                    last_logs=lambda work: [(log, f"last-reminder-{log.name}") for log in (work / "logs").glob("*")])
 
 
 if __name__ == "__main__":

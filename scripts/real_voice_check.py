@@ -20,18 +20,13 @@ Usage: scripts/real-voice-check [CACHE_DIR] [--model tiny.en|base] [--keep]
 
 from __future__ import annotations
 
-import argparse
 import asyncio
-import json
 import os
 import re
 import shutil
-import signal
 import subprocess
 import sys
-import tempfile
 import time
-import urllib.request
 import wave
 from pathlib import Path
 from typing import Any
@@ -43,7 +38,10 @@ if str(ROOT) not in sys.path:  # run as a file: bot.* and channels.* come from t
 from bot.config import parse_config  # noqa: E402
 from bot.runtime import open_runtime  # noqa: E402
 from channels.base import InboundMessage, IncomingFile, conversation_key  # noqa: E402
-from real_model_check import CheckError, Processes, free_port, run_logged  # noqa: E402  (a sibling script)
+from real_lane import (  # noqa: E402  (a sibling module: found next to this file)
+    CheckError, Lane, Processes, add_keep, free_port, lane_parser, print_result, run_lane, run_logged, wait_healthy,
+)
+from real_lane import say as lane_say  # noqa: E402
 
 SENTENCES = (
     "Please remind me to call my sister about the birthday dinner on Friday evening.",
@@ -60,7 +58,7 @@ MODELS = {
 
 
 def say(message: str) -> None:
-    print(f"[real-voice-check {time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
+    lane_say(message, "real-voice-check")
 
 
 # -- tools and packages --------------------------------------------------------------------------
@@ -116,20 +114,11 @@ def ensure_server(cache: Path, model: str, logs: Path) -> tuple[Path, Path]:
 
 def start_server(procs: Processes, server: Path, model: Path, logs: Path) -> tuple[str, float]:
     port = free_port()
-    started = time.monotonic()
     proc = procs.start("faster-whisper-server", [str(server), str(model), "--host", "127.0.0.1", "--port", str(port),
                                                  "--log-level", "info"], log=logs / "whisper-server.log")
-    deadline = started + 180
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise CheckError(f"faster-whisper-server exited with code {proc.returncode}; see {logs}")
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2) as answer:
-                if answer.status == 200:
-                    return f"http://127.0.0.1:{port}/v1", time.monotonic() - started
-        except OSError:
-            time.sleep(0.5)
-    raise CheckError(f"faster-whisper-server did not answer within 180 s; see {logs}")
+    load_s = wait_healthy(proc, "faster-whisper-server", f"http://127.0.0.1:{port}/health", timeout=180, see=logs,
+                          request_timeout=2)
+    return f"http://127.0.0.1:{port}/v1", load_s
 
 
 # -- the notes ------------------------------------------------------------------------------------
@@ -141,7 +130,8 @@ def speak(sentence: str, out: Path, logs: Path) -> float:
     run_logged(["espeak-ng", "-v", "en-us", "-s", "160", "-w", str(wav), sentence], logs / "speech.log")
     run_logged(["opusenc", "--quiet", "--bitrate", "24", str(wav), str(out)], logs / "speech.log")
     with wave.open(str(wav)) as audio:
-        return audio.getnframes() / audio.getframerate()
+        seconds: float = audio.getnframes() / audio.getframerate()
+    return seconds
 
 
 _CONTRACTIONS = ((r"\bcan't\b", "can not"), (r"\bwon't\b", "will not"), (r"n't\b", " not"), (r"'m\b", " am"),
@@ -200,37 +190,26 @@ async def run_notes(base_url: str, notes: list[tuple[str, Path, float]], work: P
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="scripts/real-voice-check", description=__doc__.split("\n\n")[0])
-    parser.add_argument("cache_dir", nargs="?", default=os.path.expanduser("~/.cache/matebot-real-voice"),
-                        help="where the server's virtual environment and the model are kept")
+    parser = lane_parser("scripts/real-voice-check", __doc__, cache="~/.cache/matebot-real-voice",
+                         cache_help="where the server's virtual environment and the model are kept")
     parser.add_argument("--model", choices=sorted(MODELS), default="tiny.en")
-    parser.add_argument("--keep", action="store_true", help="keep the temporary folder and say where")
+    add_keep(parser, "folder")
     args = parser.parse_args(argv)
 
-    cache = Path(args.cache_dir).expanduser().resolve()
-    logs = cache / "logs"
-    logs.mkdir(parents=True, exist_ok=True)
-    procs = Processes()
-
-    def on_signal(signum: int, _frame: Any) -> None:
-        raise KeyboardInterrupt(f"signal {signum}")
-
-    signal.signal(signal.SIGTERM, on_signal)
-    work = Path(tempfile.mkdtemp(prefix="matebot-real-voice-"))
-    try:
-        ensure_tools(logs)
+    def check(lane: Lane) -> None:
+        ensure_tools(lane.logs)
         started = time.monotonic()
-        server, model = ensure_server(cache, args.model, logs)
+        server, model = ensure_server(lane.cache, args.model, lane.logs)
         install_s = time.monotonic() - started
         notes = []
         for index, sentence in enumerate(SENTENCES):
-            path = work / f"note-{index + 1}.ogg"
-            notes.append((sentence, path, speak(sentence, path, logs)))
-        base_url, load_s = start_server(procs, server, model, logs)
+            path = lane.work / f"note-{index + 1}.ogg"
+            notes.append((sentence, path, speak(sentence, path, lane.logs)))
+        base_url, load_s = start_server(lane.procs, server, model, lane.logs)
         say(f"faster-whisper-server with {args.model} ready in {load_s:.1f} s")
-        results = asyncio.run(run_notes(base_url, notes, work))
+        results = asyncio.run(run_notes(base_url, notes, lane.work))
         seconds = [r["seconds"] for r in results]
-        result = {
+        print_result({
             "model": MODELS[args.model][1],
             "server": f"{SERVER_PACKAGE} (faster-whisper, CTranslate2 on the CPU)",
             "speech": "espeak-ng en-us, OGG/Opus 24 kbit/s via opusenc",
@@ -240,22 +219,9 @@ def main(argv: list[str] | None = None) -> int:
             "notes": results,
             "server_load_s": round(load_s, 1),
             "install_s": round(install_s),
-        }
-        print(json.dumps(result, ensure_ascii=False), flush=True)
-        return 0
-    except CheckError as exc:
-        say(f"FAILED: {exc}")
-        return 1
-    except KeyboardInterrupt:
-        say("interrupted")
-        return 130
-    finally:
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)
-        procs.stop_all()
-        if args.keep:
-            say(f"kept {work}")
-        else:
-            shutil.rmtree(work, ignore_errors=True)
+        })
+
+    return run_lane(args.cache_dir, "matebot-real-voice-", check, keep=args.keep, report=say)
 
 
 if __name__ == "__main__":
