@@ -44,9 +44,7 @@ from real_lane import (  # noqa: E402  (sibling modules: found next to this file
     CheckError, Lane, RecordingClient, add_keep, free_port, lane_parser, print_result, run_lane, say,
     write_exchanges,
 )
-from real_llama import (  # noqa: E402
-    MODEL_NAME, daemon_config, llama_arguments, prepare, runtime_label, start_llama, temp_options,
-)
+from real_llama import MODEL_NAME, daemon_config, llama_arguments, serve_in_process  # noqa: E402
 from real_model_check import db, extraction_stats  # noqa: E402
 
 # The group prompt lists every member's profile budget as reply room: three members at the
@@ -284,15 +282,11 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     def check(lane: Lane) -> None:
-        binary, template, model, _, _ = prepare(lane.cache, lane.logs)
-        options = temp_options(args.temp)
-        base_url, load_s, _ = start_llama(lane.procs, binary, template, model, args.threads, lane.work / "logs",
-                                          context=CONTEXT, options=options)
+        base_url, server = serve_in_process(lane, args.threads, args.temp, CONTEXT)
         for locale in LOCALES if args.locale == "both" else (args.locale,):
             dump = lane.logs / f"last-group-{locale}.md"
             result = asyncio.run(run_locale(SCENARIOS[locale], locale, base_url, lane.work / locale, dump))
-            result.update(runtime=" ".join([runtime_label(args.threads, CONTEXT), *options]),
-                          server_load_s=round(load_s, 1))
+            result.update(server)
             print_result(result)
             say(f"{locale}: prompt, replies and files in {dump}")
 

