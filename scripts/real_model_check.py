@@ -17,6 +17,9 @@ Usage: scripts/real-model-check [CACHE_DIR] [--threads N] [--keep] [--api anthro
 Messages API at /v1/messages (the default) or OpenAI-compatible Chat Completions at
 /v1/chat/completions (`openai`); `both` runs the check once per protocol, each against a
 freshly started llama-server, and prints one line for each.
+
+The llama-server build, the weights and the server's start are scripts/real_llama.py's (shared
+with the group and reminder lanes), the run around them is scripts/real_lane.py's.
 """
 
 from __future__ import annotations
@@ -62,7 +65,7 @@ DAEMON_START_TIMEOUT = 90.0
 TURN_TIMEOUT = 600.0
 
 
-# -- matebot ----------- ---------------------------------------------------------------
+# -- matebot ---------------------------------------------------------------------------
 
 
 def write_config(work: Path, base_url: str, api_port: int, api: str = "anthropic") -> Path:
