@@ -91,8 +91,10 @@ class LlmConfig(_Model):
         """Anthropic's own Messages API: no `base-url`, or one on anthropic.com."""
         if self.protocol != "anthropic":
             return False
+        if not self.base_url.strip():
+            return True
         try:
-            host = (urlsplit(self.base_url.strip()).hostname or "").lower() if self.base_url.strip() else "anthropic.com"
+            host = (urlsplit(self.base_url.strip()).hostname or "").lower()
         except ValueError:
             return False
         return host == "anthropic.com" or host.endswith(".anthropic.com")

@@ -27,10 +27,16 @@ LINE_CHARS = 80
 ReceiptMode = Literal["direct", "all", "off"]
 
 
-class Outbox(Protocol):
-    """Where a message to a chat leaves: False when that chat's channel is not running here."""
+# A receipt is sent inside the agent's memory run: a channel that is reconnecting must not hold
+# the next extraction up for the outbox's usual minute. Not sent then; /memory history has it.
+RECEIPT_READY_WAIT = 5.0
 
-    async def send(self, message: OutboundMessage) -> bool: ...
+
+class Outbox(Protocol):
+    """Where a message to a chat leaves: False when that chat's channel is not running here (or
+    not back within `ready_wait` seconds)."""
+
+    async def send(self, message: OutboundMessage, *, ready_wait: float | None = None) -> bool: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,8 +102,10 @@ def chat_target(conversation_id: str) -> tuple[str, str, str | None] | None:
 class MemoryReceipts:
     """The CommitListener that sends receipts: direct chats, every chat, or none (`mate.memory.receipts`)."""
 
-    def __init__(self, mode: ReceiptMode, repos: Repositories, outbox: Outbox, prompts: PromptLibrary) -> None:
+    def __init__(self, mode: ReceiptMode, repos: Repositories, outbox: Outbox, prompts: PromptLibrary,
+                 *, ready_wait: float = RECEIPT_READY_WAIT) -> None:
         self._mode = mode
+        self._ready_wait = ready_wait
         self._repos = repos
         self._outbox = outbox
         self._prompts = prompts
@@ -113,6 +121,7 @@ class MemoryReceipts:
         if target is None or not text:
             return
         channel, chat_id, thread_id = target
-        sent = await self._outbox.send(OutboundMessage(channel, chat_id, text, thread_id))
-        log.info("memory receipt for run %s %s", event.run_id, "sent" if sent else "not sent (channel not running)",
+        message = OutboundMessage(channel, chat_id, text, thread_id)
+        sent = await self._outbox.send(message, ready_wait=self._ready_wait)
+        log.info("memory receipt for run %s %s", event.run_id, "sent" if sent else "not sent (channel not running or reconnecting)",
                  extra={"conversation_id": event.conversation_id})

@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 
 from bot.prompts import PromptLibrary
-from memory.events import FileChange
-from memory.receipts import receipt_text
+from bot.storage.records import ConversationRecord
+from bot.tasks.delivery import ChannelOutbox
+from channels.base import CHANNEL_RETRYING, OutboundMessage
+from memory.events import FileChange, MemoryCommitted
+from memory.receipts import RECEIPT_READY_WAIT, MemoryReceipts, receipt_text
 
 PROFILE = "# User profile\n\n_Nothing known yet._\n"
 DAILY = "memory/2026-12-04.md"
@@ -52,3 +57,48 @@ def test_chinese_receipt() -> None:
                FileChange("MEMORY.md", "# 核心记忆\n", "# 核心记忆\n\n- 十二月要交季度报告\n")]
     assert receipt_text(PromptLibrary("zh-CN"), changes) == (
         "已记下：在学日语，每周二上课（PROFILE.md）\n已记下：十二月要交季度报告（MEMORY.md）\n发送 /undo 可撤回")
+
+
+
+async def test_a_receipt_waits_seconds_not_the_outboxs_minute_for_a_reconnecting_channel() -> None:
+    """The outbox waits `ready_wait` for a channel that is reconnecting, then hands the message over."""
+
+    class Reconnecting:
+        name, state = "telegram", CHANNEL_RETRYING
+
+        def __init__(self) -> None:
+            self.sent: list[OutboundMessage] = []
+
+        async def send(self, message: OutboundMessage) -> None:
+            self.sent.append(message)
+
+    outbox = ChannelOutbox(ready_wait=3600)  # a reminder waits up to an hour for its channel
+    channel = Reconnecting()
+    outbox.add(channel)
+    message = OutboundMessage("telegram", "7", "Noted: …")
+    assert await asyncio.wait_for(outbox.send(message, ready_wait=0.05), 30) is True
+    assert channel.sent == [message]
+
+
+async def test_memory_receipts_ask_the_outbox_for_a_short_wait() -> None:
+    class Conversations:
+        async def get(self, conversation_id: str) -> ConversationRecord:
+            return ConversationRecord(conversation_id, 1, "telegram", "tg:7", None, "channel", None, 0, 0,
+                                      "2026-12-04", "2026-12-04", False, is_group=False)
+
+    class Repos:
+        conversations = Conversations()
+
+    class Recording:
+        def __init__(self) -> None:
+            self.waits: list[float | None] = []
+
+        async def send(self, message: OutboundMessage, *, ready_wait: float | None = None) -> bool:
+            self.waits.append(ready_wait)
+            return True
+
+    outbox = Recording()
+    receipts = MemoryReceipts("direct", Repos(), outbox, PromptLibrary("en"))  # type: ignore[arg-type]
+    change = FileChange("PROFILE.md", PROFILE, "# User profile\n\n- Lives in Lisbon\n")
+    await receipts.committed(MemoryCommitted(1, "tg:7", 1, (change,)))
+    assert outbox.waits == [RECEIPT_READY_WAIT] and RECEIPT_READY_WAIT <= 10

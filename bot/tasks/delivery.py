@@ -46,13 +46,14 @@ class ChannelOutbox:
     def add(self, channel: Outlet) -> None:
         self._channels[channel.name] = channel
 
-    async def send(self, message: OutboundMessage) -> bool:
-        """False when the message's channel is not running here, or has stopped."""
+    async def send(self, message: OutboundMessage, *, ready_wait: float | None = None) -> bool:
+        """False when the message's channel is not running here, or has stopped, or is still
+        (re)connecting after `ready_wait` seconds (default: the outbox's)."""
         channel = self._channels.get(message.channel)
         if channel is None:
             return False
         loop = asyncio.get_running_loop()
-        deadline = loop.time() + self._ready_wait
+        deadline = loop.time() + (self._ready_wait if ready_wait is None else ready_wait)
         while channel.state == CHANNEL_RETRYING and loop.time() < deadline:  # connecting, or back soon
             await asyncio.sleep(0.2)
         if channel.state != CHANNEL_OK and channel.state != CHANNEL_RETRYING:
