@@ -39,13 +39,14 @@ async def test_history_shows_a_diff_and_restores_an_older_version(browser: Any, 
     assert labels[0].endswith("(current)") and "assistant's memory tool" in labels[1]
 
     await page.click("#versions button:has-text('v2')")
+    await page.wait_for_selector("#version-diff .del")  # drawn by the click's handler, maybe a moment later
     assert await page.locator("#version-diff .del").all_inner_texts() == ["- - likes green tea"]
     assert await page.locator("#version-diff .add").all_inner_texts() == ["+ - likes coffee"]
     await page.click("#restore")
     await page.wait_for_function("document.querySelector('#history-note').textContent.startsWith('Restored v2')")
     content, version = await workspace.read_text(1, "MEMORY.md")
     assert (content, version) == ("# Core memory\n\n- likes green tea\n", 4)
-    assert await page.locator("#editor-text").input_value() == content
+    await page.wait_for_function("document.querySelector('#editor-text').value.includes('green tea')")
     latest = (await api.rt.core.repos.file_history.versions((await workspace.get(1, "MEMORY.md")).id, 1))[0]  # type: ignore[union-attr]
     assert (latest.version, latest.change) == (4, "api")
 
