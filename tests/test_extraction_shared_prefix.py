@@ -55,6 +55,12 @@ async def running(tmp_path: Path, fake: FakeAnthropic, moment: Moment, memory: d
         assert await rt.router.drain(10)
 
 
+async def two_turns(rt: Runtime, fake: FakeAnthropic, *texts: str, answer: str) -> None:
+    for text in texts:
+        fake.reply_text(answer)
+        await chat(rt, text)
+
+
 async def extract(rt: Runtime, fake: FakeAnthropic, *replies: str) -> None:
     services = rt.memory_services
     assert services is not None
@@ -85,9 +91,8 @@ async def test_extraction_after_a_turn_reads_the_chats_prefix_from_the_cache(tmp
                                                                              fake: FakeAnthropic) -> None:
     moment = Moment()
     async with running(tmp_path, fake, moment) as rt:
-        for text in ("I keep bees on my roof in Lisbon.", "They made 4 kg of honey this year."):
-            fake.reply_text("Lovely!")
-            await chat(rt, text)
+        await two_turns(rt, fake, "I keep bees on my roof in Lisbon.", "They made 4 kg of honey this year.",
+                        answer="Lovely!")
         moment.wait(minutes=2)
         await extract(rt, fake, json.dumps({"should_update": True, "reason": "bees", "daily_entry": "- bees",
                                             "profile_edits": [{"append": "- Keeps bees in Lisbon."}]}))
@@ -112,9 +117,7 @@ async def test_a_change_since_the_turn_is_listed_and_a_whole_file_from_the_old_c
 ) -> None:
     moment = Moment()
     async with running(tmp_path, fake, moment) as rt:
-        for text in ("My sister Ana lives in Porto.", "She teaches maths there."):
-            fake.reply_text("Nice.")
-            await chat(rt, text)
+        await two_turns(rt, fake, "My sister Ana lives in Porto.", "She teaches maths there.", answer="Nice.")
         # Changed after the turn (the page, the memory tool): the prefix shows the older copy.
         await rt.core.workspace.write(1, MEMORY_FILE, "# Core memory\n\n- Passport renewal due in May.\n")
         stale_copy = "# Core memory\n\n- Sister Ana teaches maths in Porto.\n"
@@ -134,9 +137,7 @@ async def test_an_answer_that_is_not_json_through_the_prefix_is_asked_again_with
 ) -> None:
     moment = Moment()
     async with running(tmp_path, fake, moment) as rt:
-        for text in ("I started learning the cello.", "Lessons are on Tuesdays."):
-            fake.reply_text("Great.")
-            await chat(rt, text)
+        await two_turns(rt, fake, "I started learning the cello.", "Lessons are on Tuesdays.", answer="Great.")
         await extract(rt, fake, "Sure! The cello is a lovely instrument.", memory_reply(daily="- cello lessons"))
         notes = [f for f in await rt.core.workspace.list(1, "memory/")]
 
@@ -155,9 +156,7 @@ async def test_the_own_prompt_when_the_prefix_is_not_in_the_cache_for_that_model
 ) -> None:
     moment = Moment()
     async with running(tmp_path, fake, moment, memory, **settings) as rt:
-        for text in ("I moved to Berlin in March.", "I work at a bakery there."):
-            fake.reply_text("Okay.")
-            await chat(rt, text)
+        await two_turns(rt, fake, "I moved to Berlin in March.", "I work at a bakery there.", answer="Okay.")
         moment.wait(seconds=wait.total_seconds())
         await extract(rt, fake, memory_reply(daily="- Berlin"))
 
@@ -227,9 +226,7 @@ async def test_a_request_the_provider_refuses_through_the_prefix_is_asked_with_t
 ) -> None:
     moment = Moment()
     async with running(tmp_path, fake, moment) as rt:
-        for text in ("I started running on Sundays.", "Ten kilometres so far."):
-            fake.reply_text("Nice.")
-            await chat(rt, text)
+        await two_turns(rt, fake, "I started running on Sundays.", "Ten kilometres so far.", answer="Nice.")
         fake.reply_error(400, "invalid_request_error", "tool_choice: unknown type 'none'")
         await extract(rt, fake, memory_reply(daily="- running"))
         runs = await rt.core.repos.memory_runs.for_conversation(CONVERSATION)
@@ -243,9 +240,7 @@ async def test_an_edit_of_a_line_changed_since_the_turn_is_redone_with_the_own_p
 ) -> None:
     moment = Moment()
     async with running(tmp_path, fake, moment) as rt:
-        for text in ("Actually my favourite colour is teal.", "Please remember that."):
-            fake.reply_text("Noted.")
-            await chat(rt, text)
+        await two_turns(rt, fake, "Actually my favourite colour is teal.", "Please remember that.", answer="Noted.")
         text, version = await rt.core.workspace.read_text(1, PROFILE_FILE)
         await rt.core.workspace.write(1, PROFILE_FILE, text.replace("Fact number 3:", "Fact three:"),
                                       expected_version=version)
@@ -265,9 +260,7 @@ async def test_an_edit_of_a_line_changed_since_the_turn_is_redone_with_the_own_p
 async def test_too_many_changes_since_the_turn_send_the_own_prompt(tmp_path: Path, fake: FakeAnthropic) -> None:
     moment = Moment()
     async with running(tmp_path, fake, moment) as rt:
-        for text in ("I am planning a trip to Japan.", "Probably in April."):
-            fake.reply_text("Great.")
-            await chat(rt, text)
+        await two_turns(rt, fake, "I am planning a trip to Japan.", "Probably in April.", answer="Great.")
         await rt.core.workspace.write(1, MEMORY_FILE, "# Core memory\n\n" + "".join(
             f"- Project note {n}: the quarterly report needs section {n} reviewed.\n" for n in range(80)))
         await extract(rt, fake, memory_reply(daily="- Japan in April"))

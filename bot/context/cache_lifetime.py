@@ -18,6 +18,11 @@ ACTIVE_WITHIN = timedelta(hours=1)
 CACHE_LIFETIMES: dict[CacheTtl, timedelta] = {"5m": timedelta(minutes=5), "1h": timedelta(hours=1)}
 
 
+def still_cached(sent_at: datetime, lifetime: timedelta, now: datetime) -> bool:
+    """An entry written at `sent_at` is still in the provider's cache (a clock moved back: not trusted)."""
+    return timedelta(0) <= now - sent_at < lifetime
+
+
 def is_active(last_turn_at: datetime | None, now: datetime) -> bool:
     """A turn within the last hour. A stored time after `now` (a clock moved back) is not trusted."""
     if last_turn_at is None:

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from bot.context.cache_lifetime import CACHE_LIFETIMES
+from bot.context.cache_lifetime import CACHE_LIFETIMES, still_cached
 from bot.llm.port import CacheTtl
 
 # A request sent this close to the entry's end may reach the provider after it expired.
@@ -30,7 +30,7 @@ class ChatPrefix:
     sent_at: datetime
 
     def warm(self, now: datetime) -> bool:
-        return timedelta(0) <= now - self.sent_at < CACHE_LIFETIMES[self.ttl] - _MARGIN
+        return still_cached(self.sent_at, CACHE_LIFETIMES[self.ttl] - _MARGIN, now)
 
 
 class ChatPrefixes:

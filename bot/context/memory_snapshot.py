@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from bot.context.cache_lifetime import CACHE_LIFETIMES
+from bot.context.cache_lifetime import CACHE_LIFETIMES, still_cached
 from bot.llm.port import CacheTtl
 
 # The header each workspace file gets in the system prompt (WorkspaceFileService.injection).
@@ -121,4 +121,4 @@ class MemorySnapshots:
     def _warm(kept: _Snapshot, now: datetime) -> bool:
         if kept.sent_at is None or kept.lifetime is None:
             return False
-        return timedelta(0) <= now - kept.sent_at < kept.lifetime
+        return still_cached(kept.sent_at, kept.lifetime, now)
