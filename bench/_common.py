@@ -164,14 +164,20 @@ SUMMARY = ("The user is planning a trip to Berlin in the summer, prefers trains 
 
 
 async def keep_window(repos: Repositories, conversation_id: str, window: int,
-                      manager: ConversationWindowManager | None = None) -> None:
+                      manager: ConversationWindowManager | None = None, *, cold: bool = False) -> None:
     """Set the compaction cut-off so exactly `window` stored messages follow it (untimed set-up).
 
-    Stands in for the S5 compaction a long conversation has had, and keeps a bench's own
-    turns from growing the window it measures.
+    Stands in for the compaction a long conversation has had, and keeps a bench's own turns
+    from growing the window it measures. The window manager is told as a compaction tells it
+    (it keeps the rest of the window it caches), or with `cold` forgets the conversation, as
+    after a restart: the next turn reads its window back from the database.
     """
     page = await repos.messages.latest(conversation_id, window + 1)
     if len(page) > window:
         await repos.conversations.set_summary(conversation_id, SUMMARY, page[0].id)
-        if manager is not None:  # the window manager caches the summary it wrote itself
+        if manager is None:
+            return
+        if cold:
             manager.forget(conversation_id)
+        else:
+            manager.folded(conversation_id, SUMMARY, page[0].id)

@@ -17,15 +17,18 @@ without compacting, as the window manager counts tokens: for 1,000 and 10,000 me
 newest few hundred behind a compaction summary, beside the system prompt, tools and the
 current message. Before each timed call the cut-off is moved (untimed) so the window stays at
 that size instead of growing with the bench's own turns (so a summary sits ahead of the
-1,000 too); `compactions_while_timing` counts any compaction that ran anyway (0
-expected). `--window N` caps the window at N messages instead. Lengths up to 100 use a
-fresh pre-seeded chat for every call (no summary). After `--warmup` calls per length,
-`--samples` timed calls per length are made, interleaved across lengths.
+1,000 too), and the window manager is told as a compaction tells it: it keeps the rest of the
+window it holds in memory, so each call is a turn of a long chat as the daemon runs it.
+`compactions_while_timing` counts any compaction that ran anyway (0 expected). `--window N`
+caps the window at N messages instead. Lengths up to 100 use a fresh pre-seeded chat for
+every call (no summary: read from the database each time). After `--warmup` calls per
+length, `--samples` timed calls per length are made, interleaved across lengths.
 
-Then the long chats again with the cut-off moved only every 10 calls, so most turns find
-their window in the in-memory cache: `warm_p50_ms` / `warm_p99_ms`.
+Then the long chats again with the window forgotten before each call, so every turn reads it
+back from SQLite, as the first turn after a restart does: `cold_p50_ms` / `cold_p99_ms`.
 
-Target (SPEC S18): p50 <= 2 ms, and p50(10000) <= 1.2 x p50(10).
+Targets: p50 <= 2 ms (SPEC S18), and p50(10000) <= 1.5 x p50(10) (S32: the working window
+bounds the request).
 
 Run: `python -m bench.pipeline [--samples 200] [--profile 10000]`; one JSON line on stdout.
 """
@@ -201,17 +204,16 @@ async def run_pipeline(
             for length in lengths:
                 chat = long_chats.get(length) or fresh[length][-1]
                 window_sizes[str(length)] = await _held(rt, f"web:{chat}")
-            # The same long chats with the cut-off moved only every 10 calls (the window
-            # grows by up to 20 messages in between), so most turns find it in memory.
-            warm: dict[int, list[float]] = {length: [] for length in long_chats}
+            # The same long chats with the window forgotten before each call: read back from
+            # SQLite every time, as after a restart.
+            cold: dict[int, list[float]] = {length: [] for length in long_chats}
             for i in range(samples):
                 for length, chat in long_chats.items():
-                    if i % 10 == 0:
-                        await keep_window(repos, f"web:{chat}", targets[length], rt.window)
+                    await keep_window(repos, f"web:{chat}", targets[length], rt.window, cold=True)
                     start = time.perf_counter()
                     reply = await rt.router.handle(_message(chat, rng))
                     await drained(rt)
-                    warm[length].append(time.perf_counter() - start)
+                    cold[length].append(time.perf_counter() - start)
                     assert reply is not None and reply.text, "the router gave no reply"
             compactions = rt.window.summary_calls - summaries_before
     if profiler is not None:
@@ -227,10 +229,11 @@ async def run_pipeline(
         "p99_ms": p99,
         "mean_ms": {str(k): ms(statistics.fmean(v)) for k, v in timings.items()},
         "reply_p50_ms": {str(k): ms(percentile(v, 50)) for k, v in reply_timings.items()},
-        "warm_p50_ms": {str(k): ms(percentile(v, 50)) for k, v in warm.items()},
-        "warm_p99_ms": {str(k): ms(percentile(v, 99)) for k, v in warm.items()},
-        "paths": "p50_ms/p99_ms: every call reads its window from SQLite (cut-off moved before each call); "
-                 "warm_*: cut-off moved every 10 calls, the window cache serves the rest",
+        "cold_p50_ms": {str(k): ms(percentile(v, 50)) for k, v in cold.items()},
+        "cold_p99_ms": {str(k): ms(percentile(v, 99)) for k, v in cold.items()},
+        "paths": "p50_ms/p99_ms: cut-off moved before each call as a compaction moves it (the window kept "
+                 "in memory is trimmed; short chats are read from SQLite); cold_*: the long chats' window "
+                 "forgotten before each call and read back from SQLite, as after a restart",
         "samples": samples,
         "warmup": warmup,
         "p50_ratio_longest_to_shortest": round(p50[last] / p50[first], 3) if p50[first] else None,
@@ -246,7 +249,7 @@ async def run_pipeline(
         "pending_rows_recorded": pending,
         "db": "SQLite WAL file in a temp dir",
         "setup_s": round(setup_s, 2),
-        "target": "p50 <= 2 ms; p50(10000) <= 1.2 x p50(10)",
+        "target": "p50 <= 2 ms; p50(10000) <= 1.5 x p50(10)",
     }
 
 

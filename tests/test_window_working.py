@@ -93,6 +93,40 @@ async def test_compaction_keeps_the_recent_turns_within_the_working_window(
     assert after <= WORKING
 
 
+async def test_the_turn_after_a_compaction_reads_no_history_back(tmp_path: Path, fake: FakeAnthropic) -> None:
+    """A compaction trims the window cached in memory to what follows the new cut-off instead
+    of dropping it: the next turn sends exactly the stored window without reading it again."""
+    async with running(tmp_path, fake, agent=working_config(pairs=1)) as rt:
+        model = ScriptedModel(rt)
+        fake.responder = model
+        await blank_workspace(rt)
+        model.summaries.append(TextReply(SUMMARY_1, input_tokens=0))
+        await fill_to_the_edge(rt, 1)
+        conversation = await rt.core.repos.conversations.get(CID)
+        assert conversation is not None and conversation.summary == SUMMARY_1
+        stored = await rt.core.repos.messages.after(CID, conversation.summary_upto_message_id)
+        cached = rt.window._histories[CID]
+        assert cached.cutoff == conversation.summary_upto_message_id
+        assert [(i.id, i.role, i.content) for i in cached.items] == [(r.id, r.role, r.content) for r in stored]
+
+        reads: list[int] = []
+        page = rt.core.repos.messages.window_page
+
+        async def counted(*args: Any, **kwargs: Any) -> Any:
+            reads.append(1)
+            return await page(*args, **kwargs)
+
+        rt.core.repos.messages.window_page = counted  # type: ignore[method-assign]
+        await chat(rt, "okapi-fourth")
+
+    assert reads == []
+    assert len(model.summary_requests) == 1
+    sent = flat(model.chat_requests[-1]["messages"])
+    assert sent[0][1].endswith(SUMMARY_1)
+    assert sent[1:-1] == [(r.role, r.content) for r in stored]
+    assert sent[-1][1].endswith("okapi-fourth")
+
+
 async def test_the_models_limit_still_holds_under_a_larger_working_window(
     tmp_path: Path, fake: FakeAnthropic,
 ) -> None:

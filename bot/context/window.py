@@ -155,6 +155,19 @@ class ConversationWindowManager:
         self._summaries.pop(conversation_id, None)
         self._drop_history(conversation_id)
 
+    def folded(self, conversation_id: str, summary: str, upto: int) -> None:
+        """The stored summary now covers the messages up to `upto`: the cached window keeps
+        the rest, so the turn after a compaction does not read its window back."""
+        self._remember_summary(conversation_id, summary, upto)
+        entry = self._histories.get(conversation_id)
+        if entry is None:
+            return
+        if not entry.cutoff <= upto <= entry.last_id:  # not the window the cache holds
+            self._drop_history(conversation_id)
+            return
+        kept = [i for i in entry.items if i.id > upto]
+        self._store_history(conversation_id, _CachedHistory(upto, entry.last_id, kept, _chars(kept)))
+
     # -- history cache ----------------------------------------------------------------
 
     def _drop_history(self, conversation_id: str) -> None:
@@ -375,8 +388,7 @@ class ConversationWindowManager:
             log.warning("compaction summary failed, trimming instead: %s", exc)
             return None
         await self._repos.conversations.set_summary(conversation.id, summary, upto)
-        self._remember_summary(conversation.id, summary, upto)
-        self._drop_history(conversation.id)
+        self.folded(conversation.id, summary, upto)
         folded = sum(1 for i in window.history if i.id <= upto)
         window.summary = summary
         window.history = kept_items
