@@ -55,6 +55,22 @@ async def _message_count(db: Database, conversation_id: str) -> int:
     return int(row[0]) if row else 0
 
 
+def _range(conversation_id: str, after_id: int, upto_id: int | None, roles: Sequence[str] | None,
+           remembered_only: bool = False) -> tuple[str, list[Any]]:
+    """The WHERE clause (and its parameters) for a conversation's messages in (after_id, upto_id]."""
+    where = "conversation_id = ? AND id > ?"
+    params: list[Any] = [conversation_id, after_id]
+    if upto_id is not None:
+        where += " AND id <= ?"
+        params.append(upto_id)
+    if roles:
+        where += f" AND role IN ({', '.join('?' for _ in roles)})"
+        params.extend(roles)
+    if remembered_only:  # what memory may read: incognito messages left out
+        where += " AND " + NOT_INCOGNITO.format(m="mate_message")
+    return where, params
+
+
 class SqliteConversationRepository:
     def __init__(self, db: Database) -> None:
         self._db = db
@@ -257,19 +273,9 @@ class SqliteMessageRepository:
         roles: Sequence[str] | None = None, remembered_only: bool = False,
     ) -> list[MessageRecord]:
         """The newest `limit` messages in (after_id, upto_id], returned oldest first."""
-        sql = f"SELECT {_MESSAGE_COLUMNS} FROM mate_message WHERE conversation_id = ? AND id > ?"
-        params: list[Any] = [conversation_id, after_id]
-        if upto_id is not None:
-            sql += " AND id <= ?"
-            params.append(upto_id)
-        if roles:
-            sql += f" AND role IN ({', '.join('?' for _ in roles)})"
-            params.extend(roles)
-        if remembered_only:  # what memory may read: incognito messages left out
-            sql += " AND " + NOT_INCOGNITO.format(m="mate_message")
-        sql += " ORDER BY id DESC LIMIT ?"
-        params.append(limit)
-        rows = await self._db.fetchall(sql, params)
+        where, params = _range(conversation_id, after_id, upto_id, roles, remembered_only)
+        rows = await self._db.fetchall(
+            f"SELECT {_MESSAGE_COLUMNS} FROM mate_message WHERE {where} ORDER BY id DESC LIMIT ?", [*params, limit])
         return [_message(r) for r in reversed(rows)]
 
     async def window_page(
@@ -290,33 +296,17 @@ class SqliteMessageRepository:
         roles: Sequence[str] | None = None, remembered_only: bool = False,
     ) -> list[MessageRecord]:
         """The oldest `limit` messages in (after_id, upto_id], oldest first."""
-        sql = f"SELECT {_MESSAGE_COLUMNS} FROM mate_message WHERE conversation_id = ? AND id > ?"
-        params: list[Any] = [conversation_id, after_id]
-        if upto_id is not None:
-            sql += " AND id <= ?"
-            params.append(upto_id)
-        if roles:
-            sql += f" AND role IN ({', '.join('?' for _ in roles)})"
-            params.extend(roles)
-        if remembered_only:  # what memory may read: incognito messages left out
-            sql += " AND " + NOT_INCOGNITO.format(m="mate_message")
-        sql += " ORDER BY id LIMIT ?"
-        params.append(limit)
-        return [_message(r) for r in await self._db.fetchall(sql, params)]
+        where, params = _range(conversation_id, after_id, upto_id, roles, remembered_only)
+        rows = await self._db.fetchall(
+            f"SELECT {_MESSAGE_COLUMNS} FROM mate_message WHERE {where} ORDER BY id LIMIT ?", [*params, limit])
+        return [_message(r) for r in rows]
 
     async def count(
         self, conversation_id: str, *, after_id: int = 0, upto_id: int | None = None,
         roles: Sequence[str] | None = None,
     ) -> int:
-        sql = "SELECT COUNT(*) FROM mate_message WHERE conversation_id = ? AND id > ?"
-        params: list[Any] = [conversation_id, after_id]
-        if upto_id is not None:
-            sql += " AND id <= ?"
-            params.append(upto_id)
-        if roles:
-            sql += f" AND role IN ({', '.join('?' for _ in roles)})"
-            params.extend(roles)
-        row = await self._db.fetchone(sql, params)
+        where, params = _range(conversation_id, after_id, upto_id, roles)
+        row = await self._db.fetchone(f"SELECT COUNT(*) FROM mate_message WHERE {where}", params)
         return int(row[0]) if row else 0
 
     async def last_id(self, conversation_id: str) -> int:
