@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 from datetime import datetime, timezone
 
+from bot.agents import EMERGENCE_JOB_NAME
 from bot.router import ChannelMessageRouter
 from bot.storage.records import CronJobRecord
 from channels.base import InboundMessage
@@ -21,6 +22,11 @@ class DaemonCronJobRunner:
         self._emergence = emergence
 
     async def run_text_job(self, job: CronJobRecord) -> None:
+        if job.name == EMERGENCE_JOB_NAME and self._emergence.proposes:
+            # Reviewed consolidation: the agent's memory tool would write MEMORY.md at once; the
+            # service proposes the change to the owner instead.
+            await self.run_emergence_job(job)
+            return
         # Each run gets its own conversation: last night's review is no context for tonight's.
         stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M")
         message = InboundMessage(channel="cron", chat_id=f"{job.id}-{stamp}", sender_id="cron",

@@ -85,6 +85,11 @@ class MemoryEmergenceService:
         self._sleep = sleep
         self._retry = retry
 
+    @property
+    def proposes(self) -> bool:
+        """Whether a consolidation proposes its MEMORY.md for the owner to approve instead of writing it."""
+        return self._memory.emergence_review and self._review is not None
+
     async def emerge(self, agent_id: int) -> EmergenceOutcome:
         if not self._memory.emergence_enabled:
             # Not a run: nothing is recorded, so /status is not filled with nightly no-ops.
@@ -148,7 +153,7 @@ class MemoryEmergenceService:
             )
         if content == memory_text:
             return EmergenceOutcome("completed", False, "the proposed MEMORY.md equals the current one")
-        if self._memory.emergence_review and self._review is not None:
+        if self.proposes and self._review is not None:
             # Nothing is written: the owner approves (onto this version of MEMORY.md) or rejects it.
             await self._review.propose(agent_id, MEMORY_FILE, version, memory_text, storable(content),
                                        reply["reason"], run_id)

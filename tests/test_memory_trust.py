@@ -10,6 +10,8 @@ from pathlib import Path
 
 import aiohttp
 
+from bot.agents import EMERGENCE_JOB_NAME
+from bot.cron_runner import DaemonCronJobRunner
 from tests.fakes.anthropic import ToolUseReply
 from tests.trust_env import FRIEND, OWNER, Trust, running_bot
 
@@ -253,6 +255,26 @@ async def test_a_reviewed_consolidation_waits_for_approve_and_is_refused_after_a
         assert "Mate for Ann's MEMORY.md" in bot.sent()[-1]
         assert await bot.say("/memory approve 2") == bot.prompts.text("proposal_approved")
         assert (await bot.rt.core.workspace.read_text(2, "MEMORY.md"))[0] == "# Core memory\n\n- Ann bakes\n"
+
+
+async def test_the_nightly_review_proposes_too_when_consolidation_is_reviewed(tmp_path: Path) -> None:
+    """The seeded nightly job runs the agent with its memory tool, which would write MEMORY.md
+    at once: under review it goes through the consolidation, which proposes."""
+    async with running_bot(tmp_path, **{"emergence-review": True, "auto-summarize-enabled": False}) as bot:
+        await bot.rt.core.workspace.write(1, "memory/2026-12-01.md", "# 2026-12-01\n\n- likes green tea\n")
+        assert await bot.say("hello") == "ok"  # the owner's direct chat, where proposals go
+        seed = await bot.file("MEMORY.md")
+        services = bot.rt.memory_services
+        assert services is not None
+        [job] = [j for j in await bot.rt.core.repos.cron_jobs.for_agent(1) if j.name == EMERGENCE_JOB_NAME]
+        assert job.task_type == "text"
+        bot.memory_replies.append({"memory_content": "# Core memory\n\n- Likes green tea\n"})
+        await DaemonCronJobRunner(bot.rt.router, services.emergence).run_text_job(job)
+        await bot.until(lambda: any("proposes this change" in m for m in bot.sent()), "the proposal")
+        assert await bot.file("MEMORY.md") == seed
+        assert [r[0] for r in rows(bot, "SELECT status FROM mate_memory_proposal")] == ["pending"]
+        assert await bot.say("/memory approve") == bot.prompts.text("proposal_approved")
+        assert await bot.file("MEMORY.md") == "# Core memory\n\n- Likes green tea\n"
 
 
 async def test_receipts_follow_the_setting_in_groups_and_when_off(tmp_path: Path) -> None:
