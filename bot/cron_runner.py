@@ -8,7 +8,8 @@ from datetime import datetime, timezone
 from bot.agents import EMERGENCE_JOB_NAME
 from bot.router import ChannelMessageRouter
 from bot.storage.records import CronJobRecord
-from channels.base import InboundMessage
+from channels.base import InboundMessage, conversation_key
+from memory.consolidation_turns import ConsolidationTurns
 from memory.emergence import MemoryEmergenceService
 
 log = logging.getLogger(__name__)
@@ -17,9 +18,11 @@ log = logging.getLogger(__name__)
 class DaemonCronJobRunner:
     """The CronJobRunner of the daemon."""
 
-    def __init__(self, router: ChannelMessageRouter, emergence: MemoryEmergenceService) -> None:
+    def __init__(self, router: ChannelMessageRouter, emergence: MemoryEmergenceService,
+                 consolidation_turns: ConsolidationTurns) -> None:
         self._router = router
         self._emergence = emergence
+        self._consolidation_turns = consolidation_turns
 
     async def run_text_job(self, job: CronJobRecord) -> None:
         if job.name == EMERGENCE_JOB_NAME and self._emergence.proposes:
@@ -32,7 +35,14 @@ class DaemonCronJobRunner:
         message = InboundMessage(channel="cron", chat_id=f"{job.id}-{stamp}", sender_id="cron",
                                  sender_name="cron", text=job.trigger_message, is_direct=True,
                                  trigger_source="cron")
-        reply = await self._router.handle(message, agent_id=job.agent_id)
+        if job.name == EMERGENCE_JOB_NAME:
+            async with self._consolidation_turns.running(job.agent_id, conversation_key(message)) as outcome:
+                reply = await self._router.handle(message, agent_id=job.agent_id)
+                if reply is None or reply.failure:
+                    outcome.status = "failed"
+                    outcome.reason = reply.text[:200] if reply is not None else "the review got no answer"
+        else:
+            reply = await self._router.handle(message, agent_id=job.agent_id)
         log.info("cron job %s (%s) ran for agent %s: %s", job.id, job.name, job.agent_id,
                  (reply.text[:120] if reply else "no reply"))
 

@@ -34,6 +34,7 @@ from bot.transcription import OpenAITranscriber
 from bot.voice import VoiceNoteReader
 from channels.base import ChannelStateBoard
 from bot.storage.embeddings import SqliteEmbeddingRepository
+from memory.consolidation_turns import ConsolidationTurns
 from memory.embeddings import EmbeddingBackfill, EndpointHealth, OpenAIEmbeddingClient, SemanticSearch
 from memory.emergence import MemoryEmergenceService
 from memory.events import MemoryEventSink, NullMemorySink
@@ -80,6 +81,7 @@ class Runtime:
     memory_services: MemoryServices | None
     tasks: TaskService  # reminders: the tools, /tasks, the API; the daemon's timer fires them
     outbox: ChannelOutbox  # messages the daemon sends on its own (reminders, memory receipts), by channel
+    consolidation_turns: ConsolidationTurns  # the nightly review's turns: their memory writes are its run's
 
 
 YOUNG_GC_THRESHOLD = 20_000
@@ -148,9 +150,11 @@ async def open_runtime(
             window_config, core.repos, tokens, llm, core.prompts, memory,
             summary_model=mate.llm.effective_memory_model, time_label=MinuteLabels(mate.timezone),
         )
+        consolidation_turns = ConsolidationTurns(core.repos)
         tool = WorkspaceMemoryTool(core.workspace, core.prompts, budgets={
             PROFILE_FILE: mate.memory.profile_max_chars, MEMORY_FILE: mate.memory.memory_max_chars},
-            person_budget=mate.memory.person_max_chars, off_the_record=core.repos.incognito.holds)
+            person_budget=mate.memory.person_max_chars, off_the_record=core.repos.incognito.holds,
+            consolidation_run=consolidation_turns.run_of)
         semantic = await _semantic_search(stack, core, backfill=with_memory_worker)
         search = MemorySearchService(core.repos.search, semantic)
         agent = Agent(mate, core.repos, core.workspace, window, llm, tokens, core.prompts,
@@ -174,7 +178,7 @@ async def open_runtime(
         yield Runtime(core=core, llm=llm, tokens=tokens, window=window, agent=agent, router=router,
                       commands=commands, memory=memory, offline=offline, channel_states=channel_states,
                       access=access, memory_tool=tool, search=search, memory_services=services, tasks=tasks,
-                      outbox=outbox)
+                      outbox=outbox, consolidation_turns=consolidation_turns)
 
 
 def _memory_services(

@@ -63,7 +63,7 @@ async def start_services(config: Config, rt: Runtime, stack: AsyncExitStack) -> 
         from bot.cron_runner import DaemonCronJobRunner
         from bot.scheduler import CronScheduler
 
-        runner = DaemonCronJobRunner(rt.router, rt.memory_services.emergence)
+        runner = DaemonCronJobRunner(rt.router, rt.memory_services.emergence, rt.consolidation_turns)
         scheduler = await stack.enter_async_context(CronScheduler(rt.core.repos, runner, timezone=mate.timezone))
     channels: list[Channel] = []
     if mate.channels.telegram.enabled:

@@ -10,6 +10,7 @@ from typing import Any
 
 from bot.errors import VersionConflict, WorkspaceError
 from bot.prompts import PromptLibrary
+from bot.storage.file_history import Change
 from bot.storage.records import WorkspaceFileRecord
 from bot.tools import ToolResult
 from memory.filenames import FilenameExtensionError, validate_workspace_filename
@@ -122,8 +123,12 @@ class WorkspaceMemoryTool:
         max_content_bytes: int = DEFAULT_MAX_CONTENT_BYTES,
         budgets: Mapping[str, int] | None = None, person_budget: int | None = None,
         off_the_record: Callable[[int], Awaitable[bool]] | None = None,
+        consolidation_run: Callable[[int], Awaitable[int | None]] | None = None,
     ) -> None:
         self._workspace = workspace
+        # The nightly review's consolidation run a turn belongs to, by the message that asked:
+        # its writes are recorded as that consolidation, not as ordinary tool writes.
+        self._consolidation_run = consolidation_run
         # Whether a user message was written in incognito: its turn reads memory, never writes it.
         self._off_the_record = off_the_record
         self._prompts = prompts
@@ -155,9 +160,9 @@ class WorkspaceMemoryTool:
                   and await self._off_the_record(asked_in)):
                 raise _Refused(self._prompts.text("tool_error_incognito"))
             elif name == WRITE_TOOL:
-                payload = await self._write(agent_id, arguments)
+                payload = await self._write(agent_id, arguments, *await self._attribution(asked_in))
             else:
-                payload = await self._edit(agent_id, arguments)
+                payload = await self._edit(agent_id, arguments, *await self._attribution(asked_in))
         except _Refused as refused:
             log.info("workspace tool %s refused for agent %s: %s", name, agent_id, refused.message)
             return ToolResult(_dump({"error": refused.message}), is_error=True)
@@ -192,7 +197,15 @@ class WorkspaceMemoryTool:
             "updateTime": found.update_time,
         }
 
-    async def _write(self, agent_id: int, arguments: dict[str, Any]) -> dict[str, Any]:
+    async def _attribution(self, asked_in: int | None) -> tuple[Change, int | None]:
+        """The history entry of a write: the nightly consolidation's, or the tool's own."""
+        if asked_in is not None and self._consolidation_run is not None:
+            run_id = await self._consolidation_run(asked_in)
+            if run_id is not None:
+                return "emergence", run_id
+        return "tool", None
+
+    async def _write(self, agent_id: int, arguments: dict[str, Any], change: Change, run_id: int | None) -> dict[str, Any]:
         filename = self._filename(arguments)
         content = self._required(arguments, "content", str)
         size = self._checked_size(content, "content")
@@ -203,7 +216,7 @@ class WorkspaceMemoryTool:
                 outcome = await self._workspace.write(
                     agent_id, filename, content,
                     expected_version=current.version if current else 0,
-                    enabled=False, sort_order=NEW_FILE_SORT_ORDER, change="tool",
+                    enabled=False, sort_order=NEW_FILE_SORT_ORDER, change=change, run_id=run_id,
                 )
                 break
             except VersionConflict as conflict:
@@ -221,7 +234,7 @@ class WorkspaceMemoryTool:
             "message": self._prompts.text(message_key),
         }
 
-    async def _edit(self, agent_id: int, arguments: dict[str, Any]) -> dict[str, Any]:
+    async def _edit(self, agent_id: int, arguments: dict[str, Any], change: Change, run_id: int | None) -> dict[str, Any]:
         filename = self._filename(arguments)
         old_text = self._required(arguments, "oldText", str)
         new_text = self._required(arguments, "newText", str)
@@ -243,7 +256,7 @@ class WorkspaceMemoryTool:
             self._check_budget(filename, edited)
             try:
                 await self._workspace.write(
-                    agent_id, filename, edited, expected_version=current.version, change="tool"
+                    agent_id, filename, edited, expected_version=current.version, change=change, run_id=run_id,
                 )
                 break
             except VersionConflict as conflict:

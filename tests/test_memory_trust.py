@@ -269,11 +269,33 @@ async def test_the_nightly_review_proposes_too_when_consolidation_is_reviewed(tm
         [job] = [j for j in await bot.rt.core.repos.cron_jobs.for_agent(1) if j.name == EMERGENCE_JOB_NAME]
         assert job.task_type == "text"
         bot.memory_replies.append({"memory_content": "# Core memory\n\n- Likes green tea\n"})
-        await DaemonCronJobRunner(bot.rt.router, services.emergence).run_text_job(job)
+        await DaemonCronJobRunner(bot.rt.router, services.emergence, bot.rt.consolidation_turns).run_text_job(job)
         await bot.until(lambda: any("proposes this change" in m for m in bot.sent()), "the proposal")
         assert await bot.file("MEMORY.md") == seed
         assert [r[0] for r in rows(bot, "SELECT status FROM mate_memory_proposal")] == ["pending"]
         assert await bot.say("/memory approve") == bot.prompts.text("proposal_approved")
+        assert await bot.file("MEMORY.md") == "# Core memory\n\n- Likes green tea\n"
+
+
+async def test_the_nightly_reviews_writes_are_recorded_as_its_consolidation(tmp_path: Path) -> None:
+    """What the agent writes with its memory tool in the nightly review's turn is that night's
+    consolidation in the history (with its run); the same tool in a chat stays a tool write."""
+    async with running_bot(tmp_path, **{"auto-summarize-enabled": False}) as bot:
+        services = bot.rt.memory_services
+        assert services is not None
+        [job] = [j for j in await bot.rt.core.repos.cron_jobs.for_agent(1) if j.name == EMERGENCE_JOB_NAME]
+        bot.chat_replies.append(ToolUseReply("write_workspace_memory_file",
+                                             {"filename": "MEMORY.md", "content": "# Core memory\n\n- Likes tea\n"}))
+        await DaemonCronJobRunner(bot.rt.router, services.emergence, bot.rt.consolidation_turns).run_text_job(job)
+        bot.chat_replies.append(ToolUseReply("edit_workspace_memory_file",
+                                             {"filename": "MEMORY.md", "oldText": "tea", "newText": "green tea"}))
+        assert await bot.say("I like green tea, write it down") == "ok"
+
+        history = await bot.rt.core.repos.file_history.recent(1, 5, "MEMORY.md")
+        assert [(h.change, h.run_id is not None) for h in history[:2]] == [("tool", False), ("emergence", True)]
+        [(run_id, status, chat)] = rows(bot, "SELECT id, status, conversation_id FROM mate_memory_run "
+                                             "WHERE kind = 'emergence'")
+        assert (history[1].run_id, status, str(chat).startswith("cron:")) == (run_id, "completed", True)
         assert await bot.file("MEMORY.md") == "# Core memory\n\n- Likes green tea\n"
 
 

@@ -73,7 +73,7 @@ async def test_cron_conversation_is_not_summarised(tmp_path: Path) -> None:
             loop_task = asyncio.create_task(worker.run())
             try:
                 (job,) = await rt.core.repos.cron_jobs.for_agent(1)
-                await DaemonCronJobRunner(rt.router, rt.memory_services.emergence).run_text_job(job)
+                await DaemonCronJobRunner(rt.router, rt.memory_services.emergence, rt.consolidation_turns).run_text_job(job)
                 assert await worker.drain(5)
             finally:
                 loop_task.cancel()

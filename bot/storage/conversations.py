@@ -309,6 +309,13 @@ class SqliteMessageRepository:
         row = await self._db.fetchone(f"SELECT COUNT(*) FROM mate_message WHERE {where}", params)
         return int(row[0]) if row else 0
 
+    async def chat_key_of(self, message_id: int) -> str | None:
+        """The chat a stored message was written in (its conversation's chat key)."""
+        row = await self._db.fetchone(
+            "SELECT c.chat_key FROM mate_message m JOIN mate_conversation c ON c.id = m.conversation_id "
+            "WHERE m.id = ?", (message_id,))
+        return str(row[0]) if row else None
+
     async def last_id(self, conversation_id: str) -> int:
         row = await self._db.fetchone(
             "SELECT COALESCE(MAX(id), 0) FROM mate_message WHERE conversation_id = ?",
