@@ -7,10 +7,11 @@ distractor messages that share its key words; a daily note per day in the worksp
 Agent 2 (a busy group: a fifth as many messages, its own notes) holds a copy of every
 fact, which agent 1 must never see. The questions share with their facts the key word a
 person would naturally use again (a name, "passport"), rarely more: keyword search
-cannot find a fact that shares no word with its question, and the bench does not hide that. Rows are written with
-SQL through the daemon's own schema, so the index triggers build the index as they do
-in use. Then every fact's question goes through the search the `search_memory` tool
-uses (MemorySearchService, default limit 5).
+cannot find a fact that shares no word with its question, and the bench does not hide that.
+Rows are written in one transaction by the storage layer's bulk loader
+(bot/storage/bulk_load.py), so the index triggers build the index as they do in use. Then
+every fact's question goes through the search the `search_memory` tool uses
+(MemorySearchService, default limit 5).
 
 Reported: recall_at_5 (share of questions whose fact message is among the 5 results;
 also per language), p95_ms / p50_ms of one search (each question asked 3 times, through
@@ -26,7 +27,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import random
-import sqlite3
 import sys
 import tempfile
 import time
@@ -40,7 +40,7 @@ if __package__ in (None, ""):  # `python bench/recall.py`
 from bench._common import HostLoad, emit, make_config, ms, percentile, quiet_logs
 from bench.recall_corpus import FACTS, chatter
 from bot.app import open_core
-from bot.storage import search_text
+from bot.storage.bulk_load import NewConversation, NewMessage, NewWorkspaceFile, SqliteBulkLoader
 from memory.recall import MemorySearchService
 
 DAYS = 90
@@ -51,6 +51,10 @@ def _stamp(start: datetime, day: int, minute: int) -> str:
     return (start + timedelta(days=day, minutes=minute)).strftime("%Y-%m-%d %H:%M:%S")
 
 
+def _message(conversation: str, role: str, content: str, stamp: str) -> NewMessage:
+    return NewMessage(conversation, role, content, stamp, token_count=10)
+
+
 def _build(path: str, messages: int, seed: int) -> tuple[dict[int, int], float]:
     """Writes the corpus; returns {fact index: message id} and the seconds it took."""
     rng = random.Random(seed)
@@ -59,54 +63,52 @@ def _build(path: str, messages: int, seed: int) -> tuple[dict[int, int], float]:
     planted_on = {index: rng.randrange(DAYS) for index in range(len(FACTS))}
     planted: dict[int, int] = {}
     began = time.perf_counter()
-    conn = sqlite3.connect(path, isolation_level=None)
-    conn.create_function(search_text.FUNCTION_NAME, 1, search_text.spaced, deterministic=True)
-    insert = ("INSERT INTO mate_message(conversation_id, role, content, token_count, create_time, content_format) "
-              "VALUES (?, ?, ?, 10, ?, 'text')")
-    conn.execute("BEGIN")
-    for agent_id, chat in ((1, "console:me"), (2, "tg:-100")):
-        for day in range(DAYS):  # first, so a message on any day finds its conversation's agent
-            conn.execute("INSERT INTO mate_conversation(id, agent_id, channel, chat_key, trigger_source, create_time, "
-                         "update_time) VALUES (?, ?, 'console', ?, 'channel', ?, ?)",
-                         (f"{chat}:{day}" if day else chat, agent_id, chat, _stamp(start, day, 0),
-                          _stamp(start, day, 0)))
-    for agent_id, chat in ((1, "console:me"), (2, "tg:-100")):
-        for day in range(DAYS):
-            conversation = f"{chat}:{day}" if day else chat
-            todays = [i for i, d in planted_on.items() if d == day]
-            # The other agent (a busy group) has a fifth as much: its hits must never crowd ours out.
-            count = per_day if agent_id == 1 else per_day // 5 + len(todays) * 2
-            slots = sorted(rng.sample(range(max(count // 2, 1)), min(len(todays), max(count // 2, 1))))
-            minute = 0
-            for pair in range(count // 2):
-                minute += 1
-                if slots and pair == slots[0]:
-                    slots.pop(0)
-                    fact = FACTS[todays.pop()]
-                    index = FACTS.index(fact)
-                    cursor = conn.execute(insert, (conversation, "user", fact.statement, _stamp(start, day, minute)))
-                    if agent_id == 1:
-                        planted[index] = int(cursor.lastrowid or 0)
-                        for distractor in fact.distractors:
-                            place = rng.randrange(DAYS)
-                            conn.execute(insert, (f"{chat}:{place}" if place else chat, "user", distractor,
-                                                  _stamp(start, place, 700 + minute)))
-                    conn.execute(insert, (conversation, "assistant", "Noted." if fact.language == "en" else "记住了。",
-                                          _stamp(start, day, minute)))
-                    continue
-                said, answer = chatter(rng, "zh" if rng.random() < 0.45 else "en")
-                conn.execute(insert, (conversation, "user", said, _stamp(start, day, minute)))
-                conn.execute(insert, (conversation, "assistant", answer, _stamp(start, day, minute)))
-        for day in range(DAYS):
-            note = "\n".join(f"- {chatter(rng, 'en')[0]}" for _ in range(6))
-            if agent_id == 2 and day == 0:  # the group's notes hold every fact: none may reach agent 1
-                note += "\n" + "\n".join(f"- {fact.statement}" for fact in FACTS)
-            conn.execute("INSERT INTO mate_workspace_file(agent_id, filename, content, file_size, create_time, "
-                         "update_time) VALUES (?, ?, ?, ?, ?, ?)",
-                         (agent_id, f"memory/{(start + timedelta(days=day)):%Y-%m-%d}{'-group' * (agent_id == 2)}.md",
-                          note, len(note), _stamp(start, day, 1400), _stamp(start, day, 1400)))
-    conn.execute("COMMIT")
-    conn.close()
+    with SqliteBulkLoader(path) as load:
+        # First, so a message on any day finds its conversation's agent.
+        load.conversations([NewConversation(f"{chat}:{day}" if day else chat, agent_id, "console", chat,
+                                            _stamp(start, day, 0))
+                            for agent_id, chat in ((1, "console:me"), (2, "tg:-100")) for day in range(DAYS)])
+        for agent_id, chat in ((1, "console:me"), (2, "tg:-100")):
+            rows: list[NewMessage] = []
+            planted_at: dict[int, int] = {}  # fact index -> its place in rows
+            for day in range(DAYS):
+                conversation = f"{chat}:{day}" if day else chat
+                todays = [i for i, d in planted_on.items() if d == day]
+                # The other agent (a busy group) has a fifth as much: its hits must never crowd ours out.
+                count = per_day if agent_id == 1 else per_day // 5 + len(todays) * 2
+                slots = sorted(rng.sample(range(max(count // 2, 1)), min(len(todays), max(count // 2, 1))))
+                minute = 0
+                for pair in range(count // 2):
+                    minute += 1
+                    if slots and pair == slots[0]:
+                        slots.pop(0)
+                        fact = FACTS[todays.pop()]
+                        index = FACTS.index(fact)
+                        if agent_id == 1:
+                            planted_at[index] = len(rows)
+                        rows.append(_message(conversation, "user", fact.statement, _stamp(start, day, minute)))
+                        if agent_id == 1:
+                            for distractor in fact.distractors:
+                                place = rng.randrange(DAYS)
+                                rows.append(_message(f"{chat}:{place}" if place else chat, "user", distractor,
+                                                     _stamp(start, place, 700 + minute)))
+                        noted = "Noted." if fact.language == "en" else "记住了。"
+                        rows.append(_message(conversation, "assistant", noted, _stamp(start, day, minute)))
+                        continue
+                    said, answer = chatter(rng, "zh" if rng.random() < 0.45 else "en")
+                    rows.append(_message(conversation, "user", said, _stamp(start, day, minute)))
+                    rows.append(_message(conversation, "assistant", answer, _stamp(start, day, minute)))
+            ids = load.messages(rows)
+            planted.update({index: ids[at] for index, at in planted_at.items()})
+            notes: list[NewWorkspaceFile] = []
+            for day in range(DAYS):
+                note = "\n".join(f"- {chatter(rng, 'en')[0]}" for _ in range(6))
+                if agent_id == 2 and day == 0:  # the group's notes hold every fact: none may reach agent 1
+                    note += "\n" + "\n".join(f"- {fact.statement}" for fact in FACTS)
+                notes.append(NewWorkspaceFile(
+                    agent_id, f"memory/{(start + timedelta(days=day)):%Y-%m-%d}{'-group' * (agent_id == 2)}.md",
+                    note, _stamp(start, day, 1400)))
+            load.workspace_files(notes)
     return planted, time.perf_counter() - began
 
 
@@ -116,8 +118,7 @@ async def _ask(path: Path, planted: dict[int, int]) -> dict[str, Any]:
     latencies: list[float] = []
     leaked = 0
     async with open_core(config) as core:
-        counted = await core.db.fetchone("SELECT COUNT(*) FROM mate_message")
-        stored = int(counted[0]) if counted else 0
+        stored = await core.repos.messages.count_all()
         service = MemorySearchService(core.repos.search)
         for index, fact in enumerate(FACTS):
             for attempt in range(REPEATS):
@@ -145,8 +146,7 @@ async def _ask(path: Path, planted: dict[int, int]) -> dict[str, Any]:
 async def _schema(path: Path) -> None:
     async with open_core(make_config(path.parent)) as core:
         await core.agents.ensure_configured()
-        await core.db.execute("INSERT OR IGNORE INTO mate_agent(id, name, create_time, update_time) "
-                              "VALUES (2, 'Group', '2026-08-01', '2026-08-01')")
+        await core.repos.agents.ensure(2, "Group")
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:

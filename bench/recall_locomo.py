@@ -41,7 +41,6 @@ import asyncio
 import json
 import os
 import re
-import sqlite3
 import sys
 import tempfile
 import time
@@ -60,7 +59,13 @@ if __package__ in (None, ""):  # `python bench/recall_locomo.py`
 from bench._common import HostLoad, emit, make_config, ms, percentile, quiet_logs
 from bot.app import Core, open_core
 from bot.config import Config, EmbeddingsConfig
-from bot.storage import search_text
+from bot.storage.bulk_load import (
+    NewAgent,
+    NewChatAgent,
+    NewConversation,
+    NewMessage,
+    SqliteBulkLoader,
+)
 from bot.storage.embeddings import SqliteEmbeddingRepository
 from memory.embeddings import (
     EmbeddingBackfill,
@@ -120,38 +125,32 @@ def _sessions(conversation: dict[str, Any]) -> list[tuple[datetime, list[dict[st
 
 def _build(path: str, samples: list[dict[str, Any]]) -> Corpus:
     corpus = Corpus()
-    conn = sqlite3.connect(path, isolation_level=None)
-    conn.create_function(search_text.FUNCTION_NAME, 1, search_text.spaced, deterministic=True)
-    conn.execute("BEGIN")
-    for index, sample in enumerate(samples):
-        agent_id = index + 2  # agent 1 is the owner's, empty here
-        chat = f"tg:-100{index + 1}"
-        sessions = _sessions(sample["conversation"])
-        first = sessions[0][0].strftime("%Y-%m-%d %H:%M:%S")
-        conn.execute("INSERT INTO mate_agent(id, name, create_time, update_time) VALUES (?, ?, ?, ?)",
-                     (agent_id, f"Group {index + 1}", first, first))
-        conn.execute("INSERT INTO mate_chat_agent(chat_key, agent_id, create_time) VALUES (?, ?, ?)",
-                     (chat, agent_id, first))
-        conn.execute("INSERT INTO mate_conversation(id, agent_id, channel, chat_key, trigger_source, create_time, "
-                     "update_time) VALUES (?, ?, 'telegram', ?, 'channel', ?, ?)", (chat, agent_id, chat, first, first))
-        for began, turns in sessions:
-            for number, turn in enumerate(turns):
-                stamp = (began + timedelta(seconds=TURN_SECONDS * number)).strftime("%Y-%m-%d %H:%M:%S")
-                speaker = str(turn["speaker"])
-                cursor = conn.execute(
-                    "INSERT INTO mate_message(conversation_id, role, content, token_count, sender_id, sender_name, "
-                    "create_time, content_format) VALUES (?, 'user', ?, 10, ?, ?, ?, 'text')",
-                    (chat, f"[{speaker}] {turn['text']}", speaker.lower(), speaker, stamp))
-                message_id = int(cursor.lastrowid or 0)
-                corpus.dia_of[message_id] = str(turn["dia_id"])
+    with SqliteBulkLoader(path) as load:
+        for index, sample in enumerate(samples):
+            agent_id = index + 2  # agent 1 is the owner's, empty here
+            chat = f"tg:-100{index + 1}"
+            sessions = _sessions(sample["conversation"])
+            first = sessions[0][0].strftime("%Y-%m-%d %H:%M:%S")
+            load.agents([NewAgent(agent_id, f"Group {index + 1}", first)])
+            load.chat_agents([NewChatAgent(chat, agent_id, first)])
+            load.conversations([NewConversation(chat, agent_id, "telegram", chat, first)])
+            rows: list[NewMessage] = []
+            dia_ids: list[str] = []
+            for began, turns in sessions:
+                for number, turn in enumerate(turns):
+                    stamp = (began + timedelta(seconds=TURN_SECONDS * number)).strftime("%Y-%m-%d %H:%M:%S")
+                    speaker = str(turn["speaker"])
+                    rows.append(NewMessage(chat, "user", f"[{speaker}] {turn['text']}", stamp, token_count=10,
+                                           sender_id=speaker.lower(), sender_name=speaker))
+                    dia_ids.append(str(turn["dia_id"]))
+            for message_id, dia_id in zip(load.messages(rows), dia_ids, strict=True):
+                corpus.dia_of[message_id] = dia_id
                 corpus.agent_of[message_id] = agent_id
                 corpus.messages += 1
-        for qa in sample["qa"]:
-            evidence = evidence_ids(qa.get("evidence") or [])
-            if qa.get("category") in CATEGORIES and evidence:
-                corpus.questions.append(Question(agent_id, str(qa["question"]), int(qa["category"]), evidence))
-    conn.execute("COMMIT")
-    conn.close()
+            for qa in sample["qa"]:
+                evidence = evidence_ids(qa.get("evidence") or [])
+                if qa.get("category") in CATEGORIES and evidence:
+                    corpus.questions.append(Question(agent_id, str(qa["question"]), int(qa["category"]), evidence))
     return corpus
 
 

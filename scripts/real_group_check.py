@@ -20,7 +20,6 @@ Usage: scripts/real-group-check [CACHE_DIR] [--locale en|zh-CN|both] [--threads 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import re
 import sys
 import time
@@ -36,6 +35,7 @@ if str(ROOT) not in sys.path:  # run as a file: bot.* and memory.* come from the
 from bot.config import parse_config  # noqa: E402
 from bot.llm import AnthropicClient  # noqa: E402
 from bot.runtime import open_runtime  # noqa: E402
+from bot.storage.inspection import ReadOnlyDatabase  # noqa: E402
 from channels.base import InboundMessage  # noqa: E402
 from memory.people_profiles import profile_filename  # noqa: E402
 from memory.summarization import AnalysisOutcome  # noqa: E402
@@ -45,7 +45,7 @@ from real_lane import (  # noqa: E402  (sibling modules: found next to this file
     write_exchanges,
 )
 from real_llama import MODEL_NAME, daemon_config, llama_arguments, serve_in_process  # noqa: E402
-from real_model_check import db, extraction_stats  # noqa: E402
+from real_model_check import extraction_stats  # noqa: E402
 
 # The group prompt lists every member's profile budget as reply room: three members at the
 # default 2000 characters each ask for up to ~12k tokens in zh-CN (one token a character),
@@ -237,8 +237,8 @@ async def run_locale(scenario: Scenario, locale: str, base_url: str, work: Path,
                      for s in scenario.speakers}
             shared = (await rt.core.workspace.read_text(agent_id, MEMORY_FILE))[0]
             written = {name: (await rt.core.workspace.read_text(agent_id, name))[0] for name in outcome.files}
-        with contextlib.closing(db(Path(config.mate.database.path))) as conn:
-            runs = extraction_stats(conn)
+        with ReadOnlyDatabase(Path(config.mate.database.path)) as database:
+            runs = extraction_stats(database)
     result = score(scenario, files)
     remark = re.compile(scenario.remark.pattern, re.IGNORECASE)
     remark_in = sorted(name for name, text in {**written, MEMORY_FILE: shared}.items() if remark.search(text))

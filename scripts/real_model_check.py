@@ -28,7 +28,6 @@ import contextlib
 import json
 import os
 import re
-import sqlite3
 import subprocess
 import sys
 import time
@@ -44,6 +43,11 @@ from real_lane import (
 from real_llama import (
     API_TOKEN, CONTEXT, MODEL_NAME, daemon_config, llama_arguments, prepare, runtime_label, start_llama,
 )
+
+if str(ROOT) not in sys.path:  # run as a file: bot.* comes from the project
+    sys.path.insert(0, str(ROOT))
+
+from bot.storage.inspection import ReadOnlyDatabase  # noqa: E402
 
 TURNS = (
     "Hi! My name is Lena Hoffmann and I work as a software engineer.",
@@ -105,12 +109,6 @@ def start_matebot(procs: Processes, config: Path, api_port: int, logs: Path) -> 
 # -- measure ---------------------------------------------------------------------------
 
 
-def db(path: Path) -> sqlite3.Connection:
-    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=10)
-    conn.row_factory = sqlite3.Row
-    return conn
-
-
 def chosen_turns(count: int | None) -> tuple[str, ...]:
     """The first count-1 turns and the last one (the "remember this", which asks for a tool call)."""
     if count is None or count >= len(TURNS):
@@ -165,21 +163,20 @@ def extract(api: str, conversation: str) -> None:
     say(f"  memory extraction: {status} in {time.monotonic() - started:.1f} s: {str(what)[:200]}")
 
 
-def extraction_stats(conn: sqlite3.Connection) -> dict[str, Any]:
-    rows = conn.execute("SELECT status, reason, error, started, finished FROM mate_memory_run "
-                        "WHERE kind = 'summarize' ORDER BY id").fetchall()
-    ran = [r for r in rows if r["status"] in ("completed", "failed")]
-    valid = [r for r in ran if r["status"] == "completed"]
+def extraction_stats(database: ReadOnlyDatabase) -> dict[str, Any]:
+    runs = database.memory_runs("summarize")
+    ran = [r for r in runs if r.status in ("completed", "failed")]
+    valid = [r for r in ran if r.status == "completed"]
     durations = []
     for r in ran:
         with contextlib.suppress(TypeError, ValueError):
-            durations.append((datetime.fromisoformat(r["finished"]) - datetime.fromisoformat(r["started"]))
+            durations.append((datetime.fromisoformat(r.finished or "") - datetime.fromisoformat(r.started))
                              .total_seconds())
-    errors = [str(r["error"] or r["reason"] or "")[:120] for r in ran if r["status"] == "failed"]
+    errors = [str(r.error or r.reason or "")[:120] for r in ran if r.status == "failed"]
     return {
         "extraction_runs": len(ran),
         "valid_extraction_share": round(len(valid) / len(ran), 3) if ran else None,
-        "extraction_skipped": sum(r["status"] == "skipped" for r in rows),
+        "extraction_skipped": sum(r.status == "skipped" for r in runs),
         "extraction_s_mean": round(sum(durations) / len(durations), 1) if durations else None,
         "extraction_errors": errors[:5],
     }
@@ -188,28 +185,26 @@ def extraction_stats(conn: sqlite3.Connection) -> dict[str, Any]:
 _WRITTEN_CALL = re.compile(r'"name"\s*:\s*"([A-Za-z0-9_\-]+)"')
 
 
-def tool_stats(conn: sqlite3.Connection, conversation: str | None) -> dict[str, Any]:
+def tool_stats(database: ReadOnlyDatabase, conversation: str | None) -> dict[str, Any]:
     names: dict[str, str] = {}
     attempted = worked = written_not_run = 0
     used: list[str] = []
-    rows = conn.execute("SELECT role, content, content_format FROM mate_message WHERE conversation_id = ? "
-                        "ORDER BY id", (conversation or "",)).fetchall()
-    for row in rows:
+    for row in database.messages(conversation or ""):
         blocks: Any = None
-        if row["content_format"] == "blocks":
+        if row.content_format == "blocks":
             with contextlib.suppress(ValueError):
-                blocks = json.loads(row["content"])
-        if row["role"] == "assistant" and isinstance(blocks, list):
+                blocks = json.loads(row.content)
+        if row.role == "assistant" and isinstance(blocks, list):
             for block in blocks:
                 if isinstance(block, dict) and block.get("type") == "tool_use":
                     attempted += 1
                     names[str(block.get("id"))] = str(block.get("name"))
-        elif row["role"] == "tool" and isinstance(blocks, list):
+        elif row.role == "tool" and isinstance(blocks, list):
             for block in blocks:
                 if isinstance(block, dict) and block.get("type") == "tool_result" and not block.get("is_error"):
                     worked += 1
                     used.append(names.get(str(block.get("tool_use_id")), "?"))
-        elif row["role"] == "assistant" and _WRITTEN_CALL.search(row["content"]) and "{" in row["content"]:
+        elif row.role == "assistant" and _WRITTEN_CALL.search(row.content) and "{" in row.content:
             written_not_run += 1  # a call written as text that did not run
     return {"tool_calls_attempted": attempted + written_not_run, "tool_calls_worked": worked,
             "tool_calls_written_as_text_not_run": written_not_run, "tools_used": used}
@@ -248,9 +243,9 @@ def check_once(procs: Processes, binary: Path, template: Path, model: Path, thre
     daemon_api, daemon = start_matebot(procs, config, api_port, run_logs)
     turns, conversation = converse(daemon_api, daemon, turns_asked)
     facts = memory_facts(daemon_api, run_logs / "memory-files.md")
-    with contextlib.closing(db(work / "data" / "mate.db")) as conn:
-        extraction = extraction_stats(conn)
-        tools = tool_stats(conn, conversation)
+    with ReadOnlyDatabase(work / "data" / "mate.db") as database:
+        extraction = extraction_stats(database)
+        tools = tool_stats(database, conversation)
     code = procs.stop(daemon)
     if code not in (0, None):
         say(f"matebot exited with code {code} on SIGTERM; see {run_logs / 'matebot.out'}")

@@ -316,6 +316,11 @@ class SqliteMessageRepository:
             "WHERE m.id = ?", (message_id,))
         return str(row[0]) if row else None
 
+    async def count_all(self) -> int:
+        """Every message stored, in all conversations."""
+        row = await self._db.fetchone("SELECT COUNT(*) FROM mate_message")
+        return int(row[0]) if row else 0
+
     async def last_id(self, conversation_id: str) -> int:
         row = await self._db.fetchone(
             "SELECT COALESCE(MAX(id), 0) FROM mate_message WHERE conversation_id = ?",
