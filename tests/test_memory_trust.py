@@ -9,7 +9,11 @@ from contextlib import closing
 from pathlib import Path
 
 import aiohttp
+import pytest
 
+from bot.runtime import open_runtime
+from channels.base import InboundMessage
+from tests.conftest import make_config
 from tests.fakes.anthropic import ToolUseReply
 from tests.trust_env import FRIEND, OWNER, Trust, running_bot
 
@@ -293,3 +297,22 @@ async def test_why_says_so_when_the_versions_before_the_text_were_pruned(tmp_pat
         kept = await bot.say("/memory why jazz")
     assert "the oldest version still kept" in pruned and "came into" not in pruned
     assert kept.startswith('"jazz" came into MEMORY.md on ')
+
+
+@pytest.mark.parametrize(("written", "answer"), [
+    (1, "Incognito is off. The message you wrote meanwhile, and my answer, were deleted."),
+    (2, "Incognito is off. The 2 messages you wrote meanwhile, and my answers, were deleted."),
+])
+async def test_incognito_off_says_how_many_messages_went_in_good_english(
+    tmp_path: Path, written: int, answer: str,
+) -> None:
+    async with open_runtime(make_config(tmp_path), with_memory_worker=False) as rt:
+        async def say(text: str) -> str:
+            reply = await rt.router.handle(InboundMessage("console", "me", "me", "me", text, is_admin=True))
+            assert reply is not None
+            return reply.text
+
+        await say("/incognito on")
+        for n in range(written):
+            await say(f"a secret, number {n}")
+        assert await say("/incognito off") == answer
