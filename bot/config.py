@@ -452,7 +452,8 @@ class MateConfig(_Model):
                                  "which is not configured in mate.agents")
             if rule.agent == "per-person" and rule.chat != "direct":
                 # A group has one agent: per person it would hop between members' agents.
-                raise ValueError(f"routing.{index}.agent: per-person is for direct chats (chat: direct)")
+                raise ValueError(f"routing.{index}.agent: per-person is for direct chats only (chat: direct); "
+                                 f"a rule for chat: {rule.chat} needs an agent id or per-chat")
         owners: dict[str, int] = {}
         for index, person in enumerate(self.people):
             for account in person.ids:
