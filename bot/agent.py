@@ -22,6 +22,7 @@ from bot.media import PreparedMedia
 from bot.prompts import PromptLibrary
 from bot.storage import Repositories
 from bot.storage.records import ConversationRecord
+from bot.text import led_by
 from bot.tools import ToolResult, ToolSet
 from channels.base import ReplyStream
 from memory.people_profiles import newest_first, profiles_block
@@ -173,7 +174,7 @@ class Agent:
         sender_id: str | None = None, sender_name: str | None = None, external_id: str | None = None,
         existing: tuple[int, int] | None = None, on_stored: Callable[[], None] | None = None,
         stream: ReplyStream | None = None, sent_at: str | None = None, media: PreparedMedia | None = None,
-        turn_tools: Sequence[ToolSet] = (),
+        turn_tools: Sequence[ToolSet] = (), lead: str = "",
     ) -> AgentReply:
         """Answer `text`; `existing` = (id, previous id) when it is already stored (recovery),
         `sent_at` its stored time.
@@ -183,6 +184,7 @@ class Agent:
         `media`: the message's images and documents, sent with this turn only; `text` is
         the message as the history keeps it (with "[image]" markers).
         `turn_tools`: tool sets for this turn only, beside the agent's own (a sender's task tools).
+        `lead`: lines the reply opens with (a missed reminder's notice), kept with the stored answer.
         """
         tools = self.tool_definitions(turn_tools)
         group = conversation if conversation.is_group else None
@@ -192,7 +194,7 @@ class Agent:
         too_long = self._window.check_fits(system, tools, user_tokens + media_tokens, self.model)
         if too_long is not None:  # answered without storing it or calling the LLM
             log.info("message too long for the window: %d > %d tokens", too_long.tokens, too_long.budget)
-            return self._too_long(too_long, None)
+            return _led(self._too_long(too_long, None), lead)
         now = sent_at or iso(self._clock())
         if existing is not None:
             user_id, previous_id = existing
@@ -208,7 +210,7 @@ class Agent:
                                           previous_id=previous_id)
         self._window.record(conversation.id, previous_id, [user])
         if isinstance(window, MessageTooLong):  # check_fits said it fits; only calibration can move
-            return self._too_long(window, user_id)
+            return _led(self._too_long(window, user_id), lead)
         if group is None:  # a group's prompt changes with who speaks: it is rebuilt each turn
             kept = self._snapshots.choose(conversation.id, system, split, window.summary,
                                           compacted=window.compacted, now=self._clock())
@@ -216,7 +218,9 @@ class Agent:
             window.memory_note = kept.note
             window.raw_tokens += self._tokens.count_text(window.memory_note) if window.memory_note else 0
         live = stream if stream is not None and self._config.llm.stream else None
-        return await self._run_turn(conversation, window, user_id, split, live, turn_tools)
+        reply = await self._run_turn(conversation, window, user_id, split, live, turn_tools, lead)
+        # A stored answer holds the lead already; an apology (nothing stored) gets it here.
+        return reply if reply.last_message_id is not None else _led(reply, lead)
 
     def _too_long(self, result: MessageTooLong, user_message_id: int | None) -> AgentReply:
         return AgentReply(self._prompts.text("too_long", tokens=result.tokens, budget=result.budget),
@@ -224,7 +228,7 @@ class Agent:
 
     async def _run_turn(
         self, conversation: ConversationRecord, window: Window, user_id: int, split: int,
-        stream: ReplyStream | None, turn_tools: Sequence[ToolSet] = (),
+        stream: ReplyStream | None, turn_tools: Sequence[ToolSet] = (), lead: str = "",
     ) -> AgentReply:
         turn: list[tuple[str, Content]] = []
         rounds = 0
@@ -252,7 +256,7 @@ class Agent:
                 response = await self._llm.complete(request, on_text)
             except StreamBroken as exc:
                 log.warning("the model's answer broke off: %s", exc, extra={"conversation_id": conversation.id})
-                return await self._broken(conversation, user_id, turn, exc.partial)
+                return await self._broken(conversation, user_id, turn, exc.partial, lead)
             except PromptTooLong:
                 if retried:
                     log.warning("prompt too long even after the emergency compaction",
@@ -286,6 +290,7 @@ class Agent:
                 final = self._prompts.text("tool_rounds_exceeded")
             if not final:
                 final = self._prompts.text("empty_reply")
+            final = led_by(lead, final)
             ids, count = await self._store_turn(conversation, user_id, turn, final)
             return AgentReply(final, ok=True, user_message_id=user_id, last_message_id=ids[-1],
                               message_count=count)
@@ -320,11 +325,13 @@ class Agent:
 
     async def _broken(
         self, conversation: ConversationRecord, user_id: int, turn: list[tuple[str, Content]], partial: str,
+        lead: str = "",
     ) -> AgentReply:
         """A streamed answer broke off: what the user saw stays in the history, then the apology."""
         shown = partial.strip()
         if not shown:
             return AgentReply(self._prompts.text("llm_error"), ok=False, user_message_id=user_id, failure="llm")
+        shown = led_by(lead, shown)
         ids, count = await self._store_turn(conversation, user_id, turn, shown)
         return AgentReply(f"{shown}\n\n{self._prompts.text('stream_broken')}", ok=False, user_message_id=user_id,
                           last_message_id=ids[-1], message_count=count, failure="llm")
@@ -356,3 +363,7 @@ class Agent:
                     log.exception("tool %s failed", call.name)
                     return ToolResult(self._prompts.text("tool_bad_input", error=type(exc).__name__), True)
         return ToolResult(self._prompts.text("tool_unknown", name=call.name), is_error=True)
+
+
+def _led(reply: AgentReply, lead: str) -> AgentReply:
+    return replace(reply, text=led_by(lead, reply.text)) if lead else reply

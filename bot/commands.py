@@ -122,7 +122,9 @@ class CommandHandler:
         if args[:1] == ["off"]:
             count = await self._repos.incognito.end(conversation.id)
             self._window.forget(conversation.id)
-            return t("incognito_already_off") if count is None else t("incognito_off", count=count)
+            if count is None:
+                return t("incognito_already_off")
+            return t("incognito_off_one") if count == 1 else t("incognito_off", count=count)
         return t("incognito_usage")
 
     async def _task_command(self, message: InboundMessage, args: list[str]) -> str:

@@ -45,7 +45,8 @@ LlmApi = Literal["anthropic", "openai"]
 class LlmConfig(_Model):
     provider: Literal["auto", "anthropic", "offline"] = "auto"
     # The protocol: the Anthropic Messages API or OpenAI-compatible Chat Completions; `auto`
-    # is resolved when the file is read (openai when only OPENAI_API_KEY is set), see resolve_api.
+    # is resolved when the file is read (openai when only OPENAI_API_KEY is set), see resolve_api;
+    # with neither key in the environment it stays `auto` and speaks anthropic.
     api: Literal["auto", "anthropic", "openai"] = "anthropic"
     model: str = DEFAULT_MODEL
     memory_model: str | None = None
@@ -66,14 +67,20 @@ class LlmConfig(_Model):
     @model_validator(mode="after")
     def _key_for_anthropic(self) -> LlmConfig:
         if self.provider == "anthropic" and not self.api_key.strip():
-            variable = "OPENAI_API_KEY" if self.api == "openai" else "ANTHROPIC_API_KEY"
-            raise ValueError(f"api-key: required when provider is anthropic (set {variable})")
+            raise ValueError(f"api-key: required when provider is anthropic (set {' or '.join(self.key_variables)})")
         return self
 
     @property
     def protocol(self) -> LlmApi:
         """The protocol spoken to the model; `auto` left unresolved (no environment) means anthropic."""
         return "openai" if self.api == "openai" else "anthropic"
+
+    @property
+    def key_variables(self) -> tuple[str, ...]:
+        """The environment variables this protocol's key is read from: both while `auto` is unresolved."""
+        if self.api == "auto":
+            return ("ANTHROPIC_API_KEY", "OPENAI_API_KEY")
+        return ("OPENAI_API_KEY",) if self.api == "openai" else ("ANTHROPIC_API_KEY",)
 
     @property
     def effective_memory_model(self) -> str:
@@ -445,7 +452,8 @@ class MateConfig(_Model):
                                  "which is not configured in mate.agents")
             if rule.agent == "per-person" and rule.chat != "direct":
                 # A group has one agent: per person it would hop between members' agents.
-                raise ValueError(f"routing.{index}.agent: per-person is for direct chats (chat: direct)")
+                raise ValueError(f"routing.{index}.agent: per-person is for direct chats only (chat: direct); "
+                                 f"a rule for chat: {rule.chat} needs an agent id or per-chat")
         owners: dict[str, int] = {}
         for index, person in enumerate(self.people):
             for account in person.ids:
@@ -515,7 +523,8 @@ def _error_line(error: ValidationError) -> str:
 
 def resolve_api(data: Any, environ: Mapping[str, str]) -> Any:
     """`mate.llm.api: auto` made concrete from the environment: openai when OPENAI_API_KEY is set
-    and ANTHROPIC_API_KEY is not, else anthropic. With openai, an empty api-key / base-url is
+    and ANTHROPIC_API_KEY is not, else anthropic; with neither set it stays `auto` (spoken as
+    anthropic), so a missing key can name both variables. With openai, an empty api-key / base-url is
     taken from OPENAI_API_KEY / OPENAI_BASE_URL, as the openai SDK itself would."""
     mate = data.get("mate") if isinstance(data, dict) else None
     llm = mate.get("llm") if isinstance(mate, dict) else None
@@ -523,8 +532,10 @@ def resolve_api(data: Any, environ: Mapping[str, str]) -> Any:
         return data
     api = llm.get("api", "anthropic")
     if api == "auto":
-        only_openai = bool(environ.get("OPENAI_API_KEY")) and not environ.get("ANTHROPIC_API_KEY")
-        api = "openai" if only_openai else "anthropic"
+        openai_key, anthropic_key = bool(environ.get("OPENAI_API_KEY")), bool(environ.get("ANTHROPIC_API_KEY"))
+        if not openai_key and not anthropic_key:
+            return data
+        api = "openai" if openai_key and not anthropic_key else "anthropic"
     if api != "openai":
         return {**data, "mate": {**mate, "llm": {**llm, "api": api}}} if "api" in llm else data
     resolved = {**llm, "api": "openai"}

@@ -13,9 +13,10 @@ from contextlib import AsyncExitStack
 
 from bot.api_token import token_whereabouts
 from bot.clock import iso, utc_now
-from bot.config import Config
+from bot.config import Config, LlmConfig
 from bot.incognito import IncognitoExpiry
 from bot.instance_lock import DatabaseLock
+from bot.prompts import PromptLibrary
 from bot.retry import CRASH_RESTART, Backoff, RetryStreak
 from bot.runtime import Runtime, open_runtime, tune_garbage_collector
 from bot.services import Services, start_services
@@ -101,7 +102,7 @@ async def _serve(
 ) -> int:
     async with open_runtime(config) as rt, AsyncExitStack() as stack:
         if rt.offline:
-            log.warning(rt.core.prompts.text("offline_notice"))
+            log.warning(offline_notice(rt.core.prompts, config.mate.llm))
         services = await start_services(config, rt, stack)  # closed by the stack in reverse order
         channels = services.channels
         async with asyncio.TaskGroup() as tasks:
@@ -164,6 +165,13 @@ def startup_line(config: Config, rt: Runtime, services: Services, with_console: 
         elif token:
             line += f" (the token is {token_whereabouts(config)})"
     return line
+
+
+def offline_notice(prompts: PromptLibrary, llm: LlmConfig) -> str:
+    """The start-up line of offline mode, naming the variable the chosen protocol reads its key from."""
+    names = llm.key_variables
+    keys = names[0] if len(names) == 1 else prompts.text("offline_either_key", first=names[0], second=names[1])
+    return prompts.text("offline_notice", keys=keys)
 
 
 async def _recover(config: Config, rt: Runtime, channels: Sequence[Channel]) -> None:

@@ -23,7 +23,7 @@ from bot.prompts import PromptLibrary
 from bot.storage import Repositories
 from bot.storage.records import ConversationRecord, MessageRecord
 from bot.tasks.port import TurnTasks
-from bot.text import clean_text, is_blank
+from bot.text import clean_text, is_blank, led_by
 from bot.tools import ToolSet
 from channels.base import (
     InboundMessage,
@@ -242,10 +242,7 @@ class ChannelMessageRouter:
             self._in_flight += 1
             self._idle.clear()
             try:
-                reply = await self._handle(message, agent_id, once, stream)
-                if reply is not None and self._tasks is not None:  # a reminder missed while down, once
-                    reply = await self._tasks.with_notice(message, reply)
-                return reply
+                return await self._handle(message, agent_id, once, stream)
             except (sqlite3.Error, StorageError) as exc:  # a read-only file, a full disk
                 log.error("storing the conversation failed: %s", exc,
                           extra={"channel": message.channel, "chat_id": message.chat_id})
@@ -262,42 +259,61 @@ class ChannelMessageRouter:
     ) -> RoutedReply | None:
         key = conversation_key(message)
         async with self._locks.hold(key):
-            if message.channel in PERSON_CHANNELS:
-                await self.person_of(message)  # a person on first contact, in a group too
-            agent_id = forced_agent if forced_agent is not None else await self.agent_for(message)
-            conversation = await self.conversation_for(message, agent_id)
-            text = message.text
-            if not message.files and command_name(text) is not None:
-                answer = await self._commands.handle(self, message, conversation, text.strip())
-                if answer is not None:
-                    return RoutedReply(answer, conversation.id, agent_id)
-            if len(text) > MAX_MESSAGE_CHARS:
-                return RoutedReply(self._prompts.text("message_too_large", size=len(text.encode("utf-8")),
-                                                      limit=MAX_MESSAGE_CHARS), conversation.id, agent_id)
-            existing: tuple[int, int] | None = None
-            sent_at: str | None = None
-            if message.external_id is not None:
-                found = await self._repos.messages.find_external(conversation.id, message.external_id)
-                if found is not None:
-                    record, previous_id, answered = found
-                    if answered:  # delivered again after a crash, and already answered
-                        log.info("message delivered twice; already answered", extra={"conversation_id": key})
-                        return None
-                    existing, sent_at = (record.id, previous_id), record.create_time
-            media = None
-            if message.files:
-                try:
-                    media = await self._prepared(message)
-                except MediaRefused as refused:
-                    if refused.key == "voice_off" and not message.is_direct and not message.mentions_bot:
-                        return None  # a group that is answered without a mention: chatter, not a request
-                    return RoutedReply(self._prompts.text(refused.key, **refused.params), conversation.id, agent_id)
-                text = media.history_text(text)
-            stored = text if message.is_direct else f"[{message.sender_name or message.sender_id}] {text}"
-            tools = self._tasks.tools_for(message) if self._tasks is not None else ()
-            return await self._answer(conversation, stored, text, message.sender_id, message.sender_name,
-                                      message.external_id, existing, once, stream, sent_at, media, tools,
-                                      message.trigger_source == "cron")
+            # A run missed while the daemon was down is mentioned once, in a reply to the person:
+            # forgotten only when a reply carries it (a reminder's own turn never takes it).
+            notice = await self._tasks.take_notice(message) if self._tasks is not None else None
+            reply: RoutedReply | None = None
+            try:
+                reply = await self._reply(message, forced_agent, once, stream, notice.text if notice else "")
+                return reply
+            finally:
+                if notice is not None and self._tasks is not None:
+                    await self._tasks.settle_notice(notice, shown=reply is not None)
+
+    async def _reply(
+        self, message: InboundMessage, forced_agent: int | None, once: _Once, stream: ReplyStream | None,
+        lead: str,
+    ) -> RoutedReply | None:
+        """The reply to `message`, opened by `lead` (stored with the model's answer, when there is one)."""
+        key = conversation_key(message)
+        if message.channel in PERSON_CHANNELS:
+            await self.person_of(message)  # a person on first contact, in a group too
+        agent_id = forced_agent if forced_agent is not None else await self.agent_for(message)
+        conversation = await self.conversation_for(message, agent_id)
+        text = message.text
+        if not message.files and command_name(text) is not None:
+            answer = await self._commands.handle(self, message, conversation, text.strip())
+            if answer is not None:
+                return RoutedReply(led_by(lead, answer), conversation.id, agent_id)
+        if len(text) > MAX_MESSAGE_CHARS:
+            too_large = self._prompts.text("message_too_large", size=len(text.encode("utf-8")),
+                                           limit=MAX_MESSAGE_CHARS)
+            return RoutedReply(led_by(lead, too_large), conversation.id, agent_id)
+        existing: tuple[int, int] | None = None
+        sent_at: str | None = None
+        if message.external_id is not None:
+            found = await self._repos.messages.find_external(conversation.id, message.external_id)
+            if found is not None:
+                record, previous_id, answered = found
+                if answered:  # delivered again after a crash, and already answered
+                    log.info("message delivered twice; already answered", extra={"conversation_id": key})
+                    return None
+                existing, sent_at = (record.id, previous_id), record.create_time
+        media = None
+        if message.files:
+            try:
+                media = await self._prepared(message)
+            except MediaRefused as refused:
+                if refused.key == "voice_off" and not message.is_direct and not message.mentions_bot:
+                    return None  # a group that is answered without a mention: chatter, not a request
+                refusal = self._prompts.text(refused.key, **refused.params)
+                return RoutedReply(led_by(lead, refusal), conversation.id, agent_id)
+            text = media.history_text(text)
+        stored = text if message.is_direct else f"[{message.sender_name or message.sender_id}] {text}"
+        tools = self._tasks.tools_for(message) if self._tasks is not None else ()
+        return await self._answer(conversation, stored, text, message.sender_id, message.sender_name,
+                                  message.external_id, existing, once, stream, sent_at, media, tools,
+                                  message.trigger_source == "cron", lead)
 
     async def _prepared(self, message: InboundMessage) -> PreparedMedia:
         if self._media is None:
@@ -315,12 +331,13 @@ class ChannelMessageRouter:
         sender_name: str | None, external_id: str | None, existing: tuple[int, int] | None,
         on_stored: Stored | None, stream: ReplyStream | None = None, sent_at: str | None = None,
         media: PreparedMedia | None = None, tools: tuple[ToolSet, ...] = (), scheduled: bool = False,
+        lead: str = "",
     ) -> RoutedReply:
         agent = await self._agents.get(conversation.agent_id)
         reply = await self._agent.respond(conversation, stored, agent_name=agent.name, sender_id=sender_id,
                                           sender_name=sender_name, external_id=external_id, existing=existing,
                                           on_stored=on_stored, stream=stream, sent_at=sent_at, media=media,
-                                          turn_tools=tools)
+                                          turn_tools=tools, lead=lead)
         if reply.ok and reply.last_message_id is not None:
             # Off the reply path: the turn is stored, so the reply can go now; drain()
             # waits for this too, and the upsert keeps the furthest upto whatever the order.
@@ -406,3 +423,4 @@ class ChannelMessageRouter:
             await self._memory.publish(event, upto)
         except Exception:  # the reply is already made; memory has its own durable retry
             log.exception("could not publish the memory event", extra={"conversation_id": conversation.id})
+

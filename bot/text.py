@@ -45,3 +45,8 @@ def is_blank(text: str) -> bool:
         return not text.strip(_ASCII_INVISIBLE)
     return all(ch.isspace() or ch in _INVISIBLE_LETTERS or unicodedata.category(ch) in _INVISIBLE_CATEGORIES
                for ch in text)
+
+
+def led_by(lead: str, text: str) -> str:
+    """`text` opened by `lead` and a blank line (a notice before a reply), or `text` alone."""
+    return f"{lead}\n\n{text}" if lead else text

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import logging
 import warnings
 from pathlib import Path
 
@@ -115,3 +116,22 @@ async def test_a_stopped_channel_is_reported_while_the_others_keep_working(tmp_p
         finally:
             stop.set()
             assert await asyncio.wait_for(daemon, 30) == 0
+
+
+@pytest.mark.parametrize(("api", "locale", "named"), [
+    ("openai", "en", "(OPENAI_API_KEY)"),
+    ("anthropic", "en", "(ANTHROPIC_API_KEY)"),
+    ("auto", "en", "(ANTHROPIC_API_KEY or OPENAI_API_KEY)"),
+    ("auto", "zh-CN", "（ANTHROPIC_API_KEY 或 OPENAI_API_KEY）"),
+])
+async def test_offline_mode_names_the_key_of_the_chosen_protocol(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, api: str, locale: str, named: str,
+) -> None:
+    config = make_config(tmp_path, locale=locale, llm={"api": api}, api={"enabled": False},
+                         channels={"console": {"enabled": False}})  # no key in the environment
+    stop = asyncio.Event()
+    caplog.set_level(logging.WARNING, logger="bot.daemon")
+    assert await asyncio.wait_for(run_daemon(config, stop=stop, console=False,
+                                             ready=lambda rt, services: stop.set()), 30) == 0
+    (notice,) = [r.getMessage() for r in caplog.records if r.name == "bot.daemon" and "API" in r.getMessage()]
+    assert named in notice  # the whole parenthesis: no other key named

@@ -238,16 +238,18 @@ def test_base_url_without_a_path_gets_v1() -> None:
     assert api_root("https://openrouter.ai/api/v1") == "https://openrouter.ai/api/v1"
 
 
-@pytest.mark.parametrize(("environ", "api", "key"), [
-    ({"OPENAI_API_KEY": "sk-o"}, "openai", "sk-o"),
-    ({"OPENAI_API_KEY": "sk-o", "ANTHROPIC_API_KEY": "sk-ant-a"}, "anthropic", "sk-ant-a"),
-    ({"ANTHROPIC_API_KEY": "sk-ant-a"}, "anthropic", "sk-ant-a"),
-    ({}, "anthropic", ""),
+@pytest.mark.parametrize(("environ", "api", "protocol", "key"), [
+    ({"OPENAI_API_KEY": "sk-o"}, "openai", "openai", "sk-o"),
+    ({"OPENAI_API_KEY": "sk-o", "ANTHROPIC_API_KEY": "sk-ant-a"}, "anthropic", "anthropic", "sk-ant-a"),
+    ({"ANTHROPIC_API_KEY": "sk-ant-a"}, "anthropic", "anthropic", "sk-ant-a"),
+    ({}, "auto", "anthropic", ""),  # nothing to pick by: spoken as anthropic, either key would do
 ])
-def test_api_auto_picks_openai_when_only_its_key_is_set(environ: dict[str, str], api: str, key: str) -> None:
+def test_api_auto_picks_openai_when_only_its_key_is_set(
+    environ: dict[str, str], api: str, protocol: str, key: str,
+) -> None:
     data = {"mate": {"llm": {"api": "auto", "api-key": "${ANTHROPIC_API_KEY:-}"}}}
     llm = parse_config(data, environ=environ).mate.llm
-    assert (llm.api, llm.protocol, llm.api_key) == (api, api, key)
+    assert (llm.api, llm.protocol, llm.api_key) == (api, protocol, key)
 
 
 def test_api_defaults_to_anthropic_and_rejects_other_values() -> None:

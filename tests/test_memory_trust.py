@@ -9,9 +9,14 @@ from contextlib import closing
 from pathlib import Path
 
 import aiohttp
+import pytest
 
 from bot.agents import EMERGENCE_JOB_NAME
+from bot.clock import parse_iso
 from bot.cron_runner import DaemonCronJobRunner
+from bot.runtime import open_runtime
+from channels.base import InboundMessage
+from tests.conftest import make_config
 from tests.fakes.anthropic import ToolUseReply
 from tests.trust_env import FRIEND, OWNER, Trust, running_bot
 
@@ -114,6 +119,33 @@ async def test_history_route_lists_versions_and_keeps_the_newest(tmp_path: Path)
         assert (data["filename"], data["version"]) == ("memory/notes.md", 4)
         assert [(v["version"], v["content"], v["change"], v["current"]) for v in data["versions"]] == [
             (4, "note 4\n", "api", True), (3, "note 3\n", "api", False), (2, "note 2\n", "api", False)]
+
+
+async def test_a_seeded_file_that_never_changed_has_its_first_version_in_history(tmp_path: Path) -> None:
+    async with running_bot(tmp_path) as bot:
+        api = bot.services.api
+        assert api is not None
+        url = f"http://127.0.0.1:{api.port}/api/v1/memory/1/files/SOUL.md"
+        auth = {"Authorization": f"Bearer {api.token}"}
+        seed = await bot.rt.core.workspace.get(1, "SOUL.md")
+        assert seed is not None and seed.version == 1
+        assert rows(bot, "SELECT COUNT(*) FROM mate_workspace_file_history WHERE file_id = ?", (seed.id,)) == [(0,)]
+        async with aiohttp.ClientSession() as http:
+            async with http.get(f"{url}/history", headers=auth) as response:
+                before = (await response.json())["data"]["versions"]
+            why = await bot.say("/memory why never pretend to remember")
+            async with http.put(url, headers=auth, json={"content": "# Who you are\n\nBrief.\n", "version": 1}):
+                pass
+            async with http.get(f"{url}/history", headers=auth) as response:
+                after = (await response.json())["data"]["versions"]
+    first = {"version": 1, "change": "import", "runId": None, "createTime": seed.update_time,
+             "content": seed.content, "fileSize": seed.file_size}
+    assert before == [{**first, "current": True}]
+    when = parse_iso(seed.create_time).strftime("%Y-%m-%d %H:%M")  # the configured zone is UTC
+    assert why == (f'"never pretend to remember" came into SOUL.md on {when}: '
+                   "imported, or there before history began.")
+    # What the listing showed is what history keeps once the file changes.
+    assert [v["version"] for v in after] == [2, 1] and after[1] == {**first, "current": False}
 
 
 async def test_incognito_messages_stay_in_context_only_and_go_at_the_end(tmp_path: Path) -> None:
@@ -337,3 +369,22 @@ async def test_why_says_so_when_the_versions_before_the_text_were_pruned(tmp_pat
         kept = await bot.say("/memory why jazz")
     assert "the oldest version still kept" in pruned and "came into" not in pruned
     assert kept.startswith('"jazz" came into MEMORY.md on ')
+
+
+@pytest.mark.parametrize(("written", "answer"), [
+    (1, "Incognito is off. The message you wrote meanwhile, and my answer, were deleted."),
+    (2, "Incognito is off. The 2 messages you wrote meanwhile, and my answers, were deleted."),
+])
+async def test_incognito_off_says_how_many_messages_went_in_good_english(
+    tmp_path: Path, written: int, answer: str,
+) -> None:
+    async with open_runtime(make_config(tmp_path), with_memory_worker=False) as rt:
+        async def say(text: str) -> str:
+            reply = await rt.router.handle(InboundMessage("console", "me", "me", "me", text, is_admin=True))
+            assert reply is not None
+            return reply.text
+
+        await say("/incognito on")
+        for n in range(written):
+            await say(f"a secret, number {n}")
+        assert await say("/incognito off") == answer

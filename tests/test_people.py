@@ -148,8 +148,10 @@ async def test_a_configured_agent_on_a_persons_agent_id_stops_start_up_naming_th
 
 
 @pytest.mark.parametrize(("mate", "error"), [
-    ({"routing": [{"chat": "*", "agent": "per-person"}]}, "mate.routing.0.agent: per-person is for direct chats"),
-    ({"routing": [{"chat": "group", "agent": "per-person"}]}, "mate.routing.0.agent: per-person is for direct chats"),
+    ({"routing": [{"chat": "*", "agent": "per-person"}]}, "mate.routing.0.agent: per-person is for direct chats "
+     "only (chat: direct); a rule for chat: * needs an agent id or per-chat"),
+    ({"routing": [{"chat": "group", "agent": "per-person"}]}, "mate.routing.0.agent: per-person is for direct chats "
+     "only (chat: direct); a rule for chat: group needs an agent id or per-chat"),
     ({"channels": channels(), "people": [{"name": "A", "ids": ["telegram:100"]}, {"name": "B", "ids": ["discord:900"]}]},
      "mate.people: 'A' and 'B' both list an admin id"),
     ({"people": [{"name": "A", "ids": ["tg:100"]}]}, "mate.people.0.ids: 'tg:100': the channel is one of"),

@@ -7,10 +7,13 @@ import json
 from datetime import datetime, timedelta
 from pathlib import Path
 
+import pytest
+
 from bot.clock import iso
 from bot.storage.tasks import ChatRef
 from bot.tasks.service import Sender, TaskService
 from bot.tasks.tool import SCHEDULE_TOOL, ChatTaskTools
+from tests.fakes.anthropic import ErrorReply
 from tests.fakes.telegram import FakeTelegram
 from tests.tasks_env import OWNER, SCHEDULED_MARK, SteppedClock, World, utc, world
 
@@ -97,6 +100,34 @@ async def test_a_reminder_later_than_the_window_is_mentioned_once_in_the_next_re
     assert first == "(While I was offline I missed a reminder due 2026-05-04 09:00: call mum)\n\nok"
     assert second == third == "ok"
     assert all(SCHEDULED_MARK not in str(r.body) for r in w.chats())
+
+
+@pytest.mark.parametrize("model_up", [True, False], ids=["model-answers", "model-down"])
+async def test_a_catch_up_run_leaves_the_missed_notice_to_the_persons_next_message(
+    tmp_path: Path, model_up: bool,
+) -> None:
+    clock = SteppedClock(utc(2026, 5, 4, 8, 0))
+    olga = Sender(str(OWNER), "Olga")
+    async with world(tmp_path, clock=clock, tasks={"catch-up-minutes": 60}) as w:
+        await service_at(w, clock).schedule(OWNER_CHAT, olga, 1, "call mum", at="2026-05-04T09:00:00")
+        await service_at(w, clock).schedule(OWNER_CHAT, olga, 1, "water the plants", at="2026-05-04T10:30:00")
+    clock.set(utc(2026, 5, 4, 11, 0))  # 09:00 is two hours late (missed), 10:30 half an hour (caught up)
+    async with world(tmp_path, clock=clock, tasks={"catch-up-minutes": 60}) as w:
+        if not model_up:  # the reminder goes out as written
+            w.reminder_reply = lambda instruction: ErrorReply(500, "api_error", "down")
+        await w.until(lambda: len(w.sent_to(OWNER)) >= 1, "the catch-up run")
+        reminder = w.sent_to(OWNER)[0]
+        answer = await w.tell(OWNER, "good morning")
+        again = await w.tell(OWNER, "anything else?")
+        conversation = await w.rt.core.repos.conversations.active_for_chat(f"tg:{OWNER}")
+        assert conversation is not None
+        stored = await w.rt.core.repos.messages.after(conversation.id, 0, limit=50)
+    notice = "(While I was offline I missed a reminder due 2026-05-04 09:00: call mum)"
+    assert reminder == ("It is time!" if model_up else "Reminder: water the plants")
+    assert (answer, again) == (f"{notice}\n\nok", "ok")
+    # Stored as part of the reply, so the conversation's history (the web page) shows it too.
+    replies = [m.content for m in stored if m.role == "assistant"]
+    assert replies == [reminder, f"{notice}\n\nok", "ok"]
 
 
 async def test_a_time_that_passes_while_the_model_thinks_is_due_at_once_not_refused(tmp_path: Path) -> None:

@@ -44,6 +44,17 @@ class RunChange:
 _VERSION_COLUMNS = "h.file_id, f.filename, h.version, h.content, h.run_id, h.change, h.create_time"
 
 
+def _kept_versions(where: str) -> str:
+    """The history rows of the files `where` picks (a condition on `f`, its parameters given twice),
+    and each live one's current version when history holds no row for it yet (a seed, a file from
+    before history began): as record_version will keep it once the file next changes."""
+    return (f"SELECT {_VERSION_COLUMNS} FROM mate_workspace_file_history h JOIN mate_workspace_file f "
+            f"ON f.id = h.file_id WHERE {where} UNION ALL "
+            f"SELECT f.id, f.filename, f.version, f.content, NULL, '{UNKNOWN_SOURCE}', f.update_time "
+            f"FROM mate_workspace_file f WHERE {where} AND f.deleted = 0 AND NOT EXISTS (SELECT 1 FROM "
+            "mate_workspace_file_history h WHERE h.file_id = f.id AND h.version = f.version)")
+
+
 def _version(row: Any) -> FileVersion:
     return FileVersion(file_id=row[0], filename=row[1], version=row[2], content=row[3], run_id=row[4],
                        change=row[5], create_time=row[6])
@@ -74,10 +85,9 @@ class SqliteFileHistoryRepository:
         self._db = db
 
     async def versions(self, file_id: int, limit: int = 50) -> list[FileVersion]:
-        """The file's kept versions, the newest first."""
+        """The file's kept versions, the newest first (its current one even before it first changed)."""
         rows = await self._db.fetchall(
-            f"SELECT {_VERSION_COLUMNS} FROM mate_workspace_file_history h JOIN mate_workspace_file f "
-            "ON f.id = h.file_id WHERE h.file_id = ? ORDER BY h.version DESC LIMIT ?", (file_id, limit))
+            f"SELECT * FROM ({_kept_versions('f.id = ?')}) ORDER BY version DESC LIMIT ?", (file_id, file_id, limit))
         return [_version(r) for r in rows]
 
     async def version(self, file_id: int, version: int) -> FileVersion | None:
@@ -100,15 +110,15 @@ class SqliteFileHistoryRepository:
 
     async def oldest_containing(self, agent_id: int, text: str, filenames: Sequence[str] = ()) -> FileVersion | None:
         """The oldest kept version of one of the agent's live files whose content holds `text`
-        (case-insensitive for ASCII letters)."""
-        sql = (f"SELECT {_VERSION_COLUMNS} FROM mate_workspace_file_history h JOIN mate_workspace_file f "
-               "ON f.id = h.file_id WHERE f.agent_id = ? AND f.deleted = 0 AND instr(lower(h.content), lower(?)) > 0")
-        params: list[Any] = [agent_id, text]
+        (case-insensitive for ASCII letters); a file that never changed counts with its current version."""
+        where = "f.agent_id = ? AND f.deleted = 0"
+        params: list[Any] = [agent_id]
         if filenames:
-            sql += f" AND f.filename IN ({', '.join('?' for _ in filenames)})"
+            where += f" AND f.filename IN ({', '.join('?' for _ in filenames)})"
             params += list(filenames)
-        row = await self._db.fetchone(sql + " ORDER BY h.create_time, substr(f.filename, 1, 7) = 'memory/', h.version "
-                                     "LIMIT 1", params)
+        row = await self._db.fetchone(
+            f"SELECT * FROM ({_kept_versions(where)}) WHERE instr(lower(content), lower(?)) > 0 "
+            "ORDER BY create_time, substr(filename, 1, 7) = 'memory/', version LIMIT 1", [*params, *params, text])
         return _version(row) if row else None
 
     async def has_version(self, file_id: int, version: int) -> bool:

@@ -2,10 +2,21 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Protocol
 
+from bot.storage.tasks import ChatRef
 from bot.tools import ToolSet
-from channels.base import InboundMessage, RoutedReply
+from channels.base import InboundMessage
+
+
+@dataclass(frozen=True, slots=True)
+class MissedNotice:
+    """The lines about a chat's runs missed while the daemon was down, held for one reply."""
+
+    chat: ChatRef
+    text: str
+    runs: tuple[tuple[int, str], ...]  # (task id, missed time): cleared once the lines went out
 
 
 class TurnTasks(Protocol):
@@ -13,8 +24,13 @@ class TurnTasks(Protocol):
         """The task tools the sender of `message` gets in its chat (none in a reminder's own turn)."""
         ...
 
-    async def with_notice(self, message: InboundMessage, reply: RoutedReply) -> RoutedReply:
-        """`reply`, led by a line for each run of this chat's tasks missed while the daemon was down."""
+    async def take_notice(self, message: InboundMessage) -> MissedNotice | None:
+        """The missed runs the reply to `message` mentions, held from other replies until
+        `settle_notice`; none for a scheduled turn (its reply is no answer to the person)."""
+        ...
+
+    async def settle_notice(self, notice: MissedNotice, *, shown: bool) -> None:
+        """Forget the runs once the notice went out with a reply; otherwise keep them for the next."""
         ...
 
     def is_reminder_turn(self, text: str) -> bool:

@@ -13,8 +13,9 @@ from bot.clock import Clock, iso, parse_iso, utc_now
 from bot.config import TasksConfig
 from bot.prompts import PromptLibrary
 from bot.storage.tasks import ChatRef, NewTask, SqliteTaskRepository, TaskRecord
+from bot.tasks.port import MissedNotice
 from bot.tasks.timing import local_text, next_fire, parse_at, parse_cron, shortest_gap, zone_of
-from channels.base import InboundMessage, RoutedReply
+from channels.base import InboundMessage
 
 log = logging.getLogger(__name__)
 
@@ -212,23 +213,29 @@ class TaskService:
     def note_missed(self, task: TaskRecord) -> None:
         self._missed.add(task.chat)
 
-    async def with_notice(self, message: InboundMessage, reply: RoutedReply) -> RoutedReply:
-        """The reply, led by one line per missed run of this chat; each is mentioned once."""
+    async def take_notice(self, message: InboundMessage) -> MissedNotice | None:
+        """One line per missed run of this chat, for the reply to a person's own message (a
+        scheduled turn never takes them); the chat's runs are held until `settle_notice`."""
         chat = chat_of(message)
-        if chat not in self._missed:
-            return reply
+        if message.trigger_source == "cron" or chat not in self._missed:
+            return None
         self._missed.discard(chat)
-        lines = []
+        lines: list[str] = []
+        runs: list[tuple[int, str]] = []
         for task in await self._store.missed_in(chat):
             assert task.missed_time is not None
-            if await self._store.forget_missed(task.id, task.missed_time):
-                when = parse_iso(task.missed_time)
-                lines.append(self._prompts.text("task_missed_notice", message=task.message,
-                                                when=local_text(when, task.timezone)[:16].replace("T", " ")))
-        if not lines:
-            return reply
-        return replace(reply, text="\n".join(lines) + "\n\n" + reply.text)
+            when = local_text(parse_iso(task.missed_time), task.timezone)[:16].replace("T", " ")
+            lines.append(self._prompts.text("task_missed_notice", message=task.message, when=when))
+            runs.append((task.id, task.missed_time))
+        return MissedNotice(chat, "\n".join(lines), tuple(runs)) if runs else None
 
+    async def settle_notice(self, notice: MissedNotice, *, shown: bool) -> None:
+        """Each run is mentioned once: forgotten when the notice went out, else kept for the next reply."""
+        if not shown:
+            self._missed.add(notice.chat)
+            return
+        for task_id, missed_time in notice.runs:
+            await self._store.forget_missed(task_id, missed_time)
 
 def _minute_of(moment: datetime) -> datetime:
     """The start of the minute the turn's time label shows."""

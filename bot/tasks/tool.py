@@ -9,9 +9,10 @@ from typing import Any
 
 from bot.prompts import PromptLibrary
 from bot.storage.tasks import ChatRef
+from bot.tasks.port import MissedNotice
 from bot.tasks.service import Sender, TaskProblem, TaskService, chat_of
 from bot.tools import ToolResult, ToolSet
-from channels.base import InboundMessage, RoutedReply
+from channels.base import InboundMessage
 
 log = logging.getLogger(__name__)
 
@@ -158,8 +159,11 @@ class TurnTaskTools:
         return (ChatTaskTools(self._service, self._prompts, chat_of(message), sender, self._offered,
                               self._off_the_record),)
 
-    async def with_notice(self, message: InboundMessage, reply: RoutedReply) -> RoutedReply:
-        return await self._service.with_notice(message, reply)
+    async def take_notice(self, message: InboundMessage) -> MissedNotice | None:
+        return await self._service.take_notice(message)
+
+    async def settle_notice(self, notice: MissedNotice, *, shown: bool) -> None:
+        await self._service.settle_notice(notice, shown=shown)
 
     def is_reminder_turn(self, text: str) -> bool:
         for repeating in (False, True):
