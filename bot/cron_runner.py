@@ -25,9 +25,9 @@ class DaemonCronJobRunner:
         self._consolidation_turns = consolidation_turns
 
     async def run_text_job(self, job: CronJobRecord) -> None:
-        if job.name == EMERGENCE_JOB_NAME and self._emergence.proposes:
+        if job.name == EMERGENCE_JOB_NAME and (self._emergence.proposes or not self._emergence.enabled):
             # Reviewed consolidation: the agent's memory tool would write MEMORY.md at once; the
-            # service proposes the change to the owner instead.
+            # service proposes the change to the owner instead. Switched off: it says so, nothing runs.
             await self.run_emergence_job(job)
             return
         # Each run gets its own conversation: last night's review is no context for tonight's.

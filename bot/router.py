@@ -268,7 +268,10 @@ class ChannelMessageRouter:
                 return reply
             finally:
                 if notice is not None and self._tasks is not None:
-                    await self._tasks.settle_notice(notice, shown=reply is not None)
+                    try:
+                        await self._tasks.settle_notice(notice, shown=reply is not None)
+                    except Exception:  # the reply exists already; at worst the notice comes again
+                        log.warning("recording that a missed reminder was mentioned failed", exc_info=True)
 
     async def _reply(
         self, message: InboundMessage, forced_agent: int | None, once: _Once, stream: ReplyStream | None,
@@ -423,4 +426,3 @@ class ChannelMessageRouter:
             await self._memory.publish(event, upto)
         except Exception:  # the reply is already made; memory has its own durable retry
             log.exception("could not publish the memory event", extra={"conversation_id": conversation.id})
-

@@ -86,6 +86,10 @@ class MemoryEmergenceService:
         self._retry = retry
 
     @property
+    def enabled(self) -> bool:
+        return self._memory.emergence_enabled
+
+    @property
     def proposes(self) -> bool:
         """Whether a consolidation proposes its MEMORY.md for the owner to approve instead of writing it."""
         return self._memory.emergence_review and self._review is not None

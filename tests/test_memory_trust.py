@@ -309,6 +309,20 @@ async def test_the_nightly_review_proposes_too_when_consolidation_is_reviewed(tm
         assert await bot.file("MEMORY.md") == "# Core memory\n\n- Likes green tea\n"
 
 
+async def test_the_nightly_review_does_not_run_when_consolidation_is_off(tmp_path: Path) -> None:
+    async with running_bot(tmp_path, **{"emergence-enabled": False, "auto-summarize-enabled": False}) as bot:
+        services = bot.rt.memory_services
+        assert services is not None
+        [job] = [j for j in await bot.rt.core.repos.cron_jobs.for_agent(1) if j.name == EMERGENCE_JOB_NAME]
+        seed = await bot.file("MEMORY.md")
+        bot.chat_replies.append(ToolUseReply("write_workspace_memory_file",
+                                             {"filename": "MEMORY.md", "content": "# Core memory\n\n- Likes tea\n"}))
+        await DaemonCronJobRunner(bot.rt.router, services.emergence, bot.rt.consolidation_turns).run_text_job(job)
+        assert bot.llm.messages_requests() == []
+        assert await bot.file("MEMORY.md") == seed
+        assert rows(bot, "SELECT COUNT(*) FROM mate_memory_run") == [(0,)]
+
+
 async def test_the_nightly_reviews_writes_are_recorded_as_its_consolidation(tmp_path: Path) -> None:
     """What the agent writes with its memory tool in the nightly review's turn is that night's
     consolidation in the history (with its run); the same tool in a chat stays a tool write."""

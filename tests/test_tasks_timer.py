@@ -4,15 +4,19 @@ across a task's time (caught up once within the window, mentioned once when late
 from __future__ import annotations
 
 import json
+import sqlite3
 from datetime import datetime, timedelta
 from pathlib import Path
 
 import pytest
 
 from bot.clock import iso
-from bot.storage.tasks import ChatRef
+from bot.runtime import open_runtime
+from bot.storage.tasks import ChatRef, TaskRecord
 from bot.tasks.service import Sender, TaskService
 from bot.tasks.tool import SCHEDULE_TOOL, ChatTaskTools
+from channels.base import InboundMessage
+from tests.conftest import make_config
 from tests.fakes.anthropic import ErrorReply
 from tests.fakes.telegram import FakeTelegram
 from tests.tasks_env import OWNER, SCHEDULED_MARK, SteppedClock, World, utc, world
@@ -143,3 +147,32 @@ async def test_a_time_that_passes_while_the_model_thinks_is_due_at_once_not_refu
         before = await tools.call(1, SCHEDULE_TOOL, {"message": "late", "at": "2026-05-04T07:59:00"})
         assert before.is_error and "is in the past" in before.content
         await w.until(lambda: len(w.sent_to(OWNER)) >= 2, "both reminders, at once")
+
+
+async def test_a_notice_whose_read_fails_once_comes_with_the_next_reply(tmp_path: Path) -> None:
+    """Reading a chat's missed runs can fail (a locked database): the person gets the storage
+    apology, and the notice waits for the next reply instead of being dropped."""
+    async with open_runtime(make_config(tmp_path), with_memory_worker=False) as rt:
+        chat = ChatRef("console", "me", None)
+        task = await rt.tasks.schedule(chat, Sender("me", "me"), 1, "call mum", at="2030-01-01T09:00:00")
+        assert await rt.core.repos.tasks.miss(task.id, task.next_run_time, None)
+        rt.tasks.note_missed(task)
+        store = rt.core.repos.tasks
+        read = store.missed_in
+        failures = [sqlite3.OperationalError("database is locked")]
+
+        async def flaky(where: ChatRef) -> list[TaskRecord]:
+            if failures:
+                raise failures.pop()
+            return await read(where)
+
+        store.missed_in = flaky  # type: ignore[method-assign]
+
+        async def say(text: str) -> str:
+            reply = await rt.router.handle(InboundMessage("console", "me", "me", "me", text, is_admin=True))
+            assert reply is not None
+            return reply.text
+
+        first, second, third = await say("hello"), await say("hello again"), await say("and again")
+    assert first == rt.core.prompts.text("storage_error")
+    assert "call mum" in second and "call mum" not in third

@@ -219,10 +219,11 @@ class TaskService:
         chat = chat_of(message)
         if message.trigger_source == "cron" or chat not in self._missed:
             return None
+        missed = await self._store.missed_in(chat)  # read first: a failed read keeps the chat's runs
         self._missed.discard(chat)
         lines: list[str] = []
         runs: list[tuple[int, str]] = []
-        for task in await self._store.missed_in(chat):
+        for task in missed:
             assert task.missed_time is not None
             when = local_text(parse_iso(task.missed_time), task.timezone)[:16].replace("T", " ")
             lines.append(self._prompts.text("task_missed_notice", message=task.message, when=when))
@@ -236,6 +237,7 @@ class TaskService:
             return
         for task_id, missed_time in notice.runs:
             await self._store.forget_missed(task_id, missed_time)
+
 
 def _minute_of(moment: datetime) -> datetime:
     """The start of the minute the turn's time label shows."""
