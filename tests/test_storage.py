@@ -9,6 +9,7 @@ import pytest
 
 from bot.storage import Database, Repositories
 from bot.storage.agents import AgentSeed
+from bot.storage.database import READER_CACHE_MIB
 from bot.storage.migrations import MIGRATIONS
 
 SPEC_TABLES = {
@@ -33,6 +34,12 @@ async def test_blank_database_gets_every_table_wal_and_foreign_keys(tmp_path: Pa
         assert mode[0] == "wal"
         fk = await db.fetchone("PRAGMA foreign_keys")
         assert fk[0] == 1
+
+
+async def test_reads_keep_a_page_cache_of_their_own_size(tmp_path: Path) -> None:
+    async with Database(tmp_path / "mate.db") as db:
+        reader = await db.fetchone("PRAGMA cache_size")
+        assert reader[0] == -READER_CACHE_MIB * 1024  # KiB
 
 
 async def test_second_start_changes_nothing(tmp_path: Path) -> None:
