@@ -9,7 +9,8 @@ fact, which agent 1 must never see. The questions share with their facts the key
 person would naturally use again (a name, "passport"), rarely more: keyword search
 cannot find a fact that shares no word with its question, and the bench does not hide that.
 Rows are written in one transaction by the storage layer's bulk loader
-(bot/storage/bulk_load.py), so the index triggers build the index as they do in use. Then
+(bot/storage/bulk_load.py), so the index triggers build the index as they do in use, and
+the loader merges it into one segment per table, as the nightly consolidation leaves it. Then
 every fact's question goes through the search the `search_memory` tool uses
 (MemorySearchService, default limit 5).
 
