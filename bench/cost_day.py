@@ -204,7 +204,8 @@ async def run_day(turns: list[Turn], facts: dict[str, PlantedFact], *, cached: b
                     night = (turns[-1].at + timedelta(days=1)).replace(hour=REVIEW_HOUR, minute=0, second=0)
                     await clock.advance_to(night, settle)
                     jobs = [j for j in await rt.core.repos.cron_jobs.for_agent(AGENT_ID) if j.name == EMERGENCE_JOB_NAME]
-                    runner = DaemonCronJobRunner(rt.router, services.emergence, rt.consolidation_turns)
+                    runner = DaemonCronJobRunner(rt.router, services.emergence, rt.consolidation_turns,
+                                                 rt.core.repos.search_index)
                     for job in jobs:
                         if job.task_type == "emergence":
                             await runner.run_emergence_job(job)

@@ -9,7 +9,8 @@ fact, which agent 1 must never see. The questions share with their facts the key
 person would naturally use again (a name, "passport"), rarely more: keyword search
 cannot find a fact that shares no word with its question, and the bench does not hide that.
 Rows are written in one transaction by the storage layer's bulk loader
-(bot/storage/bulk_load.py), so the index triggers build the index as they do in use. Then
+(bot/storage/bulk_load.py), so the index triggers build the index as they do in use, and
+the loader merges it into one segment per table, as the nightly consolidation leaves it. Then
 every fact's question goes through the search the `search_memory` tool uses
 (MemorySearchService, default limit 5).
 
@@ -19,13 +20,16 @@ aiosqlite as in the daemon), leaked (results from agent 2: must be 0), the datab
 and how long the index took to build. Targets (SPEC): recall_at_5 >= 0.95 at 100 000 messages, p95_ms <= 20.
 Not included: the model choosing to search, or its answer from the results.
 
-Run: `python -m bench.recall [--messages 100000]`; one JSON line on stdout.
+Run: `python -m bench.recall [--messages 100000] [--keep DIR]`; one JSON line on stdout.
+`--keep DIR` builds the database in DIR and keeps it (with planted.json); a later run with
+the same DIR, messages and seed asks its questions of that database without building again.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import random
 import sys
 import tempfile
@@ -153,16 +157,31 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--messages", type=int, default=100_000)
     parser.add_argument("--seed", type=int, default=11)
+    parser.add_argument("--keep", type=Path, metavar="DIR",
+                        help="build the database in DIR and keep it; reuse it when DIR already holds one")
     args = parser.parse_args(argv)
     quiet_logs()
     load = HostLoad()
-    with tempfile.TemporaryDirectory(prefix="matebot-recall-") as folder:
-        path = Path(folder) / "mate.db"
+    if args.keep is None:
+        with tempfile.TemporaryDirectory(prefix="matebot-recall-") as folder:
+            return emit(_run(Path(folder), args.messages, args.seed), load)
+    args.keep.mkdir(parents=True, exist_ok=True)
+    return emit(_run(args.keep, args.messages, args.seed), load)
+
+
+def _run(folder: Path, messages: int, seed: int) -> dict[str, Any]:
+    path = folder / "mate.db"
+    saved = folder / "planted.json"
+    built = json.loads(saved.read_text()) if saved.exists() and path.exists() else None
+    if built is not None and built["messages"] == messages and built["seed"] == seed:
+        planted, build_s = {int(k): v for k, v in built["planted"].items()}, built["build_s"]
+    else:
+        path.unlink(missing_ok=True)
         asyncio.run(_schema(path))
-        planted, build_s = _build(str(path), args.messages, args.seed)
-        result = {"bench": "recall", **asyncio.run(_ask(path, planted)), "index_build_s": round(build_s, 1),
-                  "db_mb": round(path.stat().st_size / 1e6, 1), "target": "recall_at_5 >= 0.95, p95_ms <= 20"}
-    return emit(result, load)
+        planted, build_s = _build(str(path), messages, seed)
+        saved.write_text(json.dumps({"messages": messages, "seed": seed, "planted": planted, "build_s": build_s}))
+    return {"bench": "recall", **asyncio.run(_ask(path, planted)), "index_build_s": round(build_s, 1),
+            "db_mb": round(path.stat().st_size / 1e6, 1), "target": "recall_at_5 >= 0.95, p95_ms <= 20"}
 
 
 if __name__ == "__main__":

@@ -8,6 +8,7 @@ from datetime import datetime, timezone
 from bot.agents import EMERGENCE_JOB_NAME
 from bot.router import ChannelMessageRouter
 from bot.storage.records import CronJobRecord
+from bot.storage.search_index import SqliteSearchIndex
 from channels.base import InboundMessage, conversation_key
 from memory.consolidation_turns import ConsolidationTurns
 from memory.emergence import MemoryEmergenceService
@@ -16,13 +17,15 @@ log = logging.getLogger(__name__)
 
 
 class DaemonCronJobRunner:
-    """The CronJobRunner of the daemon."""
+    """The CronJobRunner of the daemon. After a nightly consolidation it merges the search
+    index (bot/storage/search_index.py): the day's writes left it in pieces."""
 
     def __init__(self, router: ChannelMessageRouter, emergence: MemoryEmergenceService,
-                 consolidation_turns: ConsolidationTurns) -> None:
+                 consolidation_turns: ConsolidationTurns, search_index: SqliteSearchIndex) -> None:
         self._router = router
         self._emergence = emergence
         self._consolidation_turns = consolidation_turns
+        self._search_index = search_index
 
     async def run_text_job(self, job: CronJobRecord) -> None:
         if job.name == EMERGENCE_JOB_NAME and (self._emergence.proposes or not self._emergence.enabled):
@@ -41,6 +44,7 @@ class DaemonCronJobRunner:
                 if reply is None or reply.failure:
                     outcome.status = "failed"
                     outcome.reason = reply.text[:200] if reply is not None else "the review got no answer"
+            await self._search_index.merge()
         else:
             reply = await self._router.handle(message, agent_id=job.agent_id)
         log.info("cron job %s (%s) ran for agent %s: %s", job.id, job.name, job.agent_id,
@@ -49,3 +53,4 @@ class DaemonCronJobRunner:
     async def run_emergence_job(self, job: CronJobRecord) -> None:
         outcome = await self._emergence.emerge(job.agent_id)
         log.info("cron emergence for agent %s: %s (%s)", job.agent_id, outcome.status, outcome.reason)
+        await self._search_index.merge()

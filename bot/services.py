@@ -63,7 +63,8 @@ async def start_services(config: Config, rt: Runtime, stack: AsyncExitStack) -> 
         from bot.cron_runner import DaemonCronJobRunner
         from bot.scheduler import CronScheduler
 
-        runner = DaemonCronJobRunner(rt.router, rt.memory_services.emergence, rt.consolidation_turns)
+        runner = DaemonCronJobRunner(rt.router, rt.memory_services.emergence, rt.consolidation_turns,
+                                     rt.core.repos.search_index)
         scheduler = await stack.enter_async_context(CronScheduler(rt.core.repos, runner, timezone=mate.timezone))
     channels: list[Channel] = []
     if mate.channels.telegram.enabled:

@@ -22,7 +22,7 @@ from typing import Any, Protocol
 
 from bot.errors import MateError
 from bot.prompts import PromptLibrary
-from bot.storage.search import ContextMessage, SearchHit, SqliteSearchRepository, words_match
+from bot.storage.search import ContextMessage, SearchHit, SqliteSearchReads, SqliteSearchRepository, words_match
 from bot.storage.search_text import CJK_CHARS, normalised, query_dates, spaced
 
 DEFAULT_LIMIT = 5
@@ -164,64 +164,86 @@ class MemorySearchService:
         wanted = limit + (exclude_message is not None)
         terms = word_terms(query)
         if self._semantic is None:
-            pinned, ranked = await self._lexical(agent_id, query, terms, source, wanted)
+            # The rankings, the choice between them and the hits' context: one hop to the database.
+            hits, contexts = await self._search.together(
+                lambda reads: self._found(reads, agent_id, query, terms, source, wanted, limit, exclude_message))
         else:
             depth = max(wanted, FUSION_DEPTH)
             # The query's vector is made while the index is read.
             nearby = asyncio.create_task(self._semantic.similar(agent_id, query, source, depth),
                                          name="semantic-search")
             try:
-                pinned, ranked = await self._lexical(agent_id, query, terms, source, depth)
+                pinned, ranked = await self._search.together(
+                    lambda reads: self._lexical(reads, agent_id, query, terms, source, depth))
             except BaseException:
                 nearby.cancel()
                 raise
             if semantic := await nearby:
                 ranked = [hit for hit in fused([(1.0, ranked), (SEMANTIC_WEIGHT, semantic)])
                           if hit.key not in pinned]
-        hits = [*pinned.values(), *ranked]
-        if exclude_message is not None:
-            hits = [hit for hit in hits if hit.message_id != exclude_message]
-        hits = hits[:limit]
-        messages = [(hit.conversation_id, hit.message_id) for hit in hits
-                    if hit.conversation_id is not None and hit.message_id is not None]
-        contexts = dict(zip(messages, await self._search.around(messages, CONTEXT_MESSAGES)))
+            hits = _chosen([*pinned.values(), *ranked], limit, exclude_message)
+            contexts = await self._search.together(lambda reads: _contexts(reads, hits))
         results = [_result(hit, query, terms, contexts) for hit in hits]
         return {"agentId": agent_id, "query": query, "count": len(results), "results": results}
 
-    async def _lexical(self, agent_id: int, query: str, terms: list[str], source: str,
-                       wanted: int) -> tuple[dict[int, SearchHit], list[SearchHit]]:
+    def _found(self, reads: SqliteSearchReads, agent_id: int, query: str, terms: list[str], source: str,
+               wanted: int, limit: int, exclude_message: int | None) -> tuple[list[SearchHit], Contexts]:
+        """The lexical search's hits and their context, read together."""
+        pinned, ranked = self._lexical(reads, agent_id, query, terms, source, wanted)
+        hits = _chosen([*pinned.values(), *ranked], limit, exclude_message)
+        return hits, _contexts(reads, hits)
+
+    def _lexical(self, reads: SqliteSearchReads, agent_id: int, query: str, terms: list[str], source: str,
+                 wanted: int) -> tuple[dict[int, SearchHit], list[SearchHit]]:
         """The exact-phrase hits (they rank first), and the word and substring hits after them."""
         pinned: dict[int, SearchHit] = {}
         hits: dict[int, SearchHit] = {}
         phrase = spaced(query[: PHRASE_CHARS[1]]).split()
         if 1 < len(phrase) <= PHRASE_TOKENS:  # the whole query word for word ranks first
             whole = words_match(fts_phrase(" ".join(phrase)))
-            for hit in await self._search.words(agent_id, whole, source, wanted):
+            for hit in reads.words(agent_id, whole, source, wanted):
                 pinned.setdefault(hit.key, hit)
         if terms and len(pinned) < wanted:
-            found = await self._words(agent_id, query, terms, source, wanted * SPEAKER_DEPTH)
+            found = self._words(reads, agent_id, query, terms, source, wanted * SPEAKER_DEPTH)
             for hit in speakers_first(query, found):
                 if hit.key not in pinned:
                     hits.setdefault(hit.key, hit)
         if len(pinned) + len(hits) < wanted and PHRASE_CHARS[0] <= len(query) <= PHRASE_CHARS[1]:
             # Last, the query inside words ("penicil", part of a code): fills what is left.
-            for hit in await self._search.substring(agent_id, query, source, wanted):
+            for hit in reads.substring(agent_id, query, source, wanted):
                 if hit.key not in pinned:
                     hits.setdefault(hit.key, hit)
         return pinned, list(hits.values())
 
-    async def _words(self, agent_id: int, query: str, terms: list[str], source: str,
-                     wanted: int) -> list[SearchHit]:
+    def _words(self, reads: SqliteSearchReads, agent_id: int, query: str, terms: list[str], source: str,
+               wanted: int) -> list[SearchHit]:
         """The rows with any of the query's words, best first; the dates it names ("in May
         2023", "周二") rank their rows up, and a query of nothing but dates finds those rows."""
         words = fts_expression(terms)
         dates = query_dates(query)
         if not dates.phrases:
-            return await self._search.words(agent_id, words_match(words), source, wanted)
+            return reads.words(agent_id, words_match(words), source, wanted)
         on_dates = fts_expression(dates.phrases)
         if not word_terms(dates.rest):
-            return await self._search.words(agent_id, words_match(words, on_dates), source, wanted)
-        return await self._search.words_on_dates(agent_id, words, on_dates, source, wanted)
+            return reads.words(agent_id, words_match(words, on_dates), source, wanted)
+        return reads.words_on_dates(agent_id, words, on_dates, source, wanted)
+
+
+Contexts = dict[tuple[str, int], list[ContextMessage]]
+
+
+def _chosen(hits: list[SearchHit], limit: int, exclude_message: int | None) -> list[SearchHit]:
+    """The hits shown: the first `limit`, without the message the search was asked from."""
+    if exclude_message is not None:
+        hits = [hit for hit in hits if hit.message_id != exclude_message]
+    return hits[:limit]
+
+
+def _contexts(reads: SqliteSearchReads, hits: list[SearchHit]) -> Contexts:
+    """The messages around each conversation hit."""
+    messages = [(hit.conversation_id, hit.message_id) for hit in hits
+                if hit.conversation_id is not None and hit.message_id is not None]
+    return dict(zip(messages, reads.around(messages, CONTEXT_MESSAGES)))
 
 
 def speaker(body: str) -> str | None:
@@ -260,8 +282,7 @@ def speakers_first(query: str, hits: list[SearchHit]) -> list[SearchHit]:
     return sorted(hits, key=score)  # stable: a tie keeps the newer row first
 
 
-def _result(hit: SearchHit, query: str, terms: list[str],
-            contexts: dict[tuple[str, int], list[ContextMessage]]) -> dict[str, Any]:
+def _result(hit: SearchHit, query: str, terms: list[str], contexts: Contexts) -> dict[str, Any]:
     result: dict[str, Any] = {"source": hit.source}
     if hit.source == "conversations":
         result["conversationId"] = hit.conversation_id

@@ -104,7 +104,8 @@ async def test_the_nightly_review_fits_in_three_tool_rounds(tmp_path: Path) -> N
                                                                "oldText": "- nothing yet", "newText": "- plays guitar daily"})
             fake.reply_text("Noted the daily guitar practice.")
             emergence = rt.memory_services.emergence
-            await DaemonCronJobRunner(rt.router, emergence, rt.consolidation_turns).run_text_job(job)
+            await DaemonCronJobRunner(rt.router, emergence, rt.consolidation_turns,
+                                      rt.core.repos.search_index).run_text_job(job)
             memory, _ = await rt.core.workspace.read_text(1, "MEMORY.md")
         first = fake.messages_requests()[0]
     assert "at most 3 rounds" in job.trigger_message and "MEMORY.md is already in your system prompt" in job.trigger_message

@@ -5,16 +5,18 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 
 from bot.api import build_app
-from bot.storage.search import SearchHit, SqliteSearchRepository
+from bot.storage.search import SqliteSearchReads, SqliteSearchRepository
 from memory.recall import MAX_QUERY_CHARS, MemorySearchService
 from tests.test_api import Api, _open
+
+T = TypeVar("T")
 
 HUGE = "9" * 5000  # beyond Python's int-string conversion limit (4300 digits)
 INT64_PAST = str(2**63)  # one past SQLite's largest INTEGER
@@ -142,17 +144,13 @@ async def test_messages_page_on_from_the_largest_id(api: Api) -> None:
 
 
 class CountingSearchRepository(SqliteSearchRepository):
-    """The real search SQL, counting each search it runs."""
+    """The real search SQL, counting each time a search reads the database."""
 
     runs = 0
 
-    async def words(self, agent_id: int, body_expression: str, source: str, limit: int) -> list[SearchHit]:
+    async def together(self, work: Callable[[SqliteSearchReads], T]) -> T:
         self.runs += 1
-        return await super().words(agent_id, body_expression, source, limit)
-
-    async def substring(self, agent_id: int, text: str, source: str, limit: int) -> list[SearchHit]:
-        self.runs += 1
-        return await super().substring(agent_id, text, source, limit)
+        return await super().together(work)
 
 
 @pytest.fixture

@@ -301,7 +301,8 @@ async def test_the_nightly_review_proposes_too_when_consolidation_is_reviewed(tm
         [job] = [j for j in await bot.rt.core.repos.cron_jobs.for_agent(1) if j.name == EMERGENCE_JOB_NAME]
         assert job.task_type == "text"
         bot.memory_replies.append({"memory_content": "# Core memory\n\n- Likes green tea\n"})
-        await DaemonCronJobRunner(bot.rt.router, services.emergence, bot.rt.consolidation_turns).run_text_job(job)
+        await DaemonCronJobRunner(bot.rt.router, services.emergence, bot.rt.consolidation_turns,
+                                  bot.rt.core.repos.search_index).run_text_job(job)
         await bot.until(lambda: any("proposes this change" in m for m in bot.sent()), "the proposal")
         assert await bot.file("MEMORY.md") == seed
         assert [r[0] for r in rows(bot, "SELECT status FROM mate_memory_proposal")] == ["pending"]
@@ -317,7 +318,8 @@ async def test_the_nightly_review_does_not_run_when_consolidation_is_off(tmp_pat
         seed = await bot.file("MEMORY.md")
         bot.chat_replies.append(ToolUseReply("write_workspace_memory_file",
                                              {"filename": "MEMORY.md", "content": "# Core memory\n\n- Likes tea\n"}))
-        await DaemonCronJobRunner(bot.rt.router, services.emergence, bot.rt.consolidation_turns).run_text_job(job)
+        await DaemonCronJobRunner(bot.rt.router, services.emergence, bot.rt.consolidation_turns,
+                                  bot.rt.core.repos.search_index).run_text_job(job)
         assert bot.llm.messages_requests() == []
         assert await bot.file("MEMORY.md") == seed
         assert rows(bot, "SELECT COUNT(*) FROM mate_memory_run") == [(0,)]
@@ -332,7 +334,8 @@ async def test_the_nightly_reviews_writes_are_recorded_as_its_consolidation(tmp_
         [job] = [j for j in await bot.rt.core.repos.cron_jobs.for_agent(1) if j.name == EMERGENCE_JOB_NAME]
         bot.chat_replies.append(ToolUseReply("write_workspace_memory_file",
                                              {"filename": "MEMORY.md", "content": "# Core memory\n\n- Likes tea\n"}))
-        await DaemonCronJobRunner(bot.rt.router, services.emergence, bot.rt.consolidation_turns).run_text_job(job)
+        await DaemonCronJobRunner(bot.rt.router, services.emergence, bot.rt.consolidation_turns,
+                                  bot.rt.core.repos.search_index).run_text_job(job)
         bot.chat_replies.append(ToolUseReply("edit_workspace_memory_file",
                                              {"filename": "MEMORY.md", "oldText": "tea", "newText": "green tea"}))
         assert await bot.say("I like green tea, write it down") == "ok"

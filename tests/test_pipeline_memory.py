@@ -6,11 +6,14 @@ import asyncio
 import json
 from pathlib import Path
 
+from bot.cron_runner import DaemonCronJobRunner
 from bot.llm import AnthropicClient
 from bot.runtime import open_runtime
 from channels.base import InboundMessage
 from tests.conftest import make_config
 from tests.fakes.anthropic import FakeAnthropic, RecordedRequest, TextReply, untimed, is_memory_extraction
+from tests.test_recall import talk
+from tests.test_search_index import segments
 
 MEMORY_REPLY = json.dumps({
     "should_update": True, "reason": "the user shared stable facts",
@@ -67,13 +70,12 @@ async def test_cron_conversation_is_not_summarised(tmp_path: Path) -> None:
         config = make_config(tmp_path, llm={"api-key": "k", "base-url": fake.url, "max-retries": 0},
                              memory={"cooldown-minutes": 0, "min-messages-for-summarize": 0})
         async with AnthropicClient(config.mate.llm) as llm, open_runtime(config, llm=llm) as rt:
-            from bot.cron_runner import DaemonCronJobRunner
-
             worker = rt.memory_services.worker
             loop_task = asyncio.create_task(worker.run())
             try:
                 (job,) = await rt.core.repos.cron_jobs.for_agent(1)
-                await DaemonCronJobRunner(rt.router, rt.memory_services.emergence, rt.consolidation_turns).run_text_job(job)
+                await DaemonCronJobRunner(rt.router, rt.memory_services.emergence, rt.consolidation_turns,
+                                          rt.core.repos.search_index).run_text_job(job)
                 assert await worker.drain(5)
             finally:
                 loop_task.cancel()
@@ -153,3 +155,17 @@ async def test_group_name_prefix_does_not_count_toward_the_length_pre_check(tmp_
     assert len(before) == 1  # the long messages passed
     assert stored[-2].content == "[Alexandra] ok, fine"  # the model still sees who spoke
     assert after == []  # "ok, fine" is 8 characters, under the minimum of 10
+
+
+async def test_the_nightly_consolidation_leaves_the_search_index_merged(tmp_path: Path) -> None:
+    async with FakeAnthropic() as fake:
+        fake.responder = lambda r: TextReply("Done.")
+        config = make_config(tmp_path, llm={"api-key": "k", "base-url": fake.url, "max-retries": 0})
+        async with AnthropicClient(config.mate.llm) as llm, open_runtime(config, llm=llm) as rt:
+            for day in range(3):  # each message its own transaction: the index in pieces
+                await talk(rt.core, f"console:{day}", 1, "The canoe is blue.", "Nice canoe.")
+            assert all(count > 1 for count in (await segments(rt.core)).values())
+            (job,) = await rt.core.repos.cron_jobs.for_agent(1)
+            await DaemonCronJobRunner(rt.router, rt.memory_services.emergence, rt.consolidation_turns,
+                                      rt.core.repos.search_index).run_text_job(job)
+            assert all(count == 1 for count in (await segments(rt.core)).values())

@@ -3,11 +3,11 @@ and cost no more than those rows (SPEC S26)."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
+import sqlite3
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
-from typing import Any
+from typing import TypeVar
 
-import aiosqlite
 import pytest
 
 from bot.app import Core, open_core
@@ -17,6 +17,8 @@ from bot.storage.search_text import query_dates
 from memory.recall import MemorySearchService
 from tests.conftest import make_config
 from tests.test_recall import CHATTER, talk
+
+T = TypeVar("T")
 
 # 7 May 2023 was a Sunday, 19 August 2023 a Saturday, 2 May 2023 a Tuesday.
 SUNDAY, SATURDAY, TUESDAY = "2023-05-07 10:00:00", "2023-08-19 10:00:00", "2023-05-02 10:00:00"
@@ -88,9 +90,15 @@ class SteppedDatabase(Database):
         self.steps += 1
         return 0  # go on
 
-    async def fetchall(self, sql: str, params: Sequence[Any] = ()) -> list[aiosqlite.Row]:
-        await self.writer.set_progress_handler(self.step, 10)
-        return list(await self.writer.execute_fetchall(sql, params))
+    async def read_together(self, work: Callable[[sqlite3.Connection], T]) -> T:
+        def counted(conn: sqlite3.Connection) -> T:
+            conn.set_progress_handler(self.step, 10)
+            try:
+                return work(conn)
+            finally:
+                conn.set_progress_handler(None, 10)
+
+        return await super().read_together(counted)
 
 
 async def test_rows_of_a_named_date_without_the_words_cost_nothing(tmp_path: Path) -> None:

@@ -7,8 +7,10 @@ import sqlite3
 import aiosqlite
 import pytest
 
+from bot.errors import StorageError
 from bot.storage import Database, Repositories
 from bot.storage.agents import AgentSeed
+from bot.storage.database import READER_CACHE_MIB
 from bot.storage.migrations import MIGRATIONS
 
 SPEC_TABLES = {
@@ -33,6 +35,22 @@ async def test_blank_database_gets_every_table_wal_and_foreign_keys(tmp_path: Pa
         assert mode[0] == "wal"
         fk = await db.fetchone("PRAGMA foreign_keys")
         assert fk[0] == 1
+
+
+async def test_reads_done_together_see_one_snapshot_through_a_larger_page_cache(tmp_path: Path) -> None:
+    async with Database(tmp_path / "mate.db") as db:
+        await Repositories.over(db).agents.ensure(1, "Mate")
+
+        def read(conn: sqlite3.Connection) -> tuple[int, bool, int]:
+            names = conn.execute("SELECT COUNT(*) FROM mate_agent").fetchone()[0]
+            return conn.execute("PRAGMA cache_size").fetchone()[0], conn.in_transaction, names
+
+        assert await db.read_together(read) == (-READER_CACHE_MIB * 1024, True, 1)  # KiB
+        with pytest.raises(sqlite3.OperationalError):
+            await db.read_together(lambda conn: conn.execute("SELECT * FROM no_such_table"))
+        assert await db.read_together(lambda conn: conn.in_transaction) is True  # a failed read ended its own
+    with pytest.raises(StorageError):
+        await db.read_together(lambda conn: None)
 
 
 async def test_second_start_changes_nothing(tmp_path: Path) -> None:

@@ -21,6 +21,7 @@ from bot.storage.memory_state import (
     SqliteMemoryRunRepository,
 )
 from bot.storage.search import SqliteSearchRepository
+from bot.storage.search_index import SqliteSearchIndex
 from bot.storage.tasks import SqliteTaskRepository
 from bot.storage.usage import SqliteLlmUsageRepository
 from bot.storage.workspace_files import SqliteWorkspaceFileRepository
@@ -40,6 +41,7 @@ class Repositories:
     memory_commits: SqliteMemoryCommitRepository
     llm_usage: SqliteLlmUsageRepository
     search: SqliteSearchRepository
+    search_index: SqliteSearchIndex
     people: SqlitePersonRepository
     tasks: SqliteTaskRepository
     file_history: SqliteFileHistoryRepository
@@ -59,6 +61,7 @@ class Repositories:
             memory_commits=SqliteMemoryCommitRepository(db),
             llm_usage=SqliteLlmUsageRepository(db),
             search=SqliteSearchRepository(db),
+            search_index=SqliteSearchIndex(db),
             people=SqlitePersonRepository(db),
             tasks=SqliteTaskRepository(db),
             file_history=SqliteFileHistoryRepository(db),

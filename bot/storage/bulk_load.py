@@ -10,6 +10,7 @@ from types import TracebackType
 
 from bot.errors import StorageError
 from bot.storage.migrations import LATEST_VERSION
+from bot.storage.search_index import merge_now
 from bot.storage.search_text import FUNCTION_NAME as SPACED_FUNCTION, spaced
 
 
@@ -70,7 +71,8 @@ class SqliteBulkLoader:
     search index and each conversation's counters are kept exactly as in use; this is no
     faster way around them, only without the daemon's per-statement round trips. Foreign
     keys are not checked (as on any plain sqlite3 connection): load the agents and
-    conversations before what refers to them.
+    conversations before what refers to them. After the commit the search tables are merged
+    into one segment each, as the nightly consolidation leaves them (search_index.py).
     """
 
     def __init__(self, path: str | Path) -> None:
@@ -100,6 +102,8 @@ class SqliteBulkLoader:
             return
         try:
             conn.execute("COMMIT" if exc_type is None else "ROLLBACK")
+            if exc_type is None:
+                merge_now(conn)  # as the nightly consolidation leaves it: one segment per search table
         finally:
             conn.close()
 

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import sqlite3
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from bot.storage.database import Database
 from bot.storage.incognito import NOT_INCOGNITO
+
+T = TypeVar("T")
 
 SOURCES = ("all", "notes", "conversations")
 # Substring matches look at no more than this many of the agent's rows (its newest
@@ -66,16 +69,29 @@ def _ranked(agent_id: int, source: str) -> str:
 
 
 class SqliteSearchRepository:
+    """The search's reads (SqliteSearchReads), run together on the database's thread."""
+
     def __init__(self, db: Database) -> None:
         self._db = db
 
-    async def words(self, agent_id: int, expression: str, source: str, limit: int) -> list[SearchHit]:
+    async def together(self, work: Callable[[SqliteSearchReads], T]) -> T:
+        """`work` given the search's reads, run on the database's thread: all the reads of a
+        search, and what it decides between them, in one hop (Database.read_together)."""
+        return await self._db.read_together(lambda conn: work(SqliteSearchReads(conn)))
+
+
+class SqliteSearchReads:
+    """The search's SQL on a connection of Database.read_together (its thread, one snapshot)."""
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self._conn = conn
+
+    def words(self, agent_id: int, expression: str, source: str, limit: int) -> list[SearchHit]:
         """The agent's rows matching a `words_match` expression on the word index, best BM25
         first (the scope column weighs nothing), newer first on a tie."""
-        return await self._hits(f"SELECT * FROM ({_ranked(agent_id, source)})", (expression, limit * 2), limit)
+        return self._hits(f"SELECT * FROM ({_ranked(agent_id, source)})", (expression, limit * 2), limit)
 
-    async def words_on_dates(self, agent_id: int, words: str, dates: str, source: str,
-                             limit: int) -> list[SearchHit]:
+    def words_on_dates(self, agent_id: int, words: str, dates: str, source: str, limit: int) -> list[SearchHit]:
         """The agent's rows holding any of `words`, ranked as `words_match(words, dates)` ranks
         them: the rows of those dates move up, and no row is found by its date alone.
 
@@ -87,18 +103,18 @@ class SqliteSearchRepository:
         give it, and the best `limit` of both are the best `limit` of the rows with the words.
         """
         both = words_match(words)
-        return await self._hits(
+        return self._hits(
             f"SELECT id, MIN(score) AS score FROM (SELECT * FROM ({_ranked(agent_id, source)}) UNION ALL "
             f"SELECT * FROM ({_ranked(agent_id, source)})) GROUP BY id",
             (both, limit * 2, f"({both}) AND date : ({dates})", limit * 2), limit)
 
-    async def _hits(self, ranked: str, parameters: tuple[object, ...], limit: int) -> list[SearchHit]:
-        rows = await self._db.fetchall(
+    def _hits(self, ranked: str, parameters: tuple[object, ...], limit: int) -> list[SearchHit]:
+        rows = self._conn.execute(
             f"SELECT {_HIT_COLUMNS}, c.score FROM ({ranked}) c JOIN mate_search_trigram t ON t.rowid = c.id "
-            "ORDER BY c.score, t.time DESC LIMIT ?", (*parameters, limit))
+            "ORDER BY c.score, t.time DESC LIMIT ?", (*parameters, limit)).fetchall()
         return [_hit(row) for row in rows]
 
-    async def substring(self, agent_id: int, text: str, source: str, limit: int) -> list[SearchHit]:
+    def substring(self, agent_id: int, text: str, source: str, limit: int) -> list[SearchHit]:
         """The agent's newest rows containing `text` (3 characters or more, any case), also
         inside words ("penicil" finds "penicillin").
 
@@ -107,13 +123,13 @@ class SqliteSearchRepository:
         """
         quoted = '"' + text.replace('"', '""') + '"'
         scope = f"={int(agent_id)}=" + {"all": "", "notes": "n", "conversations": "c"}[source]
-        rows = await self._db.fetchall(
+        rows = self._conn.execute(
             f"SELECT * FROM (SELECT {_HIT_COLUMNS} FROM mate_search_trigram t WHERE mate_search_trigram MATCH ? "
             "ORDER BY t.rowid DESC LIMIT ?) ORDER BY time DESC LIMIT ?",
-            (f'scope : "{scope}" AND body : {quoted}', SUBSTRING_SCAN, limit))
+            (f'scope : "{scope}" AND body : {quoted}', SUBSTRING_SCAN, limit)).fetchall()
         return [_hit(row) for row in rows]
 
-    async def around(self, messages: Sequence[tuple[str, int]], count: int) -> list[list[ContextMessage]]:
+    def around(self, messages: Sequence[tuple[str, int]], count: int) -> list[list[ContextMessage]]:
         """For each (conversation id, message id): up to `count` searched messages before and
         after it, in order (the message itself left out). One query for all of them."""
         if not messages:
@@ -123,10 +139,11 @@ class SqliteSearchRepository:
                 "AND id {op} ? AND role IN ('user', 'assistant') AND content_format = 'text' AND "
                 + NOT_INCOGNITO.format(m="mate_message")
                 + " ORDER BY id {order} LIMIT ?)")
-        rows = await self._db.fetchall(
+        rows = self._conn.execute(
             " UNION ALL ".join(side.format(n=n, op=op, order=order) for n in range(len(messages))
                                for op, order in (("<", "DESC"), (">", "ASC"))),
-            tuple(value for conversation, message in messages for _ in "ba" for value in (conversation, message, count)))
+            tuple(value for conversation, message in messages for _ in "ba" for value in (conversation, message, count)),
+        ).fetchall()
         found: list[list[ContextMessage]] = [[] for _ in messages]
         for row in sorted(rows, key=lambda r: int(r[1])):
             found[int(row[0])].append(ContextMessage(int(row[1]), str(row[2]), str(row[3]), str(row[4])))
