@@ -214,8 +214,11 @@ class _Printed:
         if self._status:
             self._write("")
         printed = self._text.strip()  # the stored reply is stripped; what was printed may not be
-        if printed and reply.startswith(printed):
-            self._write(reply[len(printed):])  # the rest (an apology), or just the line end
+        at = reply.find(printed) if printed else -1
+        if at >= 0:
+            self._write(reply[at + len(printed):])  # the rest (an apology), or just the line end
+            if reply[:at].strip():  # what the reply opens with (a missed reminder's notice), after it
+                self._write(reply[:at].strip())
         else:
             if self._text:
                 self._write("")

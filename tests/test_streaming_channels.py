@@ -179,6 +179,23 @@ async def test_console_prints_the_answer_as_it_arrives(tmp_path: Path) -> None:
     assert text.count("Spaced answer.") == 1
 
 
+def test_console_prints_what_a_reply_opens_with_after_the_streamed_answer_not_the_answer_again() -> None:
+    from channels.console import _Printed
+
+    lines: list[str] = []
+
+    def write(text: str, newline: bool = True) -> None:
+        lines.append(text + ("\n" if newline else ""))
+
+    printed = _Printed(write)
+    printed.text("The answer, ")
+    printed.text("streamed.")
+    printed.finish("(I missed a reminder: call mum)\n\nThe answer, streamed.")
+    out = "".join(lines)
+    assert out.count("The answer, streamed.") == 1
+    assert out == "The answer, streamed.\n(I missed a reminder: call mum)\n"
+
+
 # -- Discord ------------------------------------------------------------------------------
 
 
