@@ -41,7 +41,7 @@ class DaemonCronJobRunner:
         if job.name == EMERGENCE_JOB_NAME:
             async with self._consolidation_turns.running(job.agent_id, conversation_key(message)) as outcome:
                 reply = await self._router.handle(message, agent_id=job.agent_id)
-                if reply is None or reply.failure:
+                if reply is None or not reply.answered:  # an apology, "too long", a refusal: no review
                     outcome.status = "failed"
                     outcome.reason = reply.text[:200] if reply is not None else "the review got no answer"
             await self._search_index.merge()

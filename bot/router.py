@@ -349,7 +349,7 @@ class ChannelMessageRouter:
             # A scheduled task's turn is a `cron` turn wherever it runs: extraction skips it.
             self._track(self._publish(conversation, user_text, reply.text, reply.last_message_id,
                                       reply.message_count, "cron" if scheduled else conversation.trigger_source))
-        return RoutedReply(reply.text, conversation.id, conversation.agent_id, reply.failure)
+        return RoutedReply(reply.text, conversation.id, conversation.agent_id, reply.failure, answered=reply.ok)
 
     async def recover_unanswered(self, since: str) -> list[RoutedReply]:
         """Answer, once, every user message stored since `since` that has no reply yet (the

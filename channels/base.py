@@ -59,6 +59,7 @@ class RoutedReply:
     agent_id: int
     # "llm" | "busy" | "storage": the text is an apology (the web API answers 502 for "llm", else 503)
     failure: str = ""
+    answered: bool = False  # the text is the model's answer, stored in the conversation
 
 
 @dataclass(frozen=True, slots=True)

@@ -17,7 +17,7 @@ from bot.cron_runner import DaemonCronJobRunner
 from bot.runtime import open_runtime
 from channels.base import InboundMessage
 from tests.conftest import make_config
-from tests.fakes.anthropic import ToolUseReply
+from tests.fakes.anthropic import ErrorReply, ToolUseReply
 from tests.trust_env import FRIEND, OWNER, Trust, running_bot
 
 LISBON = {"profile_update": "# User profile\n\n- Lives in Lisbon (moved last month)", "daily_entry": "ECHO"}
@@ -346,6 +346,20 @@ async def test_the_nightly_reviews_writes_are_recorded_as_its_consolidation(tmp_
                                              "WHERE kind = 'emergence'")
         assert (history[1].run_id, status, str(chat).startswith("cron:")) == (run_id, "completed", True)
         assert await bot.file("MEMORY.md") == "# Core memory\n\n- Likes green tea\n"
+
+
+async def test_a_nightly_review_the_model_could_not_do_is_recorded_as_failed(tmp_path: Path) -> None:
+    """"Too long" even after the emergency retry is an answer to nobody: the run says failed."""
+    too_long = ErrorReply(400, "invalid_request_error", "prompt is too long: 210000 tokens > 200000 maximum")
+    async with running_bot(tmp_path, **{"auto-summarize-enabled": False}) as bot:
+        services = bot.rt.memory_services
+        assert services is not None
+        [job] = [j for j in await bot.rt.core.repos.cron_jobs.for_agent(1) if j.name == EMERGENCE_JOB_NAME]
+        bot.chat_replies.extend([too_long, too_long])
+        await DaemonCronJobRunner(bot.rt.router, services.emergence, bot.rt.consolidation_turns,
+                                  bot.rt.core.repos.search_index).run_text_job(job)
+        [(status, reason)] = rows(bot, "SELECT status, reason FROM mate_memory_run WHERE kind = 'emergence'")
+    assert status == "failed" and reason == bot.prompts.text("prompt_too_long")[:200]
 
 
 async def test_receipts_follow_the_setting_in_groups_and_when_off(tmp_path: Path) -> None:
