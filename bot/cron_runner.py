@@ -44,7 +44,7 @@ class DaemonCronJobRunner:
                 if reply is None or not reply.answered:  # an apology, "too long", a refusal: no review
                     outcome.status = "failed"
                     outcome.reason = reply.text[:200] if reply is not None else "the review got no answer"
-            await self._search_index.merge()
+            await self._merge_search_index()
         else:
             reply = await self._router.handle(message, agent_id=job.agent_id)
         log.info("cron job %s (%s) ran for agent %s: %s", job.id, job.name, job.agent_id,
@@ -53,4 +53,10 @@ class DaemonCronJobRunner:
     async def run_emergence_job(self, job: CronJobRecord) -> None:
         outcome = await self._emergence.emerge(job.agent_id)
         log.info("cron emergence for agent %s: %s (%s)", job.agent_id, outcome.status, outcome.reason)
-        await self._search_index.merge()
+        await self._merge_search_index()
+
+    async def _merge_search_index(self) -> None:
+        try:
+            await self._search_index.merge()
+        except Exception:  # searching still works on an index in pieces, only slower
+            log.warning("merging the search index after the nightly consolidation failed", exc_info=True)
