@@ -362,6 +362,23 @@ async def test_a_nightly_review_the_model_could_not_do_is_recorded_as_failed(tmp
     assert status == "failed" and reason == bot.prompts.text("prompt_too_long")[:200]
 
 
+async def test_a_search_index_that_cannot_be_merged_does_not_fail_the_nightly_job(tmp_path: Path) -> None:
+    class Unmergeable:
+        async def merge(self) -> None:
+            raise sqlite3.OperationalError("database or disk is full")
+
+    async with running_bot(tmp_path, **{"auto-summarize-enabled": False}) as bot:
+        services = bot.rt.memory_services
+        assert services is not None
+        [job] = [j for j in await bot.rt.core.repos.cron_jobs.for_agent(1) if j.name == EMERGENCE_JOB_NAME]
+        runner = DaemonCronJobRunner(bot.rt.router, services.emergence, bot.rt.consolidation_turns,
+                                     Unmergeable())  # type: ignore[arg-type]
+        await runner.run_text_job(job)
+        await runner.run_emergence_job(job)
+        statuses = rows(bot, "SELECT status FROM mate_memory_run WHERE kind = 'emergence' ORDER BY id")
+    assert statuses[0] == ("completed",)
+
+
 async def test_receipts_follow_the_setting_in_groups_and_when_off(tmp_path: Path) -> None:
     fact = {"memory_update": "# Core memory\n\n- The group meets on Fridays"}
     for mode, group_gets_one in (("direct", False), ("all", True)):
