@@ -452,9 +452,10 @@ class FakeOpenAIChat:
             await send({"content": piece})
             sent += len(piece)
             if break_after is not None and sent >= break_after:
-                await asyncio.sleep(0.05)  # let what was written reach the client first (as the Anthropic fake)
+                # The connection drops mid-answer: closed after what was written is flushed (an abort's
+                # reset could discard it before the client read it), with no end of the chunked body.
                 assert request.transport is not None
-                request.transport.abort()
+                request.transport.close()
                 raise asyncio.CancelledError
             if self.tokens_per_s:
                 await asyncio.sleep(estimate_tokens(piece) / self.tokens_per_s)
