@@ -48,6 +48,17 @@ async def fill_to_the_edge(rt: Runtime, over: int) -> None:
     await chat(rt, sized(rt.tokens, room + over, "lemur-third"))
 
 
+async def compacted_once(rt: Runtime, fake: FakeAnthropic) -> ScriptedModel:
+    """A blank workspace and a conversation one token past the working window: one compaction,
+    summarised as SUMMARY_1."""
+    model = ScriptedModel(rt)
+    fake.responder = model
+    await blank_workspace(rt)
+    model.summaries.append(TextReply(SUMMARY_1, input_tokens=0))
+    await fill_to_the_edge(rt, 1)
+    return model
+
+
 @pytest.fixture
 async def fake() -> AsyncIterator[FakeAnthropic]:
     async with FakeAnthropic() as server:
@@ -75,11 +86,7 @@ async def test_compaction_keeps_the_recent_turns_within_the_working_window(
     tmp_path: Path, fake: FakeAnthropic,
 ) -> None:
     async with running(tmp_path, fake, agent=working_config(pairs=1)) as rt:
-        model = ScriptedModel(rt)
-        fake.responder = model
-        await blank_workspace(rt)
-        model.summaries.append(TextReply(SUMMARY_1, input_tokens=0))
-        await fill_to_the_edge(rt, 1)
+        model = await compacted_once(rt, fake)
         stored = await rt.core.repos.messages.after(CID, 0)
         after = await conversation_tokens(rt)
 
@@ -97,11 +104,7 @@ async def test_the_turn_after_a_compaction_reads_no_history_back(tmp_path: Path,
     """A compaction trims the window cached in memory to what follows the new cut-off instead
     of dropping it: the next turn sends exactly the stored window without reading it again."""
     async with running(tmp_path, fake, agent=working_config(pairs=1)) as rt:
-        model = ScriptedModel(rt)
-        fake.responder = model
-        await blank_workspace(rt)
-        model.summaries.append(TextReply(SUMMARY_1, input_tokens=0))
-        await fill_to_the_edge(rt, 1)
+        model = await compacted_once(rt, fake)
         conversation = await rt.core.repos.conversations.get(CID)
         assert conversation is not None and conversation.summary == SUMMARY_1
         stored = await rt.core.repos.messages.after(CID, conversation.summary_upto_message_id)
