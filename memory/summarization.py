@@ -35,6 +35,7 @@ from memory.workspace import (
     PROFILE_FILE,
     SEED_FILES,
     WorkspaceFileService,
+    appended_text,
     daily_note_name,
 )
 
@@ -554,8 +555,12 @@ class MemorySummarizationService:
             if note.strip() and len(note) + len(plan.daily_entry) + 2 > self._memory.daily_note_max_chars:
                 # Full: the day goes on in a new part, so no write grows past the cap.
                 note, version, part, header = "", 0, part + 1, f"# {snap.date} ({part + 1})"
-            writes.append(FileWrite(daily_note_name(snap.date, part),
-                                    storable(_appended(note, plan.daily_entry, header)), version))
+            if note.strip():  # only the entry is written and indexed, not the note again
+                added = appended_text(note, storable(plan.daily_entry))
+                writes.append(FileWrite(daily_note_name(snap.date, part), note + added, version, appended=added))
+            else:
+                writes.append(FileWrite(daily_note_name(snap.date, part),
+                                        storable(f"{header}\n\n{plan.daily_entry.strip()}\n"), version))
         status = "failed" if plan.problems else "completed"
         reason = "; ".join([*(plan.problems or [plan.reason]), *plan.notes])
         await self._repos.memory_commits.commit(ExtractionCommit(
@@ -583,10 +588,3 @@ def _tail(text: str, limit: int) -> tuple[str, int]:
     if 0 <= newline < limit // 2:
         tail = tail[newline + 1:]
     return tail, len(text) - len(tail)
-
-
-def _appended(note: str, entry: str, header: str) -> str:
-    """The daily note with `entry` added (a new note starts with its date header)."""
-    if not note.strip():
-        return f"{header}\n\n{entry.strip()}\n"
-    return f"{note.rstrip()}\n\n{entry.strip()}\n"

@@ -43,6 +43,12 @@ def daily_note_name(date_iso: str, part: int = 1) -> str:
     return f"{DAILY_PREFIX}{date_iso}.md" if part <= 1 else f"{DAILY_PREFIX}{date_iso}-{part}.md"
 
 
+def appended_text(content: str, entry: str) -> str:
+    """What to add at the end of `content` so that `entry` follows it as a paragraph of its own."""
+    separator = "\n" if content.endswith("\n") or not content else "\n\n"
+    return f"{separator}{entry.strip()}\n"
+
+
 class WorkspaceFileService:
     """CRUD over mate_workspace_file and the system-prompt injection built from it."""
 
@@ -139,15 +145,24 @@ class WorkspaceFileService:
         self, agent_id: int, filename: str, text: str, *, header: str = "",
         expected_version: int | None = None, change: Change = "api",
     ) -> WriteOutcome:
-        """Append `text` (a new file starts with `header`), version-checked like write()."""
+        """Append `text` (a new file starts with `header`), version-checked like write(). Only the
+        added text is written (in SQL) and indexed: a long daily note is not rewritten."""
         current = await self._files.get(agent_id, filename)
         if current is None:
             body = f"{header}\n\n{text.strip()}\n" if header else f"{text.strip()}\n"
             return await self.write(agent_id, filename, body, expected_version=expected_version or 0, change=change)
-        separator = "" if current.content.endswith("\n") or not current.content else "\n"
-        body = f"{current.content}{separator}\n{text.strip()}\n"
-        version = current.version if expected_version is None else expected_version
-        return await self.write(agent_id, filename, body, expected_version=version, change=change)
+        if expected_version is not None and current.version != expected_version:
+            raise VersionConflict(filename, expected_version, current.version)
+        added = appended_text(current.content, text)
+        appended_ok = await self._files.append_content(current.id, added, current.version, change=change,
+                                                       keep=self.history_versions)
+        self._changed(agent_id)
+        if not appended_ok:
+            latest = await self._files.get(agent_id, filename)
+            raise VersionConflict(filename, current.version, latest.version if latest else 0)
+        updated = await self._files.get(agent_id, filename)
+        assert updated is not None
+        return WriteOutcome(updated, created=False)
 
     async def delete(self, agent_id: int, filename: str) -> bool:
         """Logical delete: the row stays, the name is free again."""

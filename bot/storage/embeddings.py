@@ -1,4 +1,4 @@
-"""SQL for mate_embedding: the vectors of searched messages and workspace files, per agent and model."""
+"""SQL for mate_embedding: the vectors of searched messages and workspace file pieces, per agent and model."""
 
 from __future__ import annotations
 
@@ -13,13 +13,14 @@ from bot.storage.search import SearchHit
 # What the search index holds (migrations: _SEARCHED_MESSAGE); blank texts have nothing to embed.
 _SEARCHED_MESSAGE = "m.role IN ('user', 'assistant') AND m.content_format = 'text' AND trim(m.content) <> ''"
 _SOURCE_PARITY = {"notes": 1, "conversations": 0}
+_PIECE_TEXT = "substr(f.content, p.start + 1, p.length)"
 
 
 @dataclass(frozen=True, slots=True)
 class PendingText:
     """A searched text without a vector of the current model."""
 
-    key: int  # the search index rowid: message id * 2, workspace file id * 2 + 1
+    key: int  # the search index rowid: message id * 2, file piece id * 2 + 1
     agent_id: int
     text: str
 
@@ -44,11 +45,13 @@ class SqliteEmbeddingRepository:
         return result.rowcount
 
     async def missing_files(self, model: str, limit: int) -> list[PendingText]:
-        """Live workspace files without a vector (a handful per agent: read in full each time)."""
+        """Pieces of live workspace files (mate_file_piece: a file, or an entry appended to it)
+        without a vector."""
         rows = await self._db.fetchall(
-            "SELECT f.id * 2 + 1, f.agent_id, f.content FROM mate_workspace_file f WHERE f.deleted = 0 "
-            "AND trim(f.content) <> '' AND NOT EXISTS (SELECT 1 FROM mate_embedding e "
-            "WHERE e.key = f.id * 2 + 1 AND e.model = ?) ORDER BY f.id LIMIT ?", (model, limit))
+            f"SELECT p.id * 2 + 1, f.agent_id, {_PIECE_TEXT} FROM mate_file_piece p "
+            "JOIN mate_workspace_file f ON f.id = p.file_id WHERE f.deleted = 0 "
+            f"AND trim({_PIECE_TEXT}) <> '' AND NOT EXISTS (SELECT 1 FROM mate_embedding e "
+            "WHERE e.key = p.id * 2 + 1 AND e.model = ?) ORDER BY p.id LIMIT ?", (model, limit))
         return [PendingText(int(r[0]), int(r[1]), str(r[2])) for r in rows]
 
     async def last_message_id(self) -> int:

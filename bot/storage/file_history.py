@@ -74,6 +74,30 @@ async def record_version(
     await conn.execute(
         "INSERT OR REPLACE INTO mate_workspace_file_history(file_id, version, content, run_id, change, create_time) "
         "VALUES (?, ?, ?, ?, ?, ?)", (file_id, version, content, run_id, change, now))
+    await _prune(conn, file_id, keep)
+
+
+async def append_version(
+    conn: aiosqlite.Connection, file_id: int, text: str, *, run_id: int | None, change: Change, keep: int,
+    now: str,
+) -> None:
+    """Inside a write transaction: `text` added at the end of a live file in SQL, as record_version
+    keeps a change (the version before it too, when history does not hold it yet). The file's
+    text never passes through here: an entry added to a long daily note costs the entry."""
+    await conn.execute(
+        "INSERT OR IGNORE INTO mate_workspace_file_history(file_id, version, content, run_id, change, create_time) "
+        "SELECT id, version, content, NULL, ?, update_time FROM mate_workspace_file WHERE id = ?",
+        (UNKNOWN_SOURCE, file_id))
+    await conn.execute(
+        "UPDATE mate_workspace_file SET content = content || ?, file_size = file_size + ?, update_time = ?, "
+        "version = version + 1 WHERE id = ?", (text, len(text.encode("utf-8")), now, file_id))
+    await conn.execute(
+        "INSERT OR REPLACE INTO mate_workspace_file_history(file_id, version, content, run_id, change, create_time) "
+        "SELECT id, version, content, ?, ?, ? FROM mate_workspace_file WHERE id = ?", (run_id, change, now, file_id))
+    await _prune(conn, file_id, keep)
+
+
+async def _prune(conn: aiosqlite.Connection, file_id: int, keep: int) -> None:
     await conn.execute(
         "DELETE FROM mate_workspace_file_history WHERE file_id = ? AND version <= (SELECT version FROM "
         "mate_workspace_file_history WHERE file_id = ? ORDER BY version DESC LIMIT 1 OFFSET ?)",

@@ -9,7 +9,7 @@ import aiosqlite
 
 from bot.errors import VersionConflict
 from bot.storage.database import Database, utc_now
-from bot.storage.file_history import record_version
+from bot.storage.file_history import append_version, record_version
 
 
 @dataclass(frozen=True, slots=True)
@@ -25,6 +25,9 @@ class FileWrite:
     expected_version: int
     enabled: bool = False
     sort_order: int = 100
+    # Set when the write only adds this text at the end (content is the file with it): it is
+    # appended in SQL, and only it is indexed.
+    appended: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,8 +77,7 @@ async def _write_file(conn: aiosqlite.Connection, change: ExtractionCommit, writ
     agent_id = change.agent_id
     size = len(write.content.encode("utf-8"))
     async with conn.execute(
-        "SELECT id, version, content, update_time FROM mate_workspace_file WHERE agent_id = ? AND filename = ? "
-        "AND deleted = 0",
+        "SELECT id, version FROM mate_workspace_file WHERE agent_id = ? AND filename = ? AND deleted = 0",
         (agent_id, write.filename),
     ) as found:
         row = await found.fetchone()
@@ -89,11 +91,19 @@ async def _write_file(conn: aiosqlite.Connection, change: ExtractionCommit, writ
             (agent_id, write.filename, write.content, size, int(write.enabled), write.sort_order, now, now),
         )
         file_id, previous = int(cursor.lastrowid or 0), None
+    elif write.appended:
+        await append_version(conn, int(row[0]), write.appended, run_id=change.run_id, change="extraction",
+                             keep=change.history_versions, now=now)
+        return
     else:
+        async with conn.execute("SELECT content, update_time FROM mate_workspace_file WHERE id = ?",
+                                (row[0],)) as found:
+            before = await found.fetchone()
+        assert before is not None  # the row read above, in this transaction
         await conn.execute(
             "UPDATE mate_workspace_file SET content = ?, file_size = ?, update_time = ?, version = version + 1 "
             "WHERE id = ?", (write.content, size, now, row[0]),
         )
-        file_id, previous = int(row[0]), (current, str(row[2]), str(row[3]))
+        file_id, previous = int(row[0]), (current, str(before[0]), str(before[1]))
     await record_version(conn, file_id, previous=previous, version=current + 1, content=write.content,
                          run_id=change.run_id, change="extraction", keep=change.history_versions, now=now)

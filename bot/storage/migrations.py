@@ -248,6 +248,77 @@ _TRUST = (
 )
 
 
+# From version 14 a workspace file is indexed in pieces (mate_file_piece: a stretch of its
+# content, [start, start + length) in characters): a write that only adds text at the end (a
+# daily note's new entry) indexes that text as a piece of its own and leaves the rest of the
+# file's rows alone; any other change makes the whole file one piece again. A piece is the
+# index key id * 2 + 1 (messages keep id * 2), found as its file's text, dated when it was
+# written, and it has its own vector. File triggers keep the pieces; piece triggers the index.
+_APPENDED = ("NEW.deleted = 0 AND OLD.deleted = 0 AND NEW.agent_id = OLD.agent_id AND NEW.filename = OLD.filename "
+             "AND length(NEW.content) > length(OLD.content) "
+             "AND substr(NEW.content, 1, length(OLD.content)) = OLD.content")
+_PIECE_BODY = "substr(f.content, NEW.start + 1, NEW.length)"
+_PIECES = (
+    """CREATE TABLE IF NOT EXISTS mate_file_piece (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        file_id INTEGER NOT NULL,
+        start INTEGER NOT NULL,
+        length INTEGER NOT NULL,
+        create_time TEXT NOT NULL
+    )""",
+    "CREATE INDEX IF NOT EXISTS ix_file_piece_file ON mate_file_piece(file_id)",
+    *(f"DROP TRIGGER IF EXISTS {name}" for name in (
+        "tr_search_file_insert", "tr_search_file_update", "tr_search_file_delete", "tr_search_scope_file_insert",
+        "tr_search_scope_file_update", "tr_search_scope_file_delete", "tr_embedding_file_update",
+        "tr_embedding_file_delete")),
+    # Whole files were the odd keys before: their rows and vectors go, their pieces come below.
+    "DELETE FROM mate_file_piece",
+    "DELETE FROM mate_search_text WHERE rowid % 2 = 1",
+    "DELETE FROM mate_search_trigram WHERE rowid % 2 = 1",
+    "DELETE FROM mate_search_scope WHERE key % 2 = 1",
+    "DELETE FROM mate_embedding WHERE key % 2 = 1",
+    f"""CREATE TRIGGER IF NOT EXISTS tr_piece_index_insert AFTER INSERT ON mate_file_piece BEGIN
+        INSERT INTO mate_search_text(rowid, body, scope, prev, date) SELECT NEW.id * 2 + 1,
+            mate_search_spaced({_PIECE_BODY}), 'agent' || f.agent_id || ' notes', '',
+            {_date_words('NEW.create_time')} FROM mate_workspace_file f WHERE f.id = NEW.file_id;
+        INSERT INTO mate_search_trigram(rowid, body, scope, source, agent_id, conversation_id, ref_id, filename,
+            time) SELECT NEW.id * 2 + 1, {_PIECE_BODY}, '=' || f.agent_id || '=n', 'notes', f.agent_id, NULL, f.id,
+            f.filename, NEW.create_time FROM mate_workspace_file f WHERE f.id = NEW.file_id;
+        INSERT OR REPLACE INTO mate_search_scope(key, agent_id) SELECT NEW.id * 2 + 1, f.agent_id
+            FROM mate_workspace_file f WHERE f.id = NEW.file_id;
+    END""",
+    """CREATE TRIGGER IF NOT EXISTS tr_piece_index_delete AFTER DELETE ON mate_file_piece BEGIN
+        DELETE FROM mate_search_text WHERE rowid = OLD.id * 2 + 1;
+        DELETE FROM mate_search_trigram WHERE rowid = OLD.id * 2 + 1;
+        DELETE FROM mate_search_scope WHERE key = OLD.id * 2 + 1;
+        DELETE FROM mate_embedding WHERE key = OLD.id * 2 + 1;
+    END""",
+    """CREATE TRIGGER IF NOT EXISTS tr_piece_file_insert AFTER INSERT ON mate_workspace_file
+        WHEN NEW.deleted = 0 AND length(NEW.content) > 0 BEGIN
+        INSERT INTO mate_file_piece(file_id, start, length, create_time)
+            VALUES (NEW.id, 0, length(NEW.content), NEW.update_time);
+    END""",
+    f"""CREATE TRIGGER IF NOT EXISTS tr_piece_file_append AFTER UPDATE OF content ON mate_workspace_file
+        WHEN {_APPENDED} BEGIN
+        INSERT INTO mate_file_piece(file_id, start, length, create_time)
+            VALUES (NEW.id, length(OLD.content), length(NEW.content) - length(OLD.content), NEW.update_time);
+    END""",
+    f"""CREATE TRIGGER IF NOT EXISTS tr_piece_file_update AFTER UPDATE OF content, filename, deleted, agent_id
+        ON mate_workspace_file WHEN NOT ({_APPENDED}) AND (NEW.content IS NOT OLD.content
+        OR NEW.filename IS NOT OLD.filename OR NEW.deleted IS NOT OLD.deleted OR NEW.agent_id IS NOT OLD.agent_id)
+        BEGIN
+        DELETE FROM mate_file_piece WHERE file_id = OLD.id;
+        INSERT INTO mate_file_piece(file_id, start, length, create_time) SELECT NEW.id, 0, length(NEW.content),
+            NEW.update_time WHERE NEW.deleted = 0 AND length(NEW.content) > 0;
+    END""",
+    """CREATE TRIGGER IF NOT EXISTS tr_piece_file_delete AFTER DELETE ON mate_workspace_file BEGIN
+        DELETE FROM mate_file_piece WHERE file_id = OLD.id;
+    END""",
+    "INSERT INTO mate_file_piece(file_id, start, length, create_time) SELECT id, 0, length(content), update_time "
+    "FROM mate_workspace_file WHERE deleted = 0 AND length(content) > 0 ORDER BY id",
+)
+
+
 MIGRATIONS: tuple[tuple[int, str, tuple[str, ...]], ...] = (
     (
         1,
@@ -536,6 +607,7 @@ MIGRATIONS: tuple[tuple[int, str, tuple[str, ...]], ...] = (
     (12, "mate_cron_job holds reminders: task type reminder, the chat to deliver to, a one-shot time, "
          "who made it and a missed run to mention", _REMINDERS),
     (13, "workspace file history, incognito messages, and consolidations proposed for review", _TRUST),
+    (14, "workspace files are indexed in pieces: an append indexes only the text it adds", _PIECES),
 )
 
 LATEST_VERSION = max(version for version, _, _ in MIGRATIONS)

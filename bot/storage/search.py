@@ -20,7 +20,7 @@ SUBSTRING_SCAN = 2000
 
 @dataclass(frozen=True, slots=True)
 class SearchHit:
-    key: int  # the index rowid: message id * 2, or workspace file id * 2 + 1
+    key: int  # the index rowid: message id * 2, or file piece id * 2 + 1 (mate_file_piece)
     source: str  # notes | conversations
     body: str
     time: str

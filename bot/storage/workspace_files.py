@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from bot.storage.database import Database, utc_now
-from bot.storage.file_history import Change, record_version
+from bot.storage.file_history import Change, append_version, record_version
 from bot.storage.records import WorkspaceFileRecord
 
 _COLUMNS = (
@@ -85,6 +85,21 @@ class SqliteWorkspaceFileRepository:
             await record_version(conn, file_id, previous=(int(row[0]), str(row[1]), str(row[2])),
                                  version=int(row[0]) + 1,
                                  content=content, run_id=run_id, change=change, keep=keep, now=now)
+        return True
+
+    async def append_content(
+        self, file_id: int, text: str, expected_version: int | None, *, change: Change = "api",
+        run_id: int | None = None, keep: int = 50,
+    ) -> bool:
+        """Add `text` at the end, in SQL (the file's text is neither read nor written whole), and
+        keep the new version in history; with expected_version, only if the row still has it."""
+        async with self._db.transaction() as conn:
+            async with conn.execute("SELECT version FROM mate_workspace_file WHERE id = ? AND deleted = 0",
+                                    (file_id,)) as cursor:
+                row = await cursor.fetchone()
+            if row is None or (expected_version is not None and int(row[0]) != expected_version):
+                return False
+            await append_version(conn, file_id, text, run_id=run_id, change=change, keep=keep, now=utc_now())
         return True
 
     async def set_enabled(self, file_id: int, enabled: bool) -> None:
