@@ -42,6 +42,8 @@ async def test_a_receipt_tells_what_was_kept_and_undo_takes_it_back(tmp_path: Pa
         assert history.splitlines()[0] == "Latest memory changes:"
         assert "PROFILE.md v2: kept from a chat (tg:42)" in history
         assert "PROFILE.md v1: imported, or there before history began" in history
+        # A file that never changed shows the version it has.
+        assert "AGENTS.md v1: imported, or there before history began" in await bot.say("/memory history AGENTS.md")
 
         why = await bot.say("/memory why lisbon")
         assert why.startswith('"lisbon" came into PROFILE.md on ')

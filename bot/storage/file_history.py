@@ -121,16 +121,17 @@ class SqliteFileHistoryRepository:
         return _version(row) if row else None
 
     async def recent(self, agent_id: int, limit: int, filename: str | None = None) -> list[FileVersion]:
-        """The latest versions of the agent's live files (of one file, when named), the newest first."""
-        sql = (f"SELECT {_VERSION_COLUMNS} FROM mate_workspace_file_history h JOIN mate_workspace_file f "
-               "ON f.id = h.file_id WHERE f.agent_id = ? AND f.deleted = 0")
+        """The latest versions of the agent's live files (of one file, when named), the newest first;
+        a file that never changed counts with its current version."""
+        where = "f.agent_id = ? AND f.deleted = 0"
         params: list[Any] = [agent_id]
         if filename is not None:
-            sql += " AND f.filename = ?"
+            where += " AND f.filename = ?"
             params.append(filename)
-        sql += " ORDER BY h.create_time DESC, h.file_id, h.version DESC LIMIT ?"
-        params.append(limit)
-        return [_version(r) for r in await self._db.fetchall(sql, params)]
+        rows = await self._db.fetchall(
+            f"SELECT * FROM ({_kept_versions(where)}) ORDER BY create_time DESC, file_id, version DESC LIMIT ?",
+            [*params, *params, limit])
+        return [_version(r) for r in rows]
 
     async def oldest_containing(self, agent_id: int, text: str, filenames: Sequence[str] = ()) -> FileVersion | None:
         """The oldest kept version of one of the agent's live files whose content holds `text`
