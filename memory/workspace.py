@@ -45,7 +45,7 @@ def daily_note_name(date_iso: str, part: int = 1) -> str:
 
 def appended_text(content: str, entry: str) -> str:
     """What to add at the end of `content` so that `entry` follows it as a paragraph of its own."""
-    separator = "\n" if content.endswith("\n") or not content else "\n\n"
+    separator = "" if content.endswith("\n\n") else "\n" if content.endswith("\n") or not content else "\n\n"
     return f"{separator}{entry.strip()}\n"
 
 

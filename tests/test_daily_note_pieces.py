@@ -107,3 +107,73 @@ async def test_an_entry_at_the_end_of_a_long_note_gets_a_vector_of_its_own(tmp_p
     assert [text for _, text in rows][1:] == ["\n- bought a red canoe\n"]
     assert {key for key, _ in rows} <= keys  # the note's start and its last entry, each with a vector
     assert "\n- bought a red canoe\n" in fake.texts()
+
+
+async def test_text_with_a_nul_or_in_any_script_is_indexed_whole_and_appended_alone(tmp_path: Path) -> None:
+    async with memory_env(tmp_path) as env:
+        core = env.core
+        await core.workspace.write(1, "NUL.md", "abc\x00def zebra\n")  # the API and the memory tool take it
+        await core.workspace.append(1, "NUL.md", "- giraffe")
+        await core.workspace.write(1, NOTE, "# 2026-04-01\n\n- 和小王见面 👩‍👩‍👧\n")
+        await core.workspace.append(1, NOTE, "- 🎉 庆祝生日 café")
+        nul, note = await core.workspace.get(1, "NUL.md"), await core.workspace.get(1, NOTE)
+        assert nul is not None and note is not None
+        nul_rows, note_rows = await index_rows(core, nul.id), await index_rows(core, note.id)
+        search = MemorySearchService(core.repos.search)
+        zebra = (await search.search(1, "zebra", source="notes"))["results"]
+        giraffe = (await search.search(1, "giraffe", source="notes"))["results"]
+        birthday = await found(core, "庆祝")
+
+    assert [text for _, text in nul_rows] == ["abc\x00def zebra\n", "\n- giraffe\n"]
+    assert [r["filename"] for r in zebra] == ["NUL.md"] and [r["filename"] for r in giraffe] == ["NUL.md"]
+    assert [text for _, text in note_rows] == ["# 2026-04-01\n\n- 和小王见面 👩‍👩‍👧\n", "\n- 🎉 庆祝生日 café\n"]
+    assert "".join(text for _, text in note_rows) == note.content
+    assert birthday == ["- 🎉 庆祝生日 café"]
+
+
+async def test_an_index_from_before_pieces_is_made_again_in_pieces(tmp_path: Path) -> None:
+    """A database as version 13 left it: each file one row under its file id * 2 + 1, with a vector."""
+    import sqlite3
+    from contextlib import closing
+
+    from bot.storage.migrations import MIGRATIONS, _FILE_TEXT, _FILE_TRIGRAM, _SEARCH_SCOPE
+
+    async with memory_env(tmp_path) as env:
+        await env.core.workspace.write(1, NOTE, MORNING)
+        path = env.core.config.mate.database.path
+    old_triggers = [s for v, _, statements in MIGRATIONS if v == 9 for s in statements if "tr_embedding_file" in s]
+    with closing(sqlite3.connect(path)) as conn:
+        from bot.storage.search_text import FUNCTION_NAME, spaced
+
+        conn.create_function(FUNCTION_NAME, 1, spaced, deterministic=True)
+        pieces = "SELECT name FROM sqlite_master WHERE type = 'trigger' AND name LIKE 'tr_piece_%'"
+        for (name,) in conn.execute(pieces).fetchall():
+            conn.execute(f"DROP TRIGGER {name}")
+        conn.execute("DROP TABLE mate_file_piece")
+        for table in ("mate_search_text", "mate_search_trigram"):
+            conn.execute(f"DELETE FROM {table} WHERE rowid % 2 = 1")
+        conn.execute("DELETE FROM mate_search_scope WHERE key % 2 = 1")
+        conn.execute(f"{_FILE_TEXT.format(r='f')} FROM mate_workspace_file f WHERE f.deleted = 0")
+        conn.execute(f"{_FILE_TRIGRAM.format(r='f')} FROM mate_workspace_file f WHERE f.deleted = 0")
+        conn.execute("INSERT INTO mate_search_scope(key, agent_id) SELECT id * 2 + 1, agent_id "
+                     "FROM mate_workspace_file WHERE deleted = 0")
+        for statement in [*old_triggers, *(s for s in _SEARCH_SCOPE if "tr_search_scope_file" in s)]:
+            conn.execute(statement)
+        conn.execute("INSERT INTO mate_embedding(key, model, agent_id, dim, vector, norm, create_time) "
+                     "SELECT id * 2 + 1, 'm', agent_id, 1, x'80', 1.0, '' FROM mate_workspace_file")
+        [live] = conn.execute("SELECT COUNT(*) FROM mate_workspace_file WHERE deleted = 0 AND content <> ''").fetchone()
+        conn.execute("DELETE FROM schema_version WHERE version >= 14")
+        conn.commit()
+    async with memory_env(tmp_path) as env:
+        core = env.core
+        stale = await core.db.fetchall("SELECT rowid FROM mate_search_trigram WHERE rowid % 2 = 1 "
+                                       "AND rowid NOT IN (SELECT id * 2 + 1 FROM mate_file_piece)")
+        pieces = await core.db.fetchall("SELECT file_id, COUNT(*) FROM mate_file_piece GROUP BY file_id")
+        vectors = await core.db.fetchall("SELECT key FROM mate_embedding WHERE key % 2 = 1")
+        triggers = await core.db.fetchall("SELECT name FROM sqlite_master WHERE type = 'trigger' AND "
+                                          "(name LIKE 'tr_search_file_%' OR name LIKE 'tr_search_scope_file_%' "
+                                          "OR name LIKE 'tr_embedding_file_%')")
+        harbour = await found(core, "busy walk harbour")
+    assert stale == [] and vectors == [] and triggers == []
+    assert len(pieces) == live and all(count == 1 for _, count in pieces)
+    assert harbour and "harbour" in harbour[0]

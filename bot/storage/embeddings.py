@@ -13,7 +13,7 @@ from bot.storage.search import SearchHit
 # What the search index holds (migrations: _SEARCHED_MESSAGE); blank texts have nothing to embed.
 _SEARCHED_MESSAGE = "m.role IN ('user', 'assistant') AND m.content_format = 'text' AND trim(m.content) <> ''"
 _SOURCE_PARITY = {"notes": 1, "conversations": 0}
-_PIECE_TEXT = "substr(f.content, p.start + 1, p.length)"
+_PIECE_TEXT = "CAST(substr(CAST(f.content AS BLOB), p.start + 1, p.length) AS TEXT)"  # as migration 14 indexes it
 
 
 @dataclass(frozen=True, slots=True)

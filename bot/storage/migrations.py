@@ -249,15 +249,20 @@ _TRUST = (
 
 
 # From version 14 a workspace file is indexed in pieces (mate_file_piece: a stretch of its
-# content, [start, start + length) in characters): a write that only adds text at the end (a
-# daily note's new entry) indexes that text as a piece of its own and leaves the rest of the
-# file's rows alone; any other change makes the whole file one piece again. A piece is the
-# index key id * 2 + 1 (messages keep id * 2), found as its file's text, dated when it was
+# content, `length` bytes of its UTF-8 text from byte `start`): a write that only adds text at
+# the end (a daily note's new entry) indexes that text as a piece of its own and leaves the rest
+# of the file's rows alone; any other change makes the whole file one piece again. A piece is
+# the index key id * 2 + 1 (messages keep id * 2), found as its file's text, dated when it was
 # written, and it has its own vector. File triggers keep the pieces; piece triggers the index.
-_APPENDED = ("NEW.deleted = 0 AND OLD.deleted = 0 AND NEW.agent_id = OLD.agent_id AND NEW.filename = OLD.filename "
-             "AND length(NEW.content) > length(OLD.content) "
-             "AND substr(NEW.content, 1, length(OLD.content)) = OLD.content")
-_PIECE_BODY = "substr(f.content, NEW.start + 1, NEW.length)"
+# Bytes, not characters: SQLite's length() of a text stops at a NUL character, a blob's does not.
+_BYTES = "CAST({} AS BLOB)"
+_APPENDED = (f"NEW.deleted = 0 AND OLD.deleted = 0 AND NEW.agent_id = OLD.agent_id AND NEW.filename = OLD.filename "
+             f"AND length({_BYTES.format('NEW.content')}) > length({_BYTES.format('OLD.content')}) "
+             f"AND substr({_BYTES.format('NEW.content')}, 1, length({_BYTES.format('OLD.content')})) "
+             f"= {_BYTES.format('OLD.content')}")
+_PIECE_BODY = f"CAST(substr({_BYTES.format('f.content')}, NEW.start + 1, NEW.length) AS TEXT)"
+_NEW_BYTES = f"length({_BYTES.format('NEW.content')})"
+_OLD_BYTES = f"length({_BYTES.format('OLD.content')})"
 _PIECES = (
     """CREATE TABLE IF NOT EXISTS mate_file_piece (
         id INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -293,29 +298,29 @@ _PIECES = (
         DELETE FROM mate_search_scope WHERE key = OLD.id * 2 + 1;
         DELETE FROM mate_embedding WHERE key = OLD.id * 2 + 1;
     END""",
-    """CREATE TRIGGER IF NOT EXISTS tr_piece_file_insert AFTER INSERT ON mate_workspace_file
-        WHEN NEW.deleted = 0 AND length(NEW.content) > 0 BEGIN
+    f"""CREATE TRIGGER IF NOT EXISTS tr_piece_file_insert AFTER INSERT ON mate_workspace_file
+        WHEN NEW.deleted = 0 AND {_NEW_BYTES} > 0 BEGIN
         INSERT INTO mate_file_piece(file_id, start, length, create_time)
-            VALUES (NEW.id, 0, length(NEW.content), NEW.update_time);
+            VALUES (NEW.id, 0, {_NEW_BYTES}, NEW.update_time);
     END""",
     f"""CREATE TRIGGER IF NOT EXISTS tr_piece_file_append AFTER UPDATE OF content ON mate_workspace_file
         WHEN {_APPENDED} BEGIN
         INSERT INTO mate_file_piece(file_id, start, length, create_time)
-            VALUES (NEW.id, length(OLD.content), length(NEW.content) - length(OLD.content), NEW.update_time);
+            VALUES (NEW.id, {_OLD_BYTES}, {_NEW_BYTES} - {_OLD_BYTES}, NEW.update_time);
     END""",
     f"""CREATE TRIGGER IF NOT EXISTS tr_piece_file_update AFTER UPDATE OF content, filename, deleted, agent_id
         ON mate_workspace_file WHEN NOT ({_APPENDED}) AND (NEW.content IS NOT OLD.content
         OR NEW.filename IS NOT OLD.filename OR NEW.deleted IS NOT OLD.deleted OR NEW.agent_id IS NOT OLD.agent_id)
         BEGIN
         DELETE FROM mate_file_piece WHERE file_id = OLD.id;
-        INSERT INTO mate_file_piece(file_id, start, length, create_time) SELECT NEW.id, 0, length(NEW.content),
-            NEW.update_time WHERE NEW.deleted = 0 AND length(NEW.content) > 0;
+        INSERT INTO mate_file_piece(file_id, start, length, create_time) SELECT NEW.id, 0, {_NEW_BYTES},
+            NEW.update_time WHERE NEW.deleted = 0 AND {_NEW_BYTES} > 0;
     END""",
     """CREATE TRIGGER IF NOT EXISTS tr_piece_file_delete AFTER DELETE ON mate_workspace_file BEGIN
         DELETE FROM mate_file_piece WHERE file_id = OLD.id;
     END""",
-    "INSERT INTO mate_file_piece(file_id, start, length, create_time) SELECT id, 0, length(content), update_time "
-    "FROM mate_workspace_file WHERE deleted = 0 AND length(content) > 0 ORDER BY id",
+    "INSERT INTO mate_file_piece(file_id, start, length, create_time) SELECT id, 0, length(CAST(content AS BLOB)), "
+    "update_time FROM mate_workspace_file WHERE deleted = 0 AND length(CAST(content AS BLOB)) > 0 ORDER BY id",
 )
 
 
