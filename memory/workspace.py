@@ -133,13 +133,7 @@ class WorkspaceFileService:
             raise VersionConflict(filename, expected_version, current.version)
         updated_ok = await self._files.update_content(current.id, content, expected_version, change=change,
                                                       run_id=run_id, keep=self.history_versions)
-        self._changed(agent_id)  # after the commit: a read racing with it is not cached
-        if not updated_ok:
-            latest = await self._files.get(agent_id, filename)
-            raise VersionConflict(filename, current.version, latest.version if latest else 0)
-        updated = await self._files.get(agent_id, filename)
-        assert updated is not None
-        return WriteOutcome(updated, created=False)
+        return await self._changed_file(agent_id, current, updated_ok)
 
     async def append(
         self, agent_id: int, filename: str, text: str, *, header: str = "",
@@ -156,11 +150,16 @@ class WorkspaceFileService:
         added = appended_text(current.content, text)
         appended_ok = await self._files.append_content(current.id, added, current.version, change=change,
                                                        keep=self.history_versions)
-        self._changed(agent_id)
-        if not appended_ok:
-            latest = await self._files.get(agent_id, filename)
-            raise VersionConflict(filename, current.version, latest.version if latest else 0)
-        updated = await self._files.get(agent_id, filename)
+        return await self._changed_file(agent_id, current, appended_ok)
+
+    async def _changed_file(self, agent_id: int, before: WorkspaceFileRecord, changed: bool) -> WriteOutcome:
+        """The file as a change of `before` left it; VersionConflict when the change found it at
+        another version and wrote nothing."""
+        self._changed(agent_id)  # after the commit: a read racing with it is not cached
+        if not changed:
+            latest = await self._files.get(agent_id, before.filename)
+            raise VersionConflict(before.filename, before.version, latest.version if latest else 0)
+        updated = await self._files.get(agent_id, before.filename)
         assert updated is not None
         return WriteOutcome(updated, created=False)
 
