@@ -26,6 +26,7 @@ import statistics
 import sys
 import tempfile
 import time
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +35,7 @@ if __package__ in (None, ""):  # `python bench/daily_note.py`
 
 from bench._common import HostLoad, emit, make_config, quiet_logs
 from bot.app import open_core
+from bot.storage.inspection import ReadOnlyDatabase
 from bot.storage.memory_commit import ExtractionCommit, FileWrite
 from memory.workspace import appended_text, daily_note_name
 
@@ -46,11 +48,12 @@ def _entry(n: int, chars: int) -> str:
 
 
 async def run(entry_chars: int) -> dict[str, Any]:
-    with tempfile.TemporaryDirectory(prefix="matebot-daily-note-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="matebot-daily-note-") as tmp, ExitStack() as stack:
         config = make_config(Path(tmp))
         cap = config.mate.memory.daily_note_max_chars
         async with open_core(config) as core:
             await core.agents.ensure_configured()
+            index = stack.enter_context(ReadOnlyDatabase(config.mate.database.path))
             repos = core.repos
             await repos.conversations.create(CONVERSATION, agent_id=1, channel="console", chat_key=CONVERSATION,
                                              trigger_source="console")
@@ -69,7 +72,7 @@ async def run(entry_chars: int) -> dict[str, Any]:
                 else:
                     write = FileWrite(name, f"# 2026-04-01\n\n{entry}\n", 0)
                 run_id = await repos.memory_runs.start(1, "summarize", CONVERSATION)
-                before = await _indexed(core)
+                before = index.note_index_rows()
                 started = time.perf_counter()
                 await repos.memory_commits.commit(ExtractionCommit(1, CONVERSATION, [write], 0, run_id,
                                                                    "completed", "bench"))
@@ -77,7 +80,7 @@ async def run(entry_chars: int) -> dict[str, Any]:
                 times.append(elapsed)
                 if len(note) > 15_000:
                     late.append(elapsed)
-                indexed.append(sum(len(text) for _, text in await _indexed(core) - before))  # rows new or changed
+                indexed.append(sum(len(text) for _, text in index.note_index_rows() - before))  # rows new or changed
                 note, version, n = write.content, version + 1, n + 1
     cut = statistics.quantiles(times, n=20)
     return {"bench": "daily_note", "appends": len(times), "entry_chars": entry_chars, "note_chars": len(note),
@@ -85,12 +88,6 @@ async def run(entry_chars: int) -> dict[str, Any]:
             "last_ms": round(statistics.median(late), 3) if late else None,
             "indexed_chars_per_append": round(statistics.mean(indexed[1:]), 1),
             "target": "an entry is appended and indexed alone: indexed_chars_per_append close to entry_chars"}
-
-
-async def _indexed(core: Any) -> set[tuple[int, str]]:
-    """The substring index's rows of notes, (key, text)."""
-    rows = await core.db.fetchall("SELECT rowid, body FROM mate_search_trigram WHERE source = 'notes'")
-    return {(int(r[0]), str(r[1])) for r in rows}
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:

@@ -136,7 +136,8 @@ async def test_an_index_from_before_pieces_is_made_again_in_pieces(tmp_path: Pat
     import sqlite3
     from contextlib import closing
 
-    from bot.storage.migrations import MIGRATIONS, _FILE_TEXT, _FILE_TRIGRAM, _SEARCH_SCOPE
+    from bot.storage.migrations import MIGRATIONS
+    from bot.storage.search_schema import FILE_TEXT, FILE_TRIGRAM, SEARCH_SCOPE
 
     async with memory_env(tmp_path) as env:
         await env.core.workspace.write(1, NOTE, MORNING)
@@ -153,11 +154,11 @@ async def test_an_index_from_before_pieces_is_made_again_in_pieces(tmp_path: Pat
         for table in ("mate_search_text", "mate_search_trigram"):
             conn.execute(f"DELETE FROM {table} WHERE rowid % 2 = 1")
         conn.execute("DELETE FROM mate_search_scope WHERE key % 2 = 1")
-        conn.execute(f"{_FILE_TEXT.format(r='f')} FROM mate_workspace_file f WHERE f.deleted = 0")
-        conn.execute(f"{_FILE_TRIGRAM.format(r='f')} FROM mate_workspace_file f WHERE f.deleted = 0")
+        conn.execute(f"{FILE_TEXT.format(r='f')} FROM mate_workspace_file f WHERE f.deleted = 0")
+        conn.execute(f"{FILE_TRIGRAM.format(r='f')} FROM mate_workspace_file f WHERE f.deleted = 0")
         conn.execute("INSERT INTO mate_search_scope(key, agent_id) SELECT id * 2 + 1, agent_id "
                      "FROM mate_workspace_file WHERE deleted = 0")
-        for statement in [*old_triggers, *(s for s in _SEARCH_SCOPE if "tr_search_scope_file" in s)]:
+        for statement in [*old_triggers, *(s for s in SEARCH_SCOPE if "tr_search_scope_file" in s)]:
             conn.execute(statement)
         conn.execute("INSERT INTO mate_embedding(key, model, agent_id, dim, vector, norm, create_time) "
                      "SELECT id * 2 + 1, 'm', agent_id, 1, x'80', 1.0, '' FROM mate_workspace_file")

@@ -43,3 +43,8 @@ class ReadOnlyDatabase:
             f"SELECT {_MESSAGE_COLUMNS} FROM mate_message WHERE conversation_id = ? ORDER BY id",
             (conversation_id,)).fetchall()
         return [_message(r) for r in rows]
+
+    def note_index_rows(self) -> set[tuple[int, str]]:
+        """The substring index's rows of workspace files, (key, text): what a search finds them by."""
+        rows = self._conn.execute("SELECT rowid, body FROM mate_search_trigram WHERE source = 'notes'").fetchall()
+        return {(int(r[0]), str(r[1])) for r in rows}
