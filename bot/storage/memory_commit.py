@@ -76,8 +76,10 @@ async def _write_file(conn: aiosqlite.Connection, change: ExtractionCommit, writ
     when history does not hold it yet)."""
     agent_id = change.agent_id
     size = len(write.content.encode("utf-8"))
+    # An append needs neither the file's text nor its time: it is added in SQL.
+    before = "NULL, NULL" if write.appended else "content, update_time"
     async with conn.execute(
-        "SELECT id, version FROM mate_workspace_file WHERE agent_id = ? AND filename = ? AND deleted = 0",
+        f"SELECT id, version, {before} FROM mate_workspace_file WHERE agent_id = ? AND filename = ? AND deleted = 0",
         (agent_id, write.filename),
     ) as found:
         row = await found.fetchone()
@@ -96,14 +98,10 @@ async def _write_file(conn: aiosqlite.Connection, change: ExtractionCommit, writ
                              keep=change.history_versions, now=now)
         return
     else:
-        async with conn.execute("SELECT content, update_time FROM mate_workspace_file WHERE id = ?",
-                                (row[0],)) as found:
-            before = await found.fetchone()
-        assert before is not None  # the row read above, in this transaction
         await conn.execute(
             "UPDATE mate_workspace_file SET content = ?, file_size = ?, update_time = ?, version = version + 1 "
             "WHERE id = ?", (write.content, size, now, row[0]),
         )
-        file_id, previous = int(row[0]), (current, str(before[0]), str(before[1]))
+        file_id, previous = int(row[0]), (current, str(row[2]), str(row[3]))
     await record_version(conn, file_id, previous=previous, version=current + 1, content=write.content,
                          run_id=change.run_id, change="extraction", keep=change.history_versions, now=now)
