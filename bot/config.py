@@ -360,6 +360,8 @@ class ChannelsConfig(_Model):
     telegram: TelegramConfig = TelegramConfig()
     discord: DiscordConfig = DiscordConfig()
     console: ConsoleConfig = ConsoleConfig()
+    # The longest reply a chat receives, whatever the model writes: past it "… (cut)".
+    max_reply_chars: int = Field(20_000, ge=200, le=1_000_000)
 
 
 LogLevel = Literal["debug", "info", "warning", "error"]
