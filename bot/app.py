@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 from bot.access import AccessPolicies
 from bot.agents import AgentDirectory
+from bot.clock import Clock, utc_now
 from bot.config import Config
 from bot.people import PersonDirectory
 from bot.prompts import PromptLibrary
@@ -33,9 +34,10 @@ class Core:
 
 
 @asynccontextmanager
-async def open_core(config: Config) -> AsyncIterator[Core]:
+async def open_core(config: Config, *, clock: Clock = utc_now) -> AsyncIterator[Core]:
+    """`clock` is the time stored rows carry (the runtime's: a test or a bench pins it)."""
     async with AsyncExitStack() as stack:
-        db = await stack.enter_async_context(Database(config.mate.database.path))
+        db = await stack.enter_async_context(Database(config.mate.database.path, clock=clock))
         repos = Repositories.over(db)
         prompts = PromptLibrary(config.mate.locale)
         workspace = WorkspaceFileService(repos.workspace_files, prompts,

@@ -120,10 +120,10 @@ async def open_runtime(
 ) -> AsyncIterator[Runtime]:
     """Everything a conversation needs; the memory worker is built but its loop not started.
 
-    `clock` and `sleep` are the time the agent and the memory work keep (a bench runs a
-    whole day on a simulated one)."""
+    `clock` and `sleep` are the time the agent, the memory work and storage keep (a bench
+    runs a whole day on a simulated one)."""
     async with AsyncExitStack() as stack:
-        core = await stack.enter_async_context(open_core(config))
+        core = await stack.enter_async_context(open_core(config, clock=clock))
         mate = config.mate
         warning = shared_owner_memory(mate)
         if warning:

@@ -15,6 +15,9 @@ import yaml
 
 READY_LINE = "matebot ready"
 POLL = 0.05
+# How long a process may take to start or a command to finish before the test fails: a bound
+# for a machine at load 15 (it is polled, so a quick start costs nothing of it).
+PROCESS_TIMEOUT = 120.0
 # The umask a login shell usually has: what matebot writes must be private in spite of it.
 USUAL_UMASK = 0o022
 
@@ -86,7 +89,7 @@ class Daemon:
     async def kill(self) -> None:
         if self.process.returncode is None:
             self.process.kill()
-        await self.wait(10)
+        await self.wait(PROCESS_TIMEOUT)
 
 
 @asynccontextmanager
@@ -99,14 +102,14 @@ async def daemon(config_path: Path, port: int, *, env: Mapping[str, str] | None 
     )
     running = Daemon(process, port, database_path(config_path).parent / "api-token")
     try:
-        await wait_for(lambda: running.logged(READY_LINE) or process.returncode is not None, 30, "ready")
+        await wait_for(lambda: running.logged(READY_LINE) or process.returncode is not None, PROCESS_TIMEOUT, "ready")
         assert process.returncode is None, running.log
         yield running
     finally:
         await running.kill()
 
 
-async def start_or_exit(config_path: Path, *, timeout: float = 30) -> tuple[int | None, str]:
+async def start_or_exit(config_path: Path, *, timeout: float = PROCESS_TIMEOUT) -> tuple[int | None, str]:
     """`matebot run` until it is ready (None and its log; then it is killed) or exits (its code and log)."""
     process = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "bot", "run", "--config", str(config_path),
@@ -119,7 +122,7 @@ async def start_or_exit(config_path: Path, *, timeout: float = 30) -> tuple[int 
                        "the daemon to be ready or to exit")
         if process.returncode is None:
             return None, running.log
-        return await running.wait(10), running.log
+        return await running.wait(PROCESS_TIMEOUT), running.log
     finally:
         await running.kill()
 
@@ -131,7 +134,8 @@ class Finished:
     err: str
 
 
-async def matebot(*args: str, cwd: Path, env: Mapping[str, str] | None = None, timeout: float = 30) -> Finished:
+async def matebot(*args: str, cwd: Path, env: Mapping[str, str] | None = None,
+                  timeout: float = PROCESS_TIMEOUT) -> Finished:
     """One `python -m bot ...` command run to its end."""
     process = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "bot", *args, stdin=asyncio.subprocess.DEVNULL,

@@ -25,6 +25,7 @@ from bot.prompts import PromptLibrary
 from tests.fakes.anthropic import FakeAnthropic, RecordedRequest, Script, TextReply
 from tests.fakes.telegram import FakeTelegram
 from tests.test_media import PDF, attached, picture
+from tests.daemon_process import PROCESS_TIMEOUT
 from tests.test_process_faults import Daemon, daemon, free_port, is_memory_request, wait_for, write_config
 
 GROUP = -100200300
@@ -288,7 +289,7 @@ async def test_sigterm_while_a_crafted_pdf_is_read_stops_the_daemon_promptly(tmp
             loop = asyncio.get_running_loop()
             started = loop.time()
             d.process.send_signal(signal.SIGTERM)
-            code = await d.wait(20)
+            code = await d.wait(PROCESS_TIMEOUT)
             elapsed = loop.time() - started
             log = d.log
     assert code == 0, log

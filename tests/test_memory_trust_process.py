@@ -12,7 +12,7 @@ from typing import Any
 
 import yaml
 
-from tests.daemon_process import daemon, free_port, wait_for
+from tests.daemon_process import PROCESS_TIMEOUT, daemon, free_port, wait_for
 from tests.fakes.anthropic import FakeAnthropic, RecordedRequest, Script, TextReply
 from tests.fakes.telegram import FakeTelegram
 from tests.trust_env import OWNER, is_memory_request
@@ -74,7 +74,7 @@ async def test_kill_9_between_the_models_answer_and_the_commit_sends_no_receipt(
             await wait_for(lambda: any(is_memory_request(r) and r.usage is not None for r in llm.requests), 20,
                            "the model's answer to the extraction")
             first.process.send_signal(signal.SIGKILL)
-            assert await first.wait(10) == -signal.SIGKILL
+            assert await first.wait(PROCESS_TIMEOUT) == -signal.SIGKILL
         lock[0].rollback()
         lock[0].close()
         assert sent() == ["ok"]  # no receipt

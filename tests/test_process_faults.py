@@ -17,7 +17,7 @@ from typing import Any
 import aiohttp
 import yaml
 
-from tests.daemon_process import Daemon, daemon, free_port, wait_for
+from tests.daemon_process import PROCESS_TIMEOUT, Daemon, daemon, free_port, wait_for
 from tests.fakes.anthropic import FakeAnthropic, RecordedRequest, Script, TextReply, untimed, is_memory_extraction
 
 MEMORY_REPLY = json.dumps({
@@ -90,7 +90,7 @@ async def test_kill_9_during_extraction_loses_nothing_and_duplicates_nothing(tmp
                 assert status == 200 and body["reply"] == "Nice!", body
             await wait_for(lambda: any(is_memory_request(r) for r in fake.requests), 10, "the memory request")
             first.process.send_signal(signal.SIGKILL)
-            assert await first.wait(10) == -signal.SIGKILL
+            assert await first.wait(PROCESS_TIMEOUT) == -signal.SIGKILL
 
         pending = query(db, "SELECT conversation_id, agent_id, upto_message_id FROM mate_memory_pending")
         last_id = query(db, "SELECT MAX(id) FROM mate_message WHERE conversation_id = 'web:c1'")[0][0]
@@ -104,7 +104,7 @@ async def test_kill_9_during_extraction_loses_nothing_and_duplicates_nothing(tmp
             status, _ = await post_chat(session, second, "c1", "ok")  # still answering
             assert status == 200
             second.process.send_signal(signal.SIGTERM)
-            assert await second.wait(20) == 0, second.log
+            assert await second.wait(PROCESS_TIMEOUT) == 0, second.log
 
     memory_requests = [r for r in fake.requests if is_memory_request(r)]
     assert len(memory_requests) == 2  # the killed attempt, then one redo after the restart
@@ -152,7 +152,7 @@ async def test_sigterm_finishes_replies_in_flight_and_leaves_memory_work_pending
             await wait_for(lambda: d.logged("signal SIGTERM"), 10, "the signal to be handled")
             late_status, _ = await post_chat(session, d, "late", "anyone still there?")
             answers = await asyncio.wait_for(asyncio.gather(*in_flight), 20)
-            code = await d.wait(20)
+            code = await d.wait(PROCESS_TIMEOUT)
             log = d.log
 
     assert code == 0, log
@@ -196,7 +196,7 @@ async def test_kill_9_mid_reply_is_answered_once_after_the_restart(tmp_path: Pat
                          for name in conversations]
             await wait_for(lambda: len(fake.messages_requests()) == len(conversations), 10, "the three requests")
             first.process.send_signal(signal.SIGKILL)
-            assert await first.wait(10) == -signal.SIGKILL
+            assert await first.wait(PROCESS_TIMEOUT) == -signal.SIGKILL
             await asyncio.gather(*in_flight, return_exceptions=True)
         stuck.clear()
         async with daemon(config_path, port) as second:
@@ -220,7 +220,7 @@ async def test_sigterm_with_a_stuck_reply_exits_within_the_drain_and_five_second
             loop = asyncio.get_running_loop()
             started = loop.time()
             d.process.send_signal(signal.SIGTERM)
-            code = await d.wait(20)
+            code = await d.wait(PROCESS_TIMEOUT)
             elapsed = loop.time() - started
             await asyncio.gather(stuck, return_exceptions=True)
             log = d.log
@@ -242,7 +242,7 @@ async def test_a_second_signal_exits_at_once_without_a_traceback(tmp_path: Path)
             loop = asyncio.get_running_loop()
             started = loop.time()
             d.process.send_signal(signal.SIGTERM)
-            code = await d.wait(10)
+            code = await d.wait(PROCESS_TIMEOUT)
             elapsed = loop.time() - started
             await asyncio.gather(stuck, return_exceptions=True)
             log = d.log

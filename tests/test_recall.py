@@ -12,13 +12,13 @@ import pytest
 
 from bot.app import Core, open_core
 from memory.recall import MAX_QUERY_CHARS, MemorySearchService, SearchQueryRefused, names_in, speaker, word_terms
-from tests.conftest import make_config
+from tests.conftest import make_config, pinned_clock
 
 
 @pytest.fixture
 async def core(tmp_path: Path) -> AsyncIterator[Core]:
     config = make_config(tmp_path, agents=[{"id": 1, "name": "Mate"}, {"id": 2, "name": "Group"}])
-    async with open_core(config) as opened:
+    async with open_core(config, clock=pinned_clock()) as opened:
         await opened.agents.ensure_configured()
         yield opened
 
@@ -143,7 +143,7 @@ async def test_control_characters_and_long_queries_are_refused_with_the_reason(c
 
 async def test_the_migration_indexes_what_was_stored_before(tmp_path: Path) -> None:
     config = make_config(tmp_path)
-    async with open_core(config) as core:
+    async with open_core(config, clock=pinned_clock()) as core:
         await core.agents.ensure_configured()
         await talk(core, "console:me", 1, "The boat is called Marlin.", "Nice name.")
     with sqlite3.connect(config.mate.database.path) as conn:  # back to the schema before search
@@ -158,7 +158,7 @@ async def test_the_migration_indexes_what_was_stored_before(tmp_path: Path) -> N
         conn.execute("DROP TABLE mate_person")
         conn.execute("ALTER TABLE mate_conversation DROP COLUMN is_group")
         conn.execute("DELETE FROM schema_version WHERE version >= 6")
-    async with open_core(config) as core:
+    async with open_core(config, clock=pinned_clock()) as core:
         result = await search(core).search(1, "what is the boat called")
         seeded = await search(core).search(1, "memory files")  # the seeded AGENTS.md is indexed too
 
@@ -168,7 +168,7 @@ async def test_the_migration_indexes_what_was_stored_before(tmp_path: Path) -> N
 
 async def test_a_version_6_index_gets_its_substring_scope(tmp_path: Path) -> None:
     config = make_config(tmp_path)
-    async with open_core(config) as core:
+    async with open_core(config, clock=pinned_clock()) as core:
         await core.agents.ensure_configured()
         await talk(core, "console:me", 1, "My locker code is QX7731.", "Got it.")
     with sqlite3.connect(config.mate.database.path) as conn:  # the substring index as version 6 made it
@@ -180,7 +180,7 @@ async def test_a_version_6_index_gets_its_substring_scope(tmp_path: Path) -> Non
         conn.execute("DROP TABLE mate_person")
         conn.execute("ALTER TABLE mate_conversation DROP COLUMN is_group")
         conn.execute("DELETE FROM schema_version WHERE version >= 7")
-    async with open_core(config) as core:
+    async with open_core(config, clock=pinned_clock()) as core:
         inside = await search(core).search(1, "X773")  # part of a word: only the substring index has it
         other = await search(core).search(2, "X773")
         await talk(core, "console:me", 1, "The spare key is under pot 44Z9.", "Noted.")
@@ -247,7 +247,7 @@ def test_cli_search(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     from bot.__main__ import main
 
     async def remember() -> None:
-        async with open_core(make_config(tmp_path)) as core:
+        async with open_core(make_config(tmp_path), clock=pinned_clock()) as core:
             await core.agents.ensure_configured()
             await talk(core, "console:me", 1, "The spare key is under the blue pot.", "Noted.")
 

@@ -17,7 +17,7 @@ import yaml
 from bot.__main__ import main
 from bot.app import open_core
 from tests.conftest import make_config
-from tests.daemon_process import Daemon, daemon, free_port, matebot, start_or_exit
+from tests.daemon_process import PROCESS_TIMEOUT, Daemon, daemon, free_port, matebot, start_or_exit
 
 
 def write_config(folder: Path, port: int) -> Path:
@@ -68,7 +68,7 @@ async def crashed_with_a_backup(folder: Path) -> Path:
         assert done.code == 0, done.err
         await say(running, "the red door")
         running.process.send_signal(signal.SIGKILL)
-        assert await running.wait(10) == -signal.SIGKILL
+        assert await running.wait(PROCESS_TIMEOUT) == -signal.SIGKILL
     wal = folder / "data" / "mate.db-wal"
     assert wal.exists() and wal.stat().st_size > 0  # what a crash leaves behind
     return folder / "bk"

@@ -15,7 +15,7 @@ from bot.storage.database import Database
 from bot.storage.search import SqliteSearchRepository
 from bot.storage.search_text import query_dates
 from memory.recall import MemorySearchService
-from tests.conftest import make_config
+from tests.conftest import make_config, pinned_clock
 from tests.test_recall import CHATTER, talk
 
 T = TypeVar("T")
@@ -26,7 +26,7 @@ SUNDAY, SATURDAY, TUESDAY = "2023-05-07 10:00:00", "2023-08-19 10:00:00", "2023-
 
 @pytest.fixture
 async def core(tmp_path: Path) -> AsyncIterator[Core]:
-    async with open_core(make_config(tmp_path, agents=[{"id": 1, "name": "Mate"}])) as opened:
+    async with open_core(make_config(tmp_path, agents=[{"id": 1, "name": "Mate"}]), clock=pinned_clock()) as opened:
         await opened.agents.ensure_configured()
         await talk(opened, "console:me", 1, *CHATTER)
         yield opened
@@ -105,12 +105,12 @@ async def test_rows_of_a_named_date_without_the_words_cost_nothing(tmp_path: Pat
     # Before: "Tuesdays" matched the date of every row written on a Tuesday, and each of them
     # was ranked (a seventh of a big index: 25 ms more a search at 100 000 messages).
     config = make_config(tmp_path)
-    async with open_core(config) as core:
+    async with open_core(config, clock=pinned_clock()) as core:
         await core.agents.ensure_configured()
         await talk(core, "console:me", 1, *CHATTER)
         await said(core, *[(TUESDAY, f"The weather is fine, day {n}.") for n in range(2000)])
         await said(core, (TUESDAY, "I have a guitar lesson after work."), (SATURDAY, "The guitar needs new strings."))
-    db = SteppedDatabase(config.mate.database.path)
+    db = SteppedDatabase(config.mate.database.path, clock=pinned_clock())
     async with db:
         service = MemorySearchService(SqliteSearchRepository(db))
         work = {}

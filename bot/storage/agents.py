@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from bot.storage.database import Database, utc_now
+from bot.storage.database import Database
 from bot.storage.records import AgentRecord
 
 
@@ -41,7 +41,7 @@ class SqliteAgentRepository:
 
     async def ensure(self, agent_id: int, name: str) -> bool:
         """Create agent `agent_id` unless it exists; True when it was created."""
-        now = utc_now()
+        now = self._db.now()
         result = await self._db.execute(
             "INSERT OR IGNORE INTO mate_agent(id, name, create_time, update_time) VALUES (?, ?, ?, ?)",
             (agent_id, name, now, now),
@@ -82,7 +82,7 @@ class SqliteAgentRepository:
         the chat's own agent is found, or created with the next free id above `min_id`.
         A crash part-way leaves no agent without its workspace.
         """
-        now = utc_now()
+        now = self._db.now()
         async with self._db.transaction() as conn:
             if chat_key is not None:
                 async with conn.execute(

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from typing import Any, cast
 
 from bot.storage.incognito import NOT_INCOGNITO
-from bot.storage.database import Database, utc_now
+from bot.storage.database import Database
 from bot.storage.records import ConversationActivity, ConversationRecord, MessageRecord
 
 _CONVERSATION_COLUMNS = (
@@ -99,7 +99,7 @@ class SqliteConversationRepository:
         self, conversation_id: str, *, agent_id: int, channel: str, chat_key: str,
         trigger_source: str, title: str | None = None, is_group: bool = False,
     ) -> ConversationRecord:
-        now = utc_now()
+        now = self._db.now()
         await self._db.execute(
             "INSERT OR IGNORE INTO mate_conversation(id, agent_id, channel, chat_key, title, "
             "trigger_source, create_time, update_time, is_group) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
@@ -112,7 +112,7 @@ class SqliteConversationRepository:
     async def archive(self, conversation_id: str) -> None:
         await self._db.execute(
             "UPDATE mate_conversation SET archived = 1, update_time = ? WHERE id = ?",
-            (utc_now(), conversation_id),
+            (self._db.now(), conversation_id),
         )
 
     async def set_summary(self, conversation_id: str, summary: str, upto_message_id: int) -> bool:
@@ -120,7 +120,7 @@ class SqliteConversationRepository:
         result = await self._db.execute(
             "UPDATE mate_conversation SET summary = ?, summary_upto_message_id = ?, update_time = ? "
             "WHERE id = ? AND summary_upto_message_id <= ?",
-            (summary, upto_message_id, utc_now(), conversation_id, upto_message_id),
+            (summary, upto_message_id, self._db.now(), conversation_id, upto_message_id),
         )
         return result.rowcount == 1
 
@@ -128,7 +128,7 @@ class SqliteConversationRepository:
         await self._db.execute(
             "UPDATE mate_conversation SET memory_upto_message_id = MAX(memory_upto_message_id, ?), "
             "update_time = ? WHERE id = ?",
-            (upto_message_id, utc_now(), conversation_id),
+            (upto_message_id, self._db.now(), conversation_id),
         )
 
     async def message_count(self, conversation_id: str) -> int:
@@ -166,7 +166,7 @@ class SqliteMessageRepository:
         result = await self._db.execute(
             "INSERT INTO mate_message(conversation_id, role, content, token_count, sender_id, "
             "sender_name, create_time, content_format) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-            (conversation_id, role, content, token_count, sender_id, sender_name, utc_now(), _format_of(row)),
+            (conversation_id, role, content, token_count, sender_id, sender_name, self._db.now(), _format_of(row)),
         )
         return result.lastrowid
 
@@ -181,7 +181,7 @@ class SqliteMessageRepository:
             "sender_name, create_time, external_id) VALUES (?, 'user', ?, ?, ?, ?, ?, ?) RETURNING id, "
             "(SELECT COALESCE(MAX(m.id), 0) FROM mate_message m "
             " WHERE m.conversation_id = ? AND m.id < mate_message.id)",
-            (conversation_id, content, token_count, sender_id, sender_name, create_time or utc_now(), external_id,
+            (conversation_id, content, token_count, sender_id, sender_name, create_time or self._db.now(), external_id,
              conversation_id),
         )
         return int(rows[0][0]), int(rows[0][1])
@@ -230,7 +230,7 @@ class SqliteMessageRepository:
         """Like add_many, also returning the conversation's message_count after the insert."""
         if not rows:
             return [], await _message_count(self._db, conversation_id)
-        now = utc_now()
+        now = self._db.now()
         params: list[Any] = []
         for row in rows:
             role, content, tokens = row[0], row[1], row[2]

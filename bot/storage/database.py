@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 
 import aiosqlite
 
-from bot.clock import iso
+from bot.clock import Clock, iso
 from bot.clock import utc_now as clock_now
 from bot.errors import StorageError
 from bot.storage.search_text import FUNCTION_NAME as SPACED_FUNCTION, spaced
@@ -134,7 +134,7 @@ async def _underlying(conn: aiosqlite.Connection) -> sqlite3.Connection:
 
 
 def utc_now() -> str:
-    """This moment in the stored form (bot.clock.iso)."""
+    """This moment by the wall clock in the stored form (bot.clock.iso): for code outside a Database."""
     return iso(clock_now())
 
 
@@ -169,8 +169,11 @@ def _is_home(folder: Path) -> bool:
 class Database:
     """Owns the SQLite file: writes are serialised on one connection, reads use another."""
 
-    def __init__(self, path: str | Path) -> None:
+    def __init__(self, path: str | Path, *, clock: Clock = clock_now) -> None:
         self.path = Path(path)
+        # Every time a repository stores comes from here: the runtime's clock, which a test
+        # or a bench pins (the search index dates rows by it, so "today" must not be the machine's).
+        self._clock = clock
         self._writer: aiosqlite.Connection | None = None
         # The writer's sqlite3 connection and the one thread that runs group commits on it.
         self._batch_conn: sqlite3.Connection | None = None
@@ -281,6 +284,7 @@ class Database:
         async with self._writer.execute("SELECT COALESCE(MAX(version), 0) FROM schema_version") as cur:
             row = await cur.fetchone()
         current = int(row[0]) if row else 0
+        reached = current
         for version, description, statements in MIGRATIONS:
             if version <= current:
                 continue
@@ -290,13 +294,23 @@ class Database:
                     await self._writer.execute(statement)
                 await self._writer.execute(
                     "INSERT INTO schema_version(version, description, applied_time) VALUES (?, ?, ?)",
-                    (version, description, utc_now()),
+                    (version, description, self.now()),
                 )
                 await self._writer.execute("COMMIT")
             except BaseException:
                 await self._writer.execute("ROLLBACK")
                 raise
-            log.info("database migrated to version %s (%s)", version, description)
+            log.debug("database migrated to version %s (%s)", version, description)
+            reached = version
+        # One line for the person reading the start-up, however many steps it took.
+        if current == 0 and reached:
+            log.info("database created (version %s): %s", reached, self.path)
+        elif reached != current:
+            log.info("database migrated from version %s to %s", current, reached)
+
+    def now(self) -> str:
+        """This moment by the runtime's clock, in the stored form (bot.clock.iso)."""
+        return iso(self._clock())
 
     @property
     def writer(self) -> aiosqlite.Connection:

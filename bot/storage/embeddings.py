@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from bot.storage.database import Database, utc_now
+from bot.storage.database import Database
 from bot.storage.incognito import NOT_INCOGNITO
 from bot.storage.search import SearchHit
 
@@ -76,7 +76,7 @@ class SqliteEmbeddingRepository:
         trigger had nothing to delete yet): each row is checked against the index's text."""
         if not vectors:
             return
-        now = utc_now()
+        now = self._db.now()
         async with self._db.transaction() as conn:
             await conn.executemany(
                 "INSERT OR REPLACE INTO mate_embedding(key, model, agent_id, dim, vector, norm, create_time) "

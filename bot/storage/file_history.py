@@ -9,7 +9,7 @@ from typing import Any, Literal
 import aiosqlite
 
 from bot.errors import VersionConflict
-from bot.storage.database import Database, utc_now
+from bot.storage.database import Database
 
 Change = Literal["extraction", "emergence", "tool", "api", "import", "undo"]
 # A version recorded only when the next one is written (a seed, a file from before history
@@ -183,7 +183,7 @@ class SqliteFileHistoryRepository:
         """Every file back to the version before the run, in one transaction; a file that changed
         since the run raises VersionConflict and nothing is written. The undo's versions carry
         the undone run's id."""
-        now = utc_now()
+        now = self._db.now()
         async with self._db.transaction() as conn:
             for change in changes:
                 async with conn.execute(

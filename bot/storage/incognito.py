@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from bot.storage.database import Database, utc_now
+from bot.storage.database import Database
 
 # The clause that leaves out a conversation's incognito messages (`m`: the mate_message alias).
 NOT_INCOGNITO = ("NOT EXISTS (SELECT 1 FROM mate_incognito i WHERE i.conversation_id = {m}.conversation_id "
@@ -33,7 +33,7 @@ class SqliteIncognitoRepository:
         result = await self._db.execute(
             "INSERT OR IGNORE INTO mate_incognito(conversation_id, after_message_id, start_time) "
             "SELECT ?, COALESCE(MAX(id), 0), ? FROM mate_message WHERE conversation_id = ?",
-            (conversation_id, utc_now(), conversation_id))
+            (conversation_id, self._db.now(), conversation_id))
         return result.rowcount == 1
 
     async def end(self, conversation_id: str) -> int | None:

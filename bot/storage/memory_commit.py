@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import aiosqlite
 
 from bot.errors import VersionConflict
-from bot.storage.database import Database, utc_now
+from bot.storage.database import Database
 from bot.storage.file_history import append_version, record_version
 
 
@@ -52,7 +52,7 @@ class SqliteMemoryCommitRepository:
         A file no longer at its expected version raises VersionConflict and nothing at all
         is written, so a retry never appends the same daily entry twice.
         """
-        now = utc_now()
+        now = self._db.now()
         async with self._db.transaction() as conn:
             for write in change.files:
                 await _write_file(conn, change, write, now)

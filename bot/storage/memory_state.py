@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from bot.storage.database import Database, utc_now
+from bot.storage.database import Database
 from bot.storage.records import MemoryRunRecord, PendingMemoryRecord, UnanalysedConversation
 
 _PENDING_COLUMNS = "conversation_id, agent_id, upto_message_id, trigger_source, attempts, due_time, last_error"
@@ -36,7 +36,7 @@ class SqliteMemoryPendingRepository:
         due_time: str | None = None,
     ) -> None:
         """One row per conversation; a newer event only moves upto_message_id forward."""
-        now = utc_now()
+        now = self._db.now()
         await self._db.execute(
             f"INSERT INTO mate_memory_pending({_PENDING_COLUMNS}, create_time) "
             "VALUES (?, ?, ?, ?, 0, ?, NULL, ?) ON CONFLICT(conversation_id) DO UPDATE SET "
@@ -113,21 +113,21 @@ class SqliteMemoryRunRepository:
         result = await self._db.execute(
             "INSERT INTO mate_memory_run(agent_id, kind, conversation_id, status, started) "
             "VALUES (?, ?, ?, 'running', ?)",
-            (agent_id, kind, conversation_id, utc_now()),
+            (agent_id, kind, conversation_id, self._db.now()),
         )
         return result.lastrowid
 
     async def finish(self, run_id: int, status: str, reason: str | None = None, error: str | None = None) -> None:
         await self._db.execute(
             "UPDATE mate_memory_run SET status = ?, reason = ?, error = ?, finished = ? WHERE id = ?",
-            (status, reason, error[:2000] if error else None, utc_now(), run_id),
+            (status, reason, error[:2000] if error else None, self._db.now(), run_id),
         )
 
     async def record(
         self, agent_id: int, kind: str, status: str, *, conversation_id: str | None = None,
         reason: str | None = None, error: str | None = None,
     ) -> int:
-        now = utc_now()
+        now = self._db.now()
         result = await self._db.execute(
             "INSERT INTO mate_memory_run(agent_id, kind, conversation_id, status, reason, started, "
             "finished, error) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
@@ -139,7 +139,7 @@ class SqliteMemoryRunRepository:
         """Close runs left 'running' by a process that died mid-run; call before any run starts."""
         result = await self._db.execute(
             "UPDATE mate_memory_run SET status = 'failed', error = ?, finished = ? WHERE status = 'running'",
-            (error, utc_now()),
+            (error, self._db.now()),
         )
         return result.rowcount
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from bot.storage.database import Database, utc_now
+from bot.storage.database import Database
 from bot.storage.records import PersonRecord
 
 OWNER_PERSON_ID = 1
@@ -28,7 +28,7 @@ class SqlitePersonRepository:
         await self._db.execute(
             "INSERT INTO mate_person(id, name, create_time) VALUES (?, ?, ?) "
             "ON CONFLICT(id) DO UPDATE SET name = excluded.name",
-            (OWNER_PERSON_ID, name, utc_now()),
+            (OWNER_PERSON_ID, name, self._db.now()),
         )
 
     async def get(self, person_id: int) -> PersonRecord | None:
@@ -46,7 +46,7 @@ class SqlitePersonRepository:
     async def create_for_account(self, channel: str, sender_id: str, name: str) -> PersonRecord:
         """The account's person, made now if it has none (first contact); one transaction, so two
         first messages at once still make one person."""
-        now = utc_now()
+        now = self._db.now()
         async with self._db.transaction() as conn:
             async with conn.execute(
                 "SELECT p.id, p.name, p.create_time FROM mate_person_account a JOIN mate_person p "
@@ -69,7 +69,7 @@ class SqlitePersonRepository:
         of them already is (the oldest, never the owner), else a new one. Every account then
         points at it, as a config link."""
         listed = list(accounts)
-        now = utc_now()
+        now = self._db.now()
         async with self._db.transaction() as conn:
             if person_id is None and listed:
                 where = " OR ".join("(channel = ? AND sender_id = ?)" for _ in listed)

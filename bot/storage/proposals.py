@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from bot.errors import VersionConflict
-from bot.storage.database import Database, utc_now
+from bot.storage.database import Database
 from bot.storage.file_history import record_version
 
 _COLUMNS = "id, agent_id, filename, base_version, content, reason, run_id, status, create_time, expire_time"
@@ -43,7 +43,7 @@ class SqliteProposalRepository:
             cursor = await conn.execute(
                 "INSERT INTO mate_memory_proposal(agent_id, filename, base_version, content, reason, run_id, status, "
                 "create_time, expire_time) VALUES (?, ?, ?, ?, ?, ?, 'pending', ?, ?)",
-                (agent_id, filename, base_version, content, reason, run_id, utc_now(), expire_time))
+                (agent_id, filename, base_version, content, reason, run_id, self._db.now(), expire_time))
             return int(cursor.lastrowid or 0)
 
     async def pending(self, agent_id: int, now: str) -> ProposalRecord | None:
@@ -67,7 +67,7 @@ class SqliteProposalRepository:
         """Write the proposed content, if the file is still at the version it was made from, and
         mark it approved, in one transaction; otherwise VersionConflict and nothing changes.
         False (nothing changes) when it was rejected or approved meanwhile (the chat and the page at once)."""
-        now = utc_now()
+        now = self._db.now()
         async with self._db.transaction() as conn:
             claimed = await conn.execute("UPDATE mate_memory_proposal SET status = 'approved' WHERE id = ? "
                                          "AND status = 'pending'", (proposal.id,))

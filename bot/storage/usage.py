@@ -6,7 +6,7 @@ import asyncio
 from dataclasses import dataclass
 from typing import Any
 
-from bot.storage.database import Database, utc_now
+from bot.storage.database import Database
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,7 +49,7 @@ class SqliteLlmUsageRepository:
             "cache_creation_input_tokens, cache_read_input_tokens, output_tokens, create_time) "
             "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
             (usage.agent_id, usage.conversation_id, usage.purpose, usage.model, usage.input_tokens,
-             usage.cache_creation_input_tokens, usage.cache_read_input_tokens, usage.output_tokens, utc_now()),
+             usage.cache_creation_input_tokens, usage.cache_read_input_tokens, usage.output_tokens, self._db.now()),
         )
 
     async def totals_since(self, since: str, agent_id: int | None = None) -> list[UsageTotals]:

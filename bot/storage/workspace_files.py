@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from bot.storage.database import Database, utc_now
+from bot.storage.database import Database
 from bot.storage.file_history import Change, append_version, record_version
 from bot.storage.records import WorkspaceFileRecord
 
@@ -51,7 +51,7 @@ class SqliteWorkspaceFileRepository:
         change: Change = "import", run_id: int | None = None, keep: int = 50,
     ) -> WorkspaceFileRecord | None:
         """Create a live file (its version 1 in history); None when a live file of that name exists."""
-        now = utc_now()
+        now = self._db.now()
         async with self._db.transaction() as conn:
             cursor = await conn.execute(
                 "INSERT OR IGNORE INTO mate_workspace_file(agent_id, filename, content, file_size, enabled, "
@@ -70,7 +70,7 @@ class SqliteWorkspaceFileRepository:
     ) -> bool:
         """Replace content and keep the new version in history; with expected_version, only if the
         row still has that version."""
-        now = utc_now()
+        now = self._db.now()
         async with self._db.transaction() as conn:
             async with conn.execute(
                 "SELECT version, content, update_time FROM mate_workspace_file WHERE id = ? AND deleted = 0",
@@ -99,26 +99,26 @@ class SqliteWorkspaceFileRepository:
                 row = await cursor.fetchone()
             if row is None or (expected_version is not None and int(row[0]) != expected_version):
                 return False
-            await append_version(conn, file_id, text, run_id=run_id, change=change, keep=keep, now=utc_now())
+            await append_version(conn, file_id, text, run_id=run_id, change=change, keep=keep, now=self._db.now())
         return True
 
     async def set_enabled(self, file_id: int, enabled: bool) -> None:
         await self._db.execute(
             "UPDATE mate_workspace_file SET enabled = ?, update_time = ?, version = version + 1 WHERE id = ?",
-            (int(enabled), utc_now(), file_id),
+            (int(enabled), self._db.now(), file_id),
         )
 
     async def set_sort_order(self, file_id: int, sort_order: int) -> None:
         await self._db.execute(
             "UPDATE mate_workspace_file SET sort_order = ?, update_time = ?, version = version + 1 WHERE id = ?",
-            (sort_order, utc_now(), file_id),
+            (sort_order, self._db.now(), file_id),
         )
 
     async def soft_delete(self, file_id: int) -> bool:
         result = await self._db.execute(
             "UPDATE mate_workspace_file SET deleted = 1, update_time = ?, version = version + 1 "
             "WHERE id = ? AND deleted = 0",
-            (utc_now(), file_id),
+            (self._db.now(), file_id),
         )
         return result.rowcount == 1
 
