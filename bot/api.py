@@ -20,12 +20,13 @@ from aiohttp import web
 from aiohttp.http_exceptions import HttpProcessingError
 from aiohttp.typedefs import Handler
 
-from bot.api_input import WHOLE_NUMBER, BadRequest, json_body, whole_number
+from bot.api_input import WHOLE_NUMBER, BadRequest, json_body, opened_id, whole_number
 from bot.config import ApiConfig
 from bot.errors import VersionConflict, WorkspaceError
 from bot.runtime import Runtime
 from bot.storage.people import OWNER_PERSON_ID
 from bot.text import clean_text, is_blank
+from bot.web_names import named_agents, named_conversations
 from channels.base import InboundMessage, IncomingFile
 from memory.filenames import validate_workspace_filename
 from memory.recall import DEFAULT_LIMIT, MAX_LIMIT, query_problem
@@ -236,8 +237,9 @@ async def read_file(request: web.Request) -> web.Response:
     if record is None:
         raise _NotFound(rt.core.prompts.text("tool_error_not_found", filename=data["filename"]))
     # Content and version from one read: an editor's save names the version of what it shows.
+    # fileId: which file this is, so a save can never land in another agent's file of that name.
     data.update(content=record.content, fileSize=record.file_size, enabled=record.enabled,
-                updateTime=record.update_time, version=record.version)
+                updateTime=record.update_time, version=record.version, agentId=agent_id, fileId=record.id)
     return _ok(data)
 
 
@@ -287,9 +289,19 @@ async def answer_proposal(request: web.Request) -> web.Response:
     return _ok({"agentId": agent_id, "status": "approved", "msg": text})
 
 
+def _conflict(msg: str, agent_id: int, filename: str, version: int) -> web.Response:
+    return web.json_response({"code": 409, "msg": msg, "data": {"agentId": agent_id, "filename": filename,
+                                                                "version": version}}, status=409, dumps=_dumps)
+
+
 async def write_file(request: web.Request) -> web.Response:
     """A versioned write: `version` is the one the editor read (0: a new file); if the file
-    changed meanwhile, 409 with the version it has now, and nothing is overwritten."""
+    changed meanwhile, 409 with the version it has now, and nothing is overwritten.
+
+    An editor also sends the `agentId` and `fileId` it read: a save that names another
+    agent, or another file of the same name (another agent's, a removed one), is refused
+    with 409 too; versions alone cannot tell two agents' SOUL.md at version 1 apart.
+    """
     rt = request.app[_RUNTIME]
     agent_id = await _agent_id(request)
     try:
@@ -308,12 +320,19 @@ async def write_file(request: web.Request) -> web.Response:
         raise BadRequest("content is not valid Unicode text") from None
     if size > DEFAULT_MAX_CONTENT_BYTES:
         raise BadRequest(f"content is {size} bytes; the limit is {DEFAULT_MAX_CONTENT_BYTES}")
+    opened_agent, opened_file = opened_id(body, "agentId"), opened_id(body, "fileId")
+    if opened_agent is not None or opened_file is not None:
+        current = await rt.core.workspace.get(agent_id, filename)
+        if opened_agent not in (None, agent_id) or (opened_file is not None and (
+                current is None or current.id != opened_file)):
+            log.info("API save refused: the editor was opened on another agent's or another file")
+            return _conflict(rt.core.prompts.text("api_file_mismatch", filename=filename, agent_id=agent_id),
+                             agent_id, filename, current.version if current else 0)
     try:
         outcome = await rt.core.workspace.write(agent_id, filename, content, expected_version=version, change="api")
     except VersionConflict as conflict:
-        return web.json_response({"code": 409, "msg": rt.core.prompts.text("api_version_conflict", filename=filename),
-                                  "data": {"filename": filename, "version": conflict.actual}},
-                                 status=409, dumps=_dumps)
+        return _conflict(rt.core.prompts.text("api_version_conflict", filename=filename), agent_id, filename,
+                         conflict.actual)
     record = outcome.file
     return _ok({"agentId": agent_id, "filename": record.filename, "version": record.version,
                 "fileSize": record.file_size, "updateTime": record.update_time, "created": outcome.created})
@@ -323,12 +342,21 @@ async def conversations(request: web.Request) -> web.Response:
     """The agent's conversations, the most recently active first (read-only)."""
     rt = request.app[_RUNTIME]
     agent_id = await _agent_id(request)
-    rows = await rt.core.repos.conversations.recent_activity(agent_id)
-    items = [{"conversationId": row.conversation.id, "channel": row.conversation.channel,
+    rows = (await rt.core.repos.conversations.recent_activity(agent_id))[:_MAX_LISTED]
+    names = await named_conversations(rt.core.repos, rt.core.prompts, await rt.core.people.list(),
+                                      [row.conversation for row in rows])
+    items = [{"conversationId": row.conversation.id, "displayName": name, "channel": row.conversation.channel,
               "title": row.conversation.title, "archived": row.conversation.archived,
               "messageCount": row.message_count, "lastActivity": row.last_activity,
-              "createTime": row.conversation.create_time} for row in rows[:_MAX_LISTED]]
+              "createTime": row.conversation.create_time} for row, name in zip(rows, names, strict=True)]
     return _ok({"agentId": agent_id, "count": len(items), "conversations": items})
+
+
+async def agents(request: web.Request) -> web.Response:
+    """Every agent with the name the page shows for it: its own, its person's or its group's (read-only)."""
+    rt = request.app[_RUNTIME]
+    items = (await named_agents(rt.core.repos, rt.core.prompts, await rt.core.people.list()))[:_MAX_LISTED]
+    return _ok({"count": len(items), "agents": items})
 
 
 async def people(request: web.Request) -> web.Response:
@@ -524,6 +552,7 @@ def build_app(rt: Runtime, config: ApiConfig, token: str | None = None) -> web.A
     app.router.add_put("/api/v1/memory/{agent_id}/files/{filename:.+}", write_file)
     app.router.add_get("/api/v1/chat/{agent_id}/conversations", conversations)
     app.router.add_get("/api/v1/people", people)
+    app.router.add_get("/api/v1/agents", agents)
     app.router.add_get("/api/v1/chat/{agent_id}/conversations/{conversation_id}/messages", conversation_messages)
     app.router.add_get("/api/v1/memory/{agent_id}/search", search)
     app.router.add_get("/api/v1/memory/{agent_id}/proposal", proposal)

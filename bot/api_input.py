@@ -1,4 +1,4 @@
-"""What the admin API reads from a request: a JSON body and whole-number parameters, within the limits it accepts."""
+"""What the admin API reads from a request: a JSON body, whole-number parameters and ids, within the limits it accepts."""
 
 from __future__ import annotations
 
@@ -54,6 +54,14 @@ def whole_number(raw: str, name: str, low: int, high: int = INT64_MAX) -> int:
     if not WHOLE_NUMBER.fullmatch(raw) or not low <= int(raw) <= high:
         raise BadRequest(f"{name} must be a whole number from {low} to {high}")
     return int(raw)
+
+
+def opened_id(body: dict[str, Any], name: str) -> int | None:
+    """`agentId` or `fileId` of the file an editor opened (as it was read), if the body names it."""
+    value = body.get(name)
+    if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
+        raise BadRequest(f"{name} must be the {name} the file was read with")
+    return value
 
 
 def depth(value: Any) -> int:

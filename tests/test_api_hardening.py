@@ -42,7 +42,8 @@ ROUTES: dict[tuple[str, str], tuple[tuple[str, ...], dict[str, Any] | None]] = {
     ("GET", "/api/v1/agents/{agent_id}/tasks"): ((), None),
     ("DELETE", "/api/v1/agents/{agent_id}/tasks/{task_id}"): ((), None),
 }
-_OPEN_ROUTES = {("GET", "/healthz"), ("GET", "/"), ("GET", "/api/v1/people")}  # no variables, no body
+_OPEN_ROUTES = {("GET", "/healthz"), ("GET", "/"), ("GET", "/api/v1/people"),  # no variables, no body
+                ("GET", "/api/v1/agents")}
 _DEFAULTS = {"agent_id": "1", "conversation_id": "web:known", "filename": "NOTES.md", "task_id": "1",
              "answer": "reject"}
 _BASE_QUERY = {"/api/v1/memory/{agent_id}/search": "q=key"}
