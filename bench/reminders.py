@@ -50,8 +50,11 @@ async def measure(count: int, per_second: int, model_ms: float) -> dict[str, Any
                 FakeTelegram() as tg:
             config = make_config(Path(folder), llm={"api-key": "k", "base-url": llm.url, "max-retries": 0,
                                                     "stream": False},
+                                 # Each chat's person may schedule there and reaches agent 1, as the
+                                 # timer checks again before each run.
                                  channels={"telegram": {"enabled": True, "token": tg.token, "base-url": tg.base_url,
-                                                        "dm-policy": "open"}})
+                                                        "dm-policy": "open",
+                                                        "admins": [str(FIRST_CHAT + i) for i in range(count)]}})
             async with AnthropicClient(config.mate.llm) as client, open_runtime(config, llm=client) as rt:
                 telegram = TelegramChannel(config.mate.channels.telegram, rt.router.handle, rt.core.prompts,
                                            access=rt.access.telegram, poll_timeout=0.2)

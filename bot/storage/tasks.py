@@ -133,6 +133,13 @@ class SqliteTaskRepository:
             params.append(agent_id)
         return (await self._db.execute(sql, params)).rowcount > 0
 
+    async def cancel_made_by(self, chat: ChatRef, created_by: str, agent_id: int) -> int:
+        """Remove every live task one account made in `chat` for `agent_id`; how many were removed."""
+        result = await self._db.execute(
+            f"DELETE FROM mate_cron_job WHERE {_LIVE} AND {_IN_CHAT} AND COALESCE(created_by, '') = ? AND agent_id = ?",
+            (*chat.params(), created_by, agent_id))
+        return result.rowcount
+
     async def due(self, now: str) -> builtins.list[TaskRecord]:
         rows = await self._db.fetchall(
             f"SELECT {_COLUMNS} FROM mate_cron_job WHERE {_LIVE} AND next_run_time <= ? ORDER BY next_run_time, id",

@@ -1,9 +1,11 @@
-"""ReminderDelivery: a due task as an agent turn in its chat, sent through the chat's channel."""
+"""ReminderDelivery: a due task as an agent turn in its chat, sent through the chat's channel, if its
+maker still stands where the task was made."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 from dataclasses import replace
 from typing import Protocol
 
@@ -17,11 +19,22 @@ log = logging.getLogger(__name__)
 
 READY_WAIT = 60.0  # how long a run waits for its channel to (re)connect, at start-up for one
 
+# Why a task's maker no longer has what the task was made with (log text: no names, no ids).
+LOST_ACCESS = "the person who made them may no longer talk to the bot in this chat"
+LOST_SCHEDULING = "the person who made them may no longer schedule reminders in this chat"
+LOST_ROUTE = "the person who made them now reaches another agent in this chat"
+
+MaySchedule = Callable[[InboundMessage], bool]  # TaskService.may_schedule: the rules of today's config
+
 
 class TaskTurns(Protocol):
     """The router's entry point as a task uses it (no stream, no confirmation)."""
 
     async def handle(self, message: InboundMessage, *, agent_id: int | None = None) -> RoutedReply | None: ...
+
+    async def agent_for(self, message: InboundMessage) -> int:
+        """The agent today's routes and links send `message` to."""
+        ...
 
 
 class Outlet(Protocol):
@@ -78,22 +91,28 @@ class ReminderDelivery:
         self._access = access
         self._repos = repos
 
+    async def lost_standing(self, task: TaskRecord, may_schedule: MaySchedule) -> str | None:
+        """Why the task may not run as made (None: it may). The task runs on the agent it was made
+        for and answers its maker's chat: when the operator took the account out of `admins`, of a
+        `mate.people` link or of the allowlist, that agent's memory is no longer theirs to hear from."""
+        message = await self._turn_of(task)
+        policy = self._access.for_channel(message.channel)
+        if policy.everyone_is_admin:  # console and web: the owner's, and the web page picks its agent
+            return None
+        if not self._still_allowed(message):
+            return LOST_ACCESS
+        # As the maker's own message: a scheduled turn itself may never schedule.
+        if not may_schedule(replace(message, trigger_source="channel")):
+            return LOST_SCHEDULING
+        if await self._turns.agent_for(message) != task.agent_id:
+            return LOST_ROUTE
+        return None
+
     async def __call__(self, task: TaskRecord) -> bool:
+        """Run the task's turn and send its answer (the timer checked `lost_standing` first)."""
         chat = task.chat
         where = {"channel": chat.channel, "chat_id": chat.chat_id}
-        message = InboundMessage(
-            channel=chat.channel, chat_id=chat.chat_id, thread_id=chat.thread_id, sender_id=task.created_by,
-            sender_name=task.created_by_name or task.created_by, mentions_bot=True, trigger_source="cron",
-            text=self._prompts.render("tasks/reminder-turn", message=task.message,
-                                      created_by=task.created_by_name or task.created_by,
-                                      repeating=bool(task.cron)),
-        )
-        active = await self._repos.conversations.active_for_chat(conversation_key(message))
-        message = replace(message, is_direct=active is None or not active.is_group)
-        if not self._still_allowed(message):
-            log.warning("task %s not delivered: its chat no longer accepts the person who made it", task.id,
-                        extra=where)
-            return True
+        message = await self._turn_of(task)
         reply = await self._turns.handle(message, agent_id=task.agent_id)
         if reply is None:
             return False  # the router takes nothing more: the daemon is stopping
@@ -109,6 +128,19 @@ class ReminderDelivery:
         log.info("task %s delivered%s", task.id, "" if sent else " (kept in the conversation's history)",
                  extra=where)
         return True
+
+    async def _turn_of(self, task: TaskRecord) -> InboundMessage:
+        """The task's turn, as a message of its maker in its chat."""
+        chat = task.chat
+        message = InboundMessage(
+            channel=chat.channel, chat_id=chat.chat_id, thread_id=chat.thread_id, sender_id=task.created_by,
+            sender_name=task.created_by_name or task.created_by, mentions_bot=True, trigger_source="cron",
+            text=self._prompts.render("tasks/reminder-turn", message=task.message,
+                                      created_by=task.created_by_name or task.created_by,
+                                      repeating=bool(task.cron)),
+        )
+        active = await self._repos.conversations.active_for_chat(conversation_key(message))
+        return replace(message, is_direct=active is None or not active.is_group)
 
     def _still_allowed(self, message: InboundMessage) -> bool:
         """The chat's access rules as a message of the task's maker would meet them now."""

@@ -1,4 +1,5 @@
-"""TaskTimer: runs each reminder once at its time, catches up after downtime, marks older runs missed."""
+"""TaskTimer: runs each reminder once at its time, catches up after downtime, marks older runs missed,
+and cancels those whose maker lost the access or route they were made with."""
 
 from __future__ import annotations
 
@@ -10,7 +11,9 @@ from types import TracebackType
 from typing import Protocol
 
 from bot.clock import Clock, iso, parse_iso, utc_now
+from bot.storage.tasks import ChatRef
 from bot.storage.tasks import SqliteTaskRepository, TaskRecord
+from bot.tasks.delivery import MaySchedule
 from bot.tasks.service import TaskService
 from bot.tasks.timing import latest_due, next_fire, parse_cron
 
@@ -24,6 +27,10 @@ class FireTask(Protocol):
     """Delivers one task's run; False when it could not start (the daemon is stopping)."""
 
     async def __call__(self, task: TaskRecord) -> bool: ...
+
+    async def lost_standing(self, task: TaskRecord, may_schedule: MaySchedule) -> str | None:
+        """Why the task's maker no longer has the access or route it was made with; None: it has."""
+        ...
 
 
 class TaskTimer:
@@ -58,6 +65,7 @@ class TaskTimer:
 
     async def start(self) -> None:
         await self._service.load_missed()
+        await self.vet_pending()
         self._loop = asyncio.create_task(self._run(), name="task-timer")
 
     async def stop(self) -> None:
@@ -103,6 +111,36 @@ class TaskTimer:
                 started += 1
         return started
 
+    async def vet_pending(self) -> int:
+        """Cancel the pending tasks whose makers lost the access or route they had (the config
+        may have changed while the daemon was down); how many were cancelled. Their runs are
+        checked again when due: a check that fails here leaves them to that one."""
+        checked: set[tuple[ChatRef, str, int]] = set()
+        cancelled = 0
+        for task in await self._store.for_agent(None):
+            key = (task.chat, task.created_by, task.agent_id)
+            if key in checked:
+                continue
+            checked.add(key)
+            try:
+                cancelled += await self._cancel_if_lost(task)
+            except Exception:  # boundary: the daemon starts; the run itself is checked again
+                log.warning("checking task %s against today's access rules failed", task.id, exc_info=True)
+        return cancelled
+
+    async def _cancel_if_lost(self, task: TaskRecord) -> int:
+        """Cancel, with one log line, every live task of this maker in this chat for this agent when
+        the maker lost its standing; how many were cancelled (0: the task may run)."""
+        reason = await self._fire.lost_standing(task, self._service.may_schedule)
+        if reason is None:
+            return 0
+        chat = task.chat
+        count = await self._store.cancel_made_by(chat, task.created_by, task.agent_id)
+        if count:
+            log.warning("%d pending reminder(s) cancelled: %s", count, reason,
+                        extra={"channel": chat.channel, "chat_id": chat.chat_id, "thread_id": chat.thread_id})
+        return max(count, 1)  # cancelled here, or meanwhile by another run: it does not run either way
+
     async def _take(self, task: TaskRecord, now: datetime) -> bool:
         assert task.next_run_time is not None
         try:
@@ -111,6 +149,9 @@ class TaskTimer:
         except (ValueError, KeyError) as exc:  # a hand-edited row: stop it rather than retry it forever
             log.warning("task %s disabled: %s", task.id, exc)
             await self._store.miss(task.id, task.next_run_time, None)
+            return False
+        # Checked before anything is recorded or said in the chat, a missed-run notice included.
+        if await self._cancel_if_lost(task):
             return False
         following: datetime | None = None
         if trigger is not None:
