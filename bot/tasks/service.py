@@ -14,12 +14,15 @@ from bot.config import TasksConfig
 from bot.prompts import PromptLibrary
 from bot.storage.tasks import ChatRef, NewTask, SqliteTaskRepository, TaskRecord
 from bot.tasks.port import MissedNotice
-from bot.tasks.timing import local_text, next_fire, parse_at, parse_cron, shortest_gap, zone_of
+from bot.tasks.timing import OutOfRange, local_text, next_fire, parse_at, parse_cron, shortest_gap, zone_of
 from channels.base import InboundMessage
 
 log = logging.getLogger(__name__)
 
 MAX_TASK_MESSAGE_CHARS = 2000
+# A one-shot time further ahead is a slip (the model added minutes by the billion, or wrote 9999):
+# refused with a reason rather than stored for a calendar whose end the time arithmetic meets.
+MAX_YEARS_AHEAD = 100
 
 
 class TaskProblem(Exception):
@@ -137,10 +140,15 @@ class TaskService:
         t = self._prompts.text
         if not isinstance(at, str):
             raise TaskProblem(t("task_error_at", problem="at must be a text such as 2026-12-04T09:00:00"))
+        out_of_range = TaskProblem(t("task_error_range", at=at.strip()[:40], years=MAX_YEARS_AHEAD))
         try:
             moment = parse_at(at, zone_name)
+        except OutOfRange:
+            raise out_of_range from None
         except ValueError as exc:
             raise TaskProblem(t("task_error_at", problem=str(exc))) from None
+        if moment.year > now.year + MAX_YEARS_AHEAD:
+            raise out_of_range
         if moment <= now and asked_at is not None and moment >= _minute_of(asked_at):
             return now  # it was still ahead when the person asked: due at once, not refused
         if moment <= now:

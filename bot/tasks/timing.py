@@ -20,6 +20,10 @@ _GAP_SAMPLES = 400
 _MAX_WALK = 150_000
 
 
+class OutOfRange(ValueError):
+    """A date and time the calendar cannot hold once moved to UTC or to its zone (year 1 or 9999)."""
+
+
 def resolve_zone(name: str) -> tzinfo | None:
     """The tzinfo of a job's zone; None for "local" (APScheduler then uses the host's zone)."""
     if not name or name == "local":
@@ -87,7 +91,8 @@ def _crontab_day(text: str) -> int:
 def parse_at(text: str, zone_name: str) -> datetime:
     """An ISO 8601 date-time as an instant: local to `zone_name`, or absolute with an offset.
 
-    Raises ValueError naming what is wrong."""
+    Raises ValueError naming what is wrong; OutOfRange when it is a real date the calendar
+    cannot move to UTC (9999-12-31T23:00-05:00 would be in the year 10000)."""
     value = text.strip()
     if not _HAS_TIME.match(value):
         raise ValueError(f"{text[:40]!r} is not an ISO 8601 date and time such as 2026-12-04T09:00:00")
@@ -97,7 +102,10 @@ def parse_at(text: str, zone_name: str) -> datetime:
         raise ValueError(f"{text[:40]!r} is not an ISO 8601 date and time such as 2026-12-04T09:00:00") from None
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=zone_of(zone_name))
-    return moment.astimezone(timezone.utc)
+    try:
+        return moment.astimezone(timezone.utc)
+    except OverflowError:
+        raise OutOfRange(f"{text[:40]!r} is out of range") from None
 
 
 def next_fire(trigger: CronTrigger, after: datetime) -> datetime | None:
