@@ -164,7 +164,7 @@ async def open_runtime(
         stack.callback(media.close)  # runs after the router drained: drops queued media work
         access = core.access
         channel_states = ChannelStateBoard()
-        tasks = TaskService(mate.tasks, mate.timezone, core.repos.tasks, access, core.prompts)
+        tasks = TaskService(mate.tasks, mate.timezone, core.repos.tasks, access, core.prompts, clock=clock)
         # The commands take the router per call (ChatControl), so they are built first and
         # handed to it whole.
         commands = CommandHandler(mate, core.repos, core.workspace, window, agent, core.prompts,
@@ -174,7 +174,8 @@ async def open_runtime(
                                   review=services.review if services else None)
         router = ChannelMessageRouter(mate, core.repos, core.agents, agent, memory, core.prompts,
                                       commands=commands, media=media, access=access, people=core.people,
-                                      tasks=TurnTaskTools(tasks, core.prompts, core.repos.incognito.holds))
+                                      tasks=TurnTaskTools(tasks, core.prompts, core.repos.incognito.holds),
+                                      clock=clock)
         yield Runtime(core=core, llm=llm, tokens=tokens, window=window, agent=agent, router=router,
                       commands=commands, memory=memory, offline=offline, channel_states=channel_states,
                       access=access, memory_tool=tool, search=search, memory_services=services, tasks=tasks,

@@ -133,11 +133,6 @@ async def _underlying(conn: aiosqlite.Connection) -> sqlite3.Connection:
         return cursor.connection
 
 
-def utc_now() -> str:
-    """This moment by the wall clock in the stored form (bot.clock.iso): for code outside a Database."""
-    return iso(clock_now())
-
-
 def keep_private(database: Path) -> None:
     """The database's folder 0700 and its files 0600, also when an older version made them.
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import builtins
 from typing import Any
 
-from bot.storage.database import Database, utc_now
+from bot.storage.database import Database
 from bot.storage.records import CronJobRecord
 
 _COLUMNS = (
@@ -35,7 +35,7 @@ class SqliteCronJobRepository:
         self, agent_id: int, name: str, cron_expression: str, timezone: str, task_type: str,
         trigger_message: str, enabled: bool = True,
     ) -> int:
-        now = utc_now()
+        now = self._db.now()
         result = await self._db.execute(
             "INSERT INTO mate_cron_job(agent_id, name, cron_expression, timezone, task_type, "
             "trigger_message, enabled, create_time, update_time) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",

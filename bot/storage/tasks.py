@@ -6,7 +6,7 @@ import builtins
 from dataclasses import dataclass
 from typing import Any
 
-from bot.storage.database import Database, utc_now
+from bot.storage.database import Database
 
 REMINDER = "reminder"
 _TASK_NAME = "reminder"
@@ -89,7 +89,7 @@ class SqliteTaskRepository:
 
         The count and the insert are one statement, so two requests at once cannot both
         take the last place."""
-        now = utc_now()
+        now = self._db.now()
         chat = task.chat.params()
         result = await self._db.execute(
             "INSERT INTO mate_cron_job(agent_id, name, cron_expression, timezone, task_type, trigger_message, "
@@ -156,7 +156,7 @@ class SqliteTaskRepository:
         result = await self._db.execute(
             "UPDATE mate_cron_job SET last_run_time = ?, next_run_time = ?, enabled = ?, update_time = ? "
             f"WHERE id = ? AND {_LIVE} AND next_run_time = ?",
-            (ran, next_run_time, int(next_run_time is not None), utc_now(), task_id, due),
+            (ran, next_run_time, int(next_run_time is not None), self._db.now(), task_id, due),
         )
         return result.rowcount > 0
 
@@ -165,7 +165,7 @@ class SqliteTaskRepository:
         await self._db.execute(
             "UPDATE mate_cron_job SET next_run_time = ?, enabled = 1, update_time = ? "
             "WHERE id = ? AND task_type = 'reminder' AND next_run_time IS ?",
-            (due, utc_now(), task_id, claimed_next),
+            (due, self._db.now(), task_id, claimed_next),
         )
 
     async def miss(self, task_id: int, due: str, next_run_time: str | None) -> bool:
@@ -173,7 +173,7 @@ class SqliteTaskRepository:
         result = await self._db.execute(
             "UPDATE mate_cron_job SET missed_time = ?, next_run_time = ?, enabled = ?, update_time = ? "
             f"WHERE id = ? AND {_LIVE} AND next_run_time = ?",
-            (due, next_run_time, int(next_run_time is not None), utc_now(), task_id, due),
+            (due, next_run_time, int(next_run_time is not None), self._db.now(), task_id, due),
         )
         return result.rowcount > 0
 
