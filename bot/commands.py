@@ -15,6 +15,7 @@ from bot.context.window import ConversationWindowManager
 from bot.ports import ChatControl
 from bot.prompts import PromptLibrary
 from bot.storage import Repositories
+from bot.storage.people import person_binding
 from bot.storage.records import ConversationRecord
 from bot.tasks.service import TaskService, chat_of
 from channels.base import ChannelStateBoard, InboundMessage
@@ -84,7 +85,9 @@ class CommandHandler:
         words = text.split()
         args = [w.lower() for w in words[1:]]
         t = self._prompts.text
-        if command in ("help", "start"):
+        if command == "start":
+            return await self._start(router, message, conversation)
+        if command == "help":
             return (t("help") + "\n" + t("help_tasks")
                     + ("\n" + t("help_console") if message.channel == "console" else ""))
         if command == "new":
@@ -110,6 +113,37 @@ class CommandHandler:
         if command == "tasks":
             return await self._task_command(message, words[1:])
         return await self._memory(router, message, conversation, args, words[2:])
+
+    async def _start(self, router: ChatControl, message: InboundMessage, conversation: ConversationRecord) -> str:
+        """A greeting and the commands this person may use in this chat (Telegram sends /start
+        when someone opens the bot): the admin commands only to an admin."""
+        t = self._prompts.text
+        admin = router.is_admin(message)
+        agent = await self._repos.agents.get(conversation.agent_id)
+        parts = [t("start_greeting", agent_name=agent.name if agent else "Mate"), t("start_everyone")]
+        if self._tasks is not None and self._tasks.may_schedule(message):
+            parts.append(t("start_tasks_cancel"))
+        if message.is_direct or admin:  # one member does not decide for a group
+            parts.append(t("start_own_chat"))
+        if message.is_direct and (admin or await self._is_own_agent(router, message, conversation)):
+            parts.append(t("start_own_memory"))
+        if admin:
+            parts.append(t("start_admin"))
+            if message.is_direct:
+                parts.append(t("start_admin_direct"))
+        if message.channel == "console":
+            parts.append(t("help_console").strip())
+        return "\n".join(parts)
+
+    async def _is_own_agent(self, router: ChatControl, message: InboundMessage,
+                            conversation: ConversationRecord) -> bool:
+        """Whether this direct chat is answered by the sender's own agent (the owner's agent 1, or
+        the one made for this person): only then is its memory about them, not about others too."""
+        if not message.is_direct:
+            return False
+        person = await router.person_of(message)
+        own = 1 if person.is_owner else await self._repos.agents.agent_for_chat(person_binding(person.id))
+        return own == conversation.agent_id
 
     async def _incognito(self, conversation: ConversationRecord, args: list[str]) -> str:
         t = self._prompts.text
@@ -247,7 +281,12 @@ class CommandHandler:
         if action not in ("emerge", "summarize", "show", "search", "history", "why", "approve", "reject"):
             return t("memory_usage")
         if not router.is_admin(message):
-            return t("not_admin")
+            # Anyone may read what their own agent keeps about them, in their direct chat; the
+            # rest of /memory changes things or reaches beyond it, and stays the admins'.
+            if action not in ("show", "history", "why") or not message.is_direct:
+                return t("not_admin")
+            if not await self._is_own_agent(router, message, conversation):
+                return t("memory_not_own")
         if action in ("history", "why") and not message.is_direct:  # they quote memory and what people said
             return t("direct_only")
         if action == "history":
