@@ -6,13 +6,14 @@ import asyncio
 import logging
 import sqlite3
 from collections.abc import AsyncIterator, Coroutine
-from contextlib import asynccontextmanager
-from dataclasses import replace
+from contextlib import asynccontextmanager, nullcontext
+from dataclasses import dataclass, replace
 from typing import Any
 
 from bot.access import Access, AccessPolicies, ChatKind, Decision
 from bot.agent import Agent
 from bot.agents import AgentDirectory
+from bot.clock import Clock, iso, utc_now
 from bot.command_names import command_name
 from bot.config import PERSON_CHANNELS, MateConfig
 from bot.errors import StorageError
@@ -25,6 +26,7 @@ from bot.storage.records import ConversationRecord, MessageRecord
 from bot.tasks.port import TurnTasks
 from bot.text import clean_text, is_blank, led_by
 from bot.tools import ToolSet
+from bot.voice import is_audio
 from channels.base import (
     InboundMessage,
     ReplyStream,
@@ -34,6 +36,8 @@ from channels.base import (
     conversation_key,
     parse_conversation_key,
 )
+from channels.formatting import cut_reply
+from channels.streaming import CappedStream
 from memory.events import ConversationCompletedEvent, MemoryEventSink
 
 
@@ -95,6 +99,14 @@ class _KeyedLocks:
                 self._locks[key] = (lock, users - 1)
 
 
+@dataclass(frozen=True, slots=True)
+class _Heard:
+    """A voice note's message, its files read before it joined its chat's queue."""
+
+    arrived: str  # when it came (bot.clock.iso): the time its user message is stored with
+    read: PreparedMedia | MediaRefused  # the files, or the answer to give instead
+
+
 class ChannelMessageRouter:
     """Routes chats to agents and conversations; strict order within one, concurrency across."""
 
@@ -102,8 +114,10 @@ class ChannelMessageRouter:
         self, config: MateConfig, repos: Repositories, agents: AgentDirectory, agent: Agent,
         memory: MemoryEventSink, prompts: PromptLibrary, *, commands: CommandPort, people: PersonDirectory,
         media: MediaPreparer | None = None, access: AccessPolicies | None = None, tasks: TurnTasks | None = None,
+        clock: Clock = utc_now,
     ) -> None:
         self._config = config
+        self._clock = clock
         self._tasks = tasks
         self._people = people
         self._access = access or AccessPolicies.from_config(config.channels)
@@ -114,6 +128,7 @@ class ChannelMessageRouter:
         self._memory = memory
         self._prompts = prompts
         self._locks = _KeyedLocks()
+        self._voice_lanes = _KeyedLocks()  # a chat's voice notes, in the order they came
         self._active: dict[str, ConversationRecord] = {}
         self._in_flight = 0
         self._background: set[asyncio.Task[None]] = set()
@@ -223,7 +238,26 @@ class ChannelMessageRouter:
 
         `stored` is called exactly once: when the user message is committed, or as soon as
         it is clear that nothing will be stored (ignored, refused, a command, an error).
+
+        Every reply to a chat passes here (the adapters', the console's, the web page's and the
+        API's, reminders' and cron turns'), so here it is bounded: at most
+        `mate.channels.max-reply-chars` of it, shown or streamed, whatever the model wrote.
         """
+        limit, marker = self._config.channels.max_reply_chars, self._prompts.text("reply_cut")
+        capped = CappedStream(stream, limit, marker) if stream is not None else None
+        return self._bounded(await self._handle_message(message, agent_id, stored, capped))
+
+    def _bounded(self, reply: RoutedReply | None) -> RoutedReply | None:
+        limit = self._config.channels.max_reply_chars
+        if reply is None or len(reply.text) <= limit:
+            return reply
+        log.warning("a reply of %d characters was cut to mate.channels.max-reply-chars (%d)", len(reply.text),
+                    limit, extra={"conversation_id": reply.conversation_id})
+        return replace(reply, text=cut_reply(reply.text, limit, self._prompts.text("reply_cut")))
+
+    async def _handle_message(
+        self, message: InboundMessage, agent_id: int | None, stored: Stored | None, stream: ReplyStream | None,
+    ) -> RoutedReply | None:
         once = _Once(stored)
         try:
             message = clean_message(message)
@@ -258,13 +292,34 @@ class ChannelMessageRouter:
         self, message: InboundMessage, forced_agent: int | None, once: _Once, stream: ReplyStream | None,
     ) -> RoutedReply | None:
         key = conversation_key(message)
+        voice = self._media is not None and any(is_audio(file) for file in message.files)
+        # A voice note is transcribed before it joins its chat's queue, so the chat's typed
+        # messages are answered meanwhile; it keeps its place among the chat's voice notes, and
+        # its user message is stored with the time it came.
+        async with self._voice_lanes.hold(key) if voice else nullcontext():
+            heard = await self._hear(message) if voice else None
+            return await self._in_turn(message, forced_agent, once, stream, heard)
+
+    async def _hear(self, message: InboundMessage) -> _Heard:
+        arrived = iso(self._clock())
+        try:
+            return _Heard(arrived, await self._prepared(message))
+        except MediaRefused as refused:
+            return _Heard(arrived, refused)
+
+    async def _in_turn(
+        self, message: InboundMessage, forced_agent: int | None, once: _Once, stream: ReplyStream | None,
+        heard: _Heard | None,
+    ) -> RoutedReply | None:
+        """The reply to `message`, made in its turn: one message of a chat at a time."""
+        key = conversation_key(message)
         async with self._locks.hold(key):
             # A run missed while the daemon was down is mentioned once, in a reply to the person:
             # forgotten only when a reply carries it (a reminder's own turn never takes it).
             notice = await self._tasks.take_notice(message) if self._tasks is not None else None
             reply: RoutedReply | None = None
             try:
-                reply = await self._reply(message, forced_agent, once, stream, notice.text if notice else "")
+                reply = await self._reply(message, forced_agent, once, stream, notice.text if notice else "", heard)
                 return reply
             finally:
                 if notice is not None and self._tasks is not None:
@@ -275,7 +330,7 @@ class ChannelMessageRouter:
 
     async def _reply(
         self, message: InboundMessage, forced_agent: int | None, once: _Once, stream: ReplyStream | None,
-        lead: str,
+        lead: str, heard: _Heard | None = None,
     ) -> RoutedReply | None:
         """The reply to `message`, opened by `lead` (stored with the model's answer, when there is one)."""
         key = conversation_key(message)
@@ -304,13 +359,16 @@ class ChannelMessageRouter:
                 existing, sent_at = (record.id, previous_id), record.create_time
         media = None
         if message.files:
-            try:
-                media = await self._prepared(message)
-            except MediaRefused as refused:
+            read = (heard if heard is not None else await self._hear(message)).read
+            if isinstance(read, MediaRefused):
+                refused = read
                 if refused.key == "voice_off" and not message.is_direct and not message.mentions_bot:
                     return None  # a group that is answered without a mention: chatter, not a request
                 refusal = self._prompts.text(refused.key, **refused.params)
                 return RoutedReply(led_by(lead, refusal), conversation.id, agent_id)
+            media = read
+            if heard is not None:
+                sent_at = sent_at or heard.arrived
             text = media.history_text(text)
         stored = text if message.is_direct else f"[{message.sender_name or message.sender_id}] {text}"
         tools = self._tasks.tools_for(message) if self._tasks is not None else ()
@@ -354,7 +412,7 @@ class ChannelMessageRouter:
     async def recover_unanswered(self, since: str) -> list[RoutedReply]:
         """Answer, once, every user message stored since `since` that has no reply yet (the
         process stopped mid-reply): the replies to send, in the order the messages came."""
-        answered: list[RoutedReply] = []
+        answered: list[RoutedReply | None] = []
         for conversation_id, record, previous_id in await self._repos.messages.unanswered_since(since):
             conversation = await self._repos.conversations.get(conversation_id)
             if conversation is None:
@@ -385,8 +443,8 @@ class ChannelMessageRouter:
                     self._idle.set()
             log.info("answered a message left unanswered by the previous run",
                      extra={"conversation_id": conversation_id})
-            answered.append(reply)
-        return answered
+            answered.append(self._bounded(reply))
+        return [reply for reply in answered if reply is not None]
 
     async def _still_routed_here(self, conversation: ConversationRecord, record: MessageRecord) -> bool:
         """Whether today's access rules and routes still send a direct chat's message to the agent

@@ -17,6 +17,15 @@ from dataclasses import dataclass
 
 TELEGRAM_LIMIT = 4096  # counted in UTF-16 code units
 DISCORD_LIMIT = 2000  # counted in characters
+REPLY_CUT_SEPARATOR = "\n\n"  # between a reply cut at mate.channels.max-reply-chars and the marker
+
+
+def cut_reply(text: str, limit: int, marker: str) -> str:
+    """`text` when it holds at most `limit` characters, else its first ones and `marker` after a
+    blank line: no more than `limit` + len(marker) characters in all, whatever the model wrote."""
+    if len(text) <= limit:
+        return text
+    return text[: max(0, limit - len(REPLY_CUT_SEPARATOR))].rstrip() + REPLY_CUT_SEPARATOR + marker
 
 
 def utf16_len(s: str) -> int:

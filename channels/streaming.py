@@ -1,4 +1,5 @@
-"""ThrottledPreview: a ReplyStream for chats that show a growing reply by replacing a preview."""
+"""ThrottledPreview: a ReplyStream for chats that show a growing reply by replacing a preview;
+CappedStream: one that stops forwarding a reply past mate.channels.max-reply-chars."""
 
 from __future__ import annotations
 
@@ -7,6 +8,9 @@ import contextlib
 import logging
 import time
 from collections.abc import Awaitable, Callable
+
+from channels.base import ReplyStream
+from channels.formatting import REPLY_CUT_SEPARATOR
 
 log = logging.getLogger(__name__)
 
@@ -121,3 +125,32 @@ class ThrottledPreview:
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await task
+
+
+class CappedStream:
+    """Forwards a streamed reply to `inner` up to `limit` characters, then `marker` once and
+    nothing more: a server that ignores max_tokens cannot flood a chat while it writes.
+
+    A status line sets the text so far aside (a tool round, a retry), so the count starts again.
+    """
+
+    def __init__(self, inner: ReplyStream, limit: int, marker: str) -> None:
+        self._inner = inner
+        self._room = self._limit = limit
+        self._marker = marker
+        self._cut = False
+
+    def text(self, delta: str) -> None:
+        if self._cut:
+            return
+        if len(delta) <= self._room:
+            self._room -= len(delta)
+            self._inner.text(delta)
+            return
+        self._cut = True
+        separator = REPLY_CUT_SEPARATOR if self._room >= len(REPLY_CUT_SEPARATOR) else ""
+        self._inner.text(delta[: self._room - len(separator)] + separator + self._marker)
+
+    def status(self, line: str) -> None:
+        self._room, self._cut = self._limit, False
+        self._inner.status(line)

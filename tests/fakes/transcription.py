@@ -9,7 +9,7 @@ status, and a file whose name has no supported extension gets OpenAI's 400.
 The transcript comes from the bytes: `spoken("hello")` makes a fake OGG/Opus note whose
 transcript is "hello"; any other upload is heard as "note <first 8 hex of its sha256>", so
 two notes are told apart. Tests set `fail_status` (every request answers it), `delay`
-(seconds before answering), `hang` (no answer until cleared), `html_body` (a 200 with an HTML
+(seconds before answering), `hang` (no answer until release()), `html_body` (a 200 with an HTML
 page, as a misrouted proxy gives) or `api_key` (requests without it get a 401).
 """
 
@@ -63,7 +63,7 @@ class FakeTranscription:
     requests: list[TranscriptionRequest] = field(default_factory=list)
     port: int = 0
     _runner: web.AppRunner | None = None
-    _closing: asyncio.Event = field(default_factory=asyncio.Event)  # ends a hang when the server stops
+    _closing: asyncio.Event = field(default_factory=asyncio.Event)  # ends a hang: release(), or the server stopping
 
     @property
     def base_url(self) -> str:
@@ -85,6 +85,11 @@ class FakeTranscription:
         self._closing.set()
         if self._runner is not None:
             await self._runner.cleanup()
+
+    def release(self) -> None:
+        """Ends `hang`: the requests held answer now, later ones at once."""
+        self.hang = False
+        self._closing.set()
 
     async def _transcriptions(self, request: web.Request) -> web.StreamResponse:
         authorization = request.headers.get("Authorization", "")
