@@ -443,7 +443,7 @@ class DiscordChannel:
         async def tasks(interaction: discord.Interaction, cancel: int | None = None) -> None:
             await ask(interaction, "/tasks" if cancel is None else f"/tasks cancel {cancel}")
 
-        memory = app_commands.Group(name="memory", description="Memory tools (admin)")
+        memory = app_commands.Group(name="memory", description="Memory tools (show, history, why: yours, in a DM)")
 
         @memory.command(name="emerge", description="Consolidate recent daily notes into MEMORY.md")
         async def emerge(interaction: discord.Interaction) -> None:
