@@ -42,6 +42,18 @@ def _whole_number(text: str) -> int:
     return int(text)
 
 
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("matebot")
+    except PackageNotFoundError:  # run from a source tree that was never installed
+        return "unknown (not installed)"
+
+
+AGENT_HELP = "the agent's id (mate.agents; `matebot people` shows whose agent is whose)"
+
+
 def build_parser() -> argparse.ArgumentParser:
     common = _Parser(add_help=False)
     # SUPPRESS: the option may stand before or after the command without one erasing the other.
@@ -53,50 +65,68 @@ def build_parser() -> argparse.ArgumentParser:
                         help="log level (default: mate.log.level, else info)")
     parser = _Parser(prog="matebot", description="Self-hosted chat assistant with durable memory.",
                      parents=[common])
-    commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
-    commands.add_parser("run", parents=[common], help="run the daemon")
-    chat = commands.add_parser("chat", parents=[common], help="console chat through the full pipeline")
-    chat.add_argument("--agent", type=_whole_number, default=1)
-    commands.add_parser("check-config", parents=[common], help="print the effective configuration")
-    backup = commands.add_parser("backup", parents=[common], help="copy the database and media files into DIR")
-    backup.add_argument("dir", type=Path)
-    restore = commands.add_parser(
-        "restore", parents=[common],
-        help="put a backup back in place of the database (the daemon must be stopped)")
+    parser.add_argument("--version", action="version", version=f"matebot {_version()}",
+                        help="print the version and exit")
+    commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser, metavar="COMMAND",
+                                     help="what to do; `matebot COMMAND --help` describes each")
+
+    def command(owner: Any, name: str, summary: str, description: str = "") -> argparse.ArgumentParser:
+        """A subcommand: `summary` in its parent's list, and opening (with `description`) its own --help."""
+        text = f"{summary[0].upper()}{summary[1:]}." + (f" {description}" if description else "")
+        made: argparse.ArgumentParser = owner.add_parser(name, parents=[common], help=summary, description=text)
+        return made
+
+    command(commands, "run", "run the daemon",
+            "Starts every enabled channel, the memory worker, the scheduler and the web API; the console chat "
+            "too when stdin is a terminal. Ctrl+C or SIGTERM stops it (a second Ctrl+C exits at once). "
+            "It needs the tokens of the channels it starts; the other commands do not.")
+    chat = command(commands, "chat", "console chat through the full pipeline",
+                   "Talks to a running daemon through its API, or runs one (channels included) with the console open.")
+    chat.add_argument("--agent", type=_whole_number, default=1, help=AGENT_HELP + " (default: 1)")
+    command(commands, "check-config", "print the effective configuration",
+            "Secrets are masked; the provider it resolves to is named.")
+    backup = command(commands, "backup", "copy the database and media files into DIR",
+                     "Safe while the daemon runs.")
+    backup.add_argument("dir", type=Path, metavar="DIR",
+                        help="the folder to write into (created if missing; media files already there are kept)")
+    restore = command(commands, "restore", "put a backup back in place of the database (the daemon must be stopped)",
+                      "The database it replaces is kept beside it.")
     restore.add_argument("backup", type=Path,
                          help="a file `matebot backup` wrote, or its folder (the newest one is taken)")
-    memory = commands.add_parser("memory", parents=[common], help="inspect and maintain memory")
-    actions = memory.add_subparsers(dest="action", required=True, parser_class=_Parser)
-    emerge = actions.add_parser("emerge", parents=[common], help="consolidate daily notes now")
-    emerge.add_argument("--agent", type=_whole_number, required=True)
-    summarize = actions.add_parser("summarize", parents=[common], help="extract memory from a conversation now")
-    summarize.add_argument("--agent", type=_whole_number, required=True)
-    summarize.add_argument("--conversation", required=True)
-    show = actions.add_parser("show", parents=[common], help="list files, or print one")
-    show.add_argument("--agent", type=_whole_number, required=True)
-    show.add_argument("filename", nargs="?")
-    search = actions.add_parser("search", parents=[common], help="search conversations and memory files")
-    search.add_argument("--agent", type=_whole_number, required=True)
-    search.add_argument("--limit", type=_whole_number, default=5)
+    memory = command(commands, "memory", "inspect and maintain memory",
+                     "The memory files each agent keeps (MEMORY.md, PROFILE.md, daily notes...).")
+    actions = memory.add_subparsers(dest="action", required=True, parser_class=_Parser, metavar="ACTION",
+                                    help="what to do; `matebot memory ACTION --help` describes each")
+    emerge = command(actions, "emerge", "consolidate daily notes now",
+                     "Folds the recent daily notes into MEMORY.md, as the nightly run does.")
+    emerge.add_argument("--agent", type=_whole_number, required=True, help=AGENT_HELP)
+    summarize = command(actions, "summarize", "extract memory from a conversation now",
+                        "Runs the extraction that follows a conversation, without waiting for its cool-down.")
+    summarize.add_argument("--agent", type=_whole_number, required=True, help=AGENT_HELP)
+    summarize.add_argument("--conversation", required=True,
+                           help="the conversation's id (`matebot conversations` lists them)")
+    show = command(actions, "show", "list files, or print one")
+    show.add_argument("--agent", type=_whole_number, required=True, help=AGENT_HELP)
+    show.add_argument("filename", nargs="?", help="the file to print (e.g. MEMORY.md); none: list them all")
+    search = command(actions, "search", "search conversations and memory files")
+    search.add_argument("--agent", type=_whole_number, required=True, help=AGENT_HELP)
+    search.add_argument("--limit", type=_whole_number, default=5, help="most results to show (default: 5)")
     search.add_argument("--json", action="store_true", help="print the result as JSON")
-    search.add_argument("query", nargs="+")
-    for name in ("export", "import"):
-        transfer = actions.add_parser(name, parents=[common], help=f"{name} the workspace files")
-        transfer.add_argument("--agent", type=_whole_number, required=True)
-        transfer.add_argument("dir", type=Path)
+    search.add_argument("query", nargs="+", help="the words to search for")
+    for name, where in (("export", "into DIR, one file each"), ("import", "from DIR (files exported before)")):
+        transfer = command(actions, name, f"{name} the workspace files", f"The agent's memory files {where}.")
+        transfer.add_argument("--agent", type=_whole_number, required=True, help=AGENT_HELP)
+        transfer.add_argument("dir", type=Path, metavar="DIR",
+                              help="the folder to write into" if name == "export" else "the folder to read from")
     for name in ("enable", "disable"):
-        toggle = actions.add_parser(name, parents=[common],
-                                    help=f"{name} a file's injection into the system prompt")
-        toggle.add_argument("--agent", type=_whole_number, required=True)
-        toggle.add_argument("filename")
-    conversations = commands.add_parser("conversations", parents=[common],
-                                        help="list conversation ids with their last activity")
-    conversations.add_argument("--agent", type=_whole_number)
-    commands.add_parser("people", parents=[common],
-                        help="list the people the bot knows, their accounts and their agents")
-    tasks = commands.add_parser("tasks", parents=[common],
-                                help="list the reminders and scheduled tasks waiting in every chat")
-    tasks.add_argument("--agent", type=_whole_number)
+        toggle = command(actions, name, f"{name} a file's injection into the system prompt")
+        toggle.add_argument("--agent", type=_whole_number, required=True, help=AGENT_HELP)
+        toggle.add_argument("filename", help="the memory file (e.g. PROFILE.md)")
+    conversations = command(commands, "conversations", "list conversation ids with their last activity")
+    conversations.add_argument("--agent", type=_whole_number, help=AGENT_HELP + " (default: every agent)")
+    command(commands, "people", "list the people the bot knows, their accounts and their agents")
+    tasks = command(commands, "tasks", "list the reminders and scheduled tasks waiting in every chat")
+    tasks.add_argument("--agent", type=_whole_number, help=AGENT_HELP + " (default: every agent)")
     return parser
 
 
@@ -187,8 +217,17 @@ async def _check_config(config: Config, args: argparse.Namespace) -> int:
     llm = config.mate.llm
     protocol = "anthropic" if llm.protocol == "anthropic" else "openai-compatible chat completions"
     resolved = f"{protocol}, model {llm.model}" if llm.uses_anthropic else "offline (canned replies, no model)"
-    why = " (no API key)" if llm.provider == "auto" and not llm.uses_anthropic else ""
+    from bot.daemon import other_protocol_key
+
+    mismatch = other_protocol_key(llm, os.environ)
+    why = " (no API key)" if llm.provider == "auto" and not llm.uses_anthropic and mismatch is None else ""
     print(f"# provider {llm.provider} resolves to: {resolved}{why}")
+    if mismatch is not None:
+        found, wanted = mismatch
+        print(f"# {found} is set, but mate.llm.api is {llm.api}: set mate.llm.api: {wanted} (or auto) to use it")
+    missing = config.mate.channels.missing_token()
+    if missing:  # not an error here: only `matebot run` starts the channels
+        print(f"# warning: {missing}; `matebot run` stops at this until it is set")
     from bot.people import shared_owner_memory
 
     warning = shared_owner_memory(config.mate)

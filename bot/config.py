@@ -321,12 +321,6 @@ class TelegramConfig(_Model):
     def _ids_as_text(cls, value: Any) -> Any:
         return tuple(str(v) for v in value) if isinstance(value, (list, tuple)) else value
 
-    @model_validator(mode="after")
-    def _token_when_enabled(self) -> TelegramConfig:
-        if self.enabled and not self.token:
-            raise ValueError("token: required when enabled (set TELEGRAM_BOT_TOKEN)")
-        return self
-
 
 class DiscordConfig(_Model):
     enabled: bool = False
@@ -345,12 +339,6 @@ class DiscordConfig(_Model):
     def _ids_as_text(cls, value: Any) -> Any:
         return tuple(str(v) for v in value) if isinstance(value, (list, tuple)) else value
 
-    @model_validator(mode="after")
-    def _token_when_enabled(self) -> DiscordConfig:
-        if self.enabled and not self.token:
-            raise ValueError("token: required when enabled (set DISCORD_BOT_TOKEN)")
-        return self
-
 
 class ConsoleConfig(_Model):
     enabled: bool | Literal["auto"] = "auto"
@@ -362,6 +350,17 @@ class ChannelsConfig(_Model):
     console: ConsoleConfig = ConsoleConfig()
     # The longest reply a chat receives, whatever the model writes: past it "… (cut)".
     max_reply_chars: int = Field(20_000, ge=200, le=1_000_000)
+
+    def missing_token(self) -> str | None:
+        """The error line for an enabled channel without its token; None when each has one.
+
+        Checked by what starts the channels (`matebot run`), not when the file is read: backup,
+        restore, memory, people, tasks and check-config run without the channels' tokens."""
+        for name, channel, variable in (("telegram", self.telegram, "TELEGRAM_BOT_TOKEN"),
+                                        ("discord", self.discord, "DISCORD_BOT_TOKEN")):
+            if channel.enabled and not channel.token:
+                return f"mate.channels.{name}.token: required when enabled (set {variable})"
+        return None
 
 
 LogLevel = Literal["debug", "info", "warning", "error"]

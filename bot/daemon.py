@@ -7,13 +7,16 @@ import logging
 import os
 import signal
 import sys
+import termios
 from datetime import timedelta
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from contextlib import AsyncExitStack
+from typing import Any
 
 from bot.api_token import token_whereabouts
 from bot.clock import iso, utc_now
 from bot.config import Config, LlmConfig
+from bot.errors import ConfigError
 from bot.incognito import IncognitoExpiry
 from bot.instance_lock import DatabaseLock
 from bot.prompts import PromptLibrary
@@ -52,15 +55,26 @@ async def supervise(name: str, run: Callable[[], Awaitable[None]], stop: asyncio
 
 def _install_signals(stop: asyncio.Event) -> Callable[[], None]:
     loop = asyncio.get_running_loop()
+    terminal = _terminal_modes()
+    received: list[int] = []
 
     def on_signal(signum: int) -> None:
-        if stop.is_set():
+        # A second signal, not a signal after `stop`: the console sets stop when it closes, and
+        # its Ctrl+C is raised as a signal that may arrive just after.
+        received.append(signum)
+        if len(received) > 1:
             # At once, as promised: SQLite's journal keeps the database whole, and pending
             # memory work is in its table; nothing is gained by waiting for the rest.
-            print("matebot: second signal, exiting now", file=sys.stderr, flush=True)
+            _restore_terminal(terminal)  # the console's prompt may still hold it in raw mode
+            # Straight to the file descriptor: sys.stderr may be the console's proxy, whose
+            # writer thread would not run again before the exit.
+            os.write(2, b"matebot: second signal, exiting now\n")
             logging.shutdown()
             os._exit(EXIT_SECOND_SIGNAL)
         log.info("signal %s: stopping", signal.Signals(signum).name)
+        if signum == signal.SIGINT and terminal is not None:
+            # Replies in flight may take mate.shutdown-drain-seconds: say that waiting is optional.
+            print("matebot: stopping (Ctrl+C again exits at once)", file=sys.stderr, flush=True)
         stop.set()
 
     installed = []
@@ -78,6 +92,23 @@ def _install_signals(stop: asyncio.Event) -> Callable[[], None]:
     return remove
 
 
+def _terminal_modes() -> list[Any] | None:
+    """stdin's terminal modes, to put back on an immediate exit; None when stdin is no terminal."""
+    try:
+        return termios.tcgetattr(sys.stdin.fileno()) if sys.stdin.isatty() else None
+    except (OSError, ValueError, termios.error):  # closed, detached, or not a real file
+        return None
+
+
+def _restore_terminal(modes: list[Any] | None) -> None:
+    if modes is None:
+        return
+    try:
+        termios.tcsetattr(sys.stdin.fileno(), termios.TCSANOW, modes)
+    except (OSError, ValueError, termios.error):
+        pass
+
+
 def console_wanted(config: Config) -> bool:
     setting = config.mate.channels.console.enabled
     return sys.stdin.isatty() if setting == "auto" else bool(setting)
@@ -87,6 +118,9 @@ async def run_daemon(
     config: Config, *, console: bool | None = None, stop: asyncio.Event | None = None,
     exit_when_console_closes: bool = False, ready: Callable[[Runtime, Services], None] | None = None,
 ) -> int:
+    problem = config.mate.channels.missing_token()
+    if problem:  # before anything starts: one line naming the key, as for the rest of the file
+        raise ConfigError(problem)
     stop = stop or asyncio.Event()
     remove_signals = _install_signals(stop)
     try:
@@ -102,7 +136,7 @@ async def _serve(
 ) -> int:
     async with open_runtime(config) as rt, AsyncExitStack() as stack:
         if rt.offline:
-            log.warning(offline_notice(rt.core.prompts, config.mate.llm))
+            log.warning(offline_notice(rt.core.prompts, config.mate.llm, os.environ))
         services = await start_services(config, rt, stack)  # closed by the stack in reverse order
         channels = services.channels
         async with asyncio.TaskGroup() as tasks:
@@ -153,7 +187,10 @@ def startup_line(config: Config, rt: Runtime, services: Services, with_console: 
     With `show_token` the page's address carries the token (the page logs in by itself);
     otherwise the line says where the token is kept."""
     mate = config.mate
-    provider = "offline (no API key: canned replies)" if rt.offline else f"{_protocol_name(mate.llm.protocol)}, model {mate.llm.model}"
+    mismatch = other_protocol_key(mate.llm, os.environ) if rt.offline else None
+    offline = f"offline ({mismatch[0]} is not read with mate.llm.api {mate.llm.api}: canned replies)" \
+        if mismatch else "offline (no API key: canned replies)"
+    provider = offline if rt.offline else f"{_protocol_name(mate.llm.protocol)}, model {mate.llm.model}"
     names = [channel.name for channel in services.channels] + (["console"] if with_console else [])
     line = f"matebot: ready — provider {provider}; channels: {', '.join(names) or 'none'}"
     if services.api is not None:
@@ -167,11 +204,28 @@ def startup_line(config: Config, rt: Runtime, services: Services, with_console: 
     return line
 
 
-def offline_notice(prompts: PromptLibrary, llm: LlmConfig) -> str:
-    """The start-up line of offline mode, naming the variable the chosen protocol reads its key from."""
+def offline_notice(prompts: PromptLibrary, llm: LlmConfig, environ: Mapping[str, str]) -> str:
+    """The start-up line of offline mode, naming the variable the chosen protocol reads its key from,
+    or, when the other protocol's key is what the environment holds, that key and the setting to change."""
+    mismatch = other_protocol_key(llm, environ)
+    if mismatch is not None:
+        found, wanted = mismatch
+        return prompts.text("offline_other_key", found=found, api=llm.api, wanted=wanted)
     names = llm.key_variables
     keys = names[0] if len(names) == 1 else prompts.text("offline_either_key", first=names[0], second=names[1])
     return prompts.text("offline_notice", keys=keys)
+
+
+def other_protocol_key(llm: LlmConfig, environ: Mapping[str, str]) -> tuple[str, str] | None:
+    """(the variable set, the mate.llm.api value that would read it) when the key in the environment
+    belongs to the protocol not chosen: OPENAI_API_KEY with api anthropic, or the reverse."""
+    if llm.uses_anthropic:
+        return None
+    if llm.api == "anthropic" and environ.get("OPENAI_API_KEY"):
+        return "OPENAI_API_KEY", "openai"
+    if llm.api == "openai" and environ.get("ANTHROPIC_API_KEY"):
+        return "ANTHROPIC_API_KEY", "anthropic"
+    return None
 
 
 async def _recover(config: Config, rt: Runtime, channels: Sequence[Channel]) -> None:
@@ -216,12 +270,26 @@ async def _run_console(rt: Runtime, stop: asyncio.Event, exit_on_close: bool, se
         reply = await rt.router.handle(message, stream=stream)
         return reply.text if reply else None
 
-    console = ConsoleChannel(handle, prompts=rt.core.prompts)
+    prompts = rt.core.prompts
+    # Said on a terminal only: a script piping lines in (or out) reads nothing but the answers.
+    on_terminal = sys.stdin.isatty() and sys.stdout.isatty()
+    welcome = prompts.text("console_welcome_chat" if exit_on_close else "console_welcome_run") if on_terminal else ""
+    console = ConsoleChannel(handle, prompts=prompts, welcome=welcome)
     services.outbox.add(console)  # reminders set at the console are printed there
+
+    async def close_on_stop() -> None:
+        # The prompt gives the terminal back at once, so a second Ctrl+C is a signal, not a key;
+        # a reply in flight is still printed (the router drains it).
+        await stop.wait()
+        await console.stop()
+
+    closing = asyncio.create_task(close_on_stop(), name="console-close")
     try:
         await console.run()
     except (OSError, ValueError) as exc:  # stdin not readable as a stream (closed, a plain file...)
         log.warning("console unavailable: %s", exc)
+    finally:
+        closing.cancel()
     if exit_on_close:
         stop.set()
 

@@ -90,7 +90,9 @@ class TerminalLineInput:
 
     async def read(self, prompt: str) -> str | None:
         try:
-            return await self._session.prompt_async(prompt)
+            # handle_sigint=False: prompt_toolkit would take over the loop's SIGINT handler and,
+            # on leaving, remove it, so that every later Ctrl+C was ignored; the daemon's stays.
+            return await self._session.prompt_async(prompt, handle_sigint=False)
         except EOFError:  # Ctrl-D
             return None
         except KeyboardInterrupt:
@@ -127,7 +129,7 @@ class ConsoleChannel:
     def __init__(
         self, handler: Handler, *, reader: asyncio.StreamReader | None = None, lines: LineInput | None = None,
         output: TextIO | None = None, user: str | None = None, prompt: str = "you> ",
-        prompts: PromptLibrary | None = None,
+        prompts: PromptLibrary | None = None, welcome: str = "",
     ) -> None:
         self._handler = handler
         self._output = output or sys.stdout
@@ -137,20 +139,37 @@ class ConsoleChannel:
         self._user = user or _user_name()
         self._prompt = prompt
         self._prompts = prompts or PromptLibrary("en")
+        self._welcome = welcome  # how to talk, get help and leave: printed once, when the console opens
+        self._reading: asyncio.Task[str | None] | None = None
         self.closed = asyncio.Event()
 
     async def run(self) -> None:
-        """Read messages until end of input, answering each in order."""
+        """Read messages until end of input or stop(), answering each in order."""
         lines = self._lines = self._lines or open_line_input(self._output)
+        if self._welcome:
+            self._write(self._welcome)
         with lines.owning_terminal():
             await self._converse(lines)
         self._write("")
         self.closed.set()
 
+    async def _read(self, lines: LineInput) -> str | None:
+        """The next message; None at the end of input or once stop() interrupted the wait for it."""
+        reading = self._reading = asyncio.create_task(lines.read(self._prompt), name="console-read")
+        try:
+            return await reading
+        except asyncio.CancelledError:
+            current = asyncio.current_task()
+            if self.closed.is_set() and (current is None or not current.cancelling()):
+                return None  # stop() cancelled the read, not our caller
+            raise
+        finally:
+            self._reading = None
+
     async def _converse(self, lines: LineInput) -> None:
-        while True:
+        while not self.closed.is_set():
             try:
-                text = await lines.read(self._prompt)
+                text = await self._read(lines)
             except LineCut as cut:
                 log.info("console: %s; not sent", cut)
                 key = "console_line_cut" if cut.by_terminal else "console_line_skipped"
@@ -176,7 +195,10 @@ class ConsoleChannel:
         return channel_stopped("input closed") if self.closed.is_set() else CHANNEL_OK
 
     async def stop(self) -> None:
+        """No further message is read; a reply being written is still printed."""
         self.closed.set()
+        if self._reading is not None:
+            self._reading.cancel()  # the prompt leaves and gives the terminal back as it found it
 
     async def send(self, message: OutboundMessage) -> None:
         # sys.stdout, not our own output: on a terminal it prints above the prompt.
