@@ -11,8 +11,10 @@ the line discipline otherwise.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import fcntl
 import importlib.metadata
+import io
 import json
 import os
 import re
@@ -285,3 +287,41 @@ def test_every_command_and_argument_has_a_help_text(capsys: pytest.CaptureFixtur
         pending.extend([*command, sub] for sub in subcommands)
     assert {"matebot run", "matebot memory search", "matebot backup", "matebot tasks"} <= set(seen)
     assert len(seen) == 18  # matebot, its 9 commands, memory's 8 actions: each read above
+
+
+class _SilentTerminal:
+    """A LineInput where nobody types: each read waits until it is cancelled."""
+
+    def __init__(self) -> None:
+        self.reading = asyncio.Event()
+        self.cancelled = False
+
+    async def read(self, prompt: str) -> str | None:
+        self.reading.set()
+        try:
+            await asyncio.Event().wait()
+        except asyncio.CancelledError:
+            self.cancelled = True
+            raise
+        return None
+
+    def owning_terminal(self) -> contextlib.AbstractContextManager[None]:
+        return contextlib.nullcontext()
+
+
+async def test_stopping_the_console_leaves_the_prompt_it_waits_at() -> None:
+    """So the terminal is given back at the first Ctrl+C, and the second is a signal, not a key."""
+    from channels.console import ConsoleChannel
+
+    async def handle(message: Any, stream: Any) -> str:
+        raise AssertionError("nothing was typed")
+
+    lines = _SilentTerminal()
+    output = io.StringIO()
+    console = ConsoleChannel(handle, lines=lines, output=output, user="me", welcome="how to talk")
+    running = asyncio.create_task(console.run())
+    await asyncio.wait_for(lines.reading.wait(), 30)
+    await console.stop()
+    await asyncio.wait_for(running, 30)
+    assert lines.cancelled and console.closed.is_set()
+    assert output.getvalue().startswith("how to talk\n")
