@@ -97,4 +97,4 @@ def test_matebot_chat_keeps_info_lines_off_the_prompt(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     assert "(offline) hello" in done.stdout
     assert " INFO " not in done.stderr and "matebot: ready" in done.stderr
-    assert " INFO bot.storage.database: database migrated" in (tmp_path / "matebot.log").read_text(encoding="utf-8")
+    assert " INFO bot.storage.database: database created" in (tmp_path / "matebot.log").read_text(encoding="utf-8")
