@@ -142,6 +142,13 @@ def read_response(message: Any) -> LLMResponse:
     )
 
 
+def text_of(value: Any) -> str:
+    """`value`, which the answer must hold as text; TypeError (a malformed answer) otherwise."""
+    if not isinstance(value, str):
+        raise TypeError(f"expected text in the answer, got {type(value).__name__}")
+    return value
+
+
 def _normalise_blocks(blocks: list[Any]) -> tuple[list[dict[str, Any]], tuple[ToolCall, ...]]:
     """Plain dicts with only the fields we send back; the model's raw tool input goes to the tool.
 
@@ -153,13 +160,15 @@ def _normalise_blocks(blocks: list[Any]) -> tuple[list[dict[str, Any]], tuple[To
     for block in blocks:
         kind = getattr(block, "type", None)
         if kind == "text":
-            content.append({"type": "text", "text": safe(block.text)})
+            # The SDK does not validate answers: a `text` that is a number or an object is malformed.
+            content.append({"type": "text", "text": safe(text_of(block.text))})
         elif kind == "tool_use":
+            call_id, name = text_of(block.id), text_of(block.name)
             # A lone surrogate ("\ud800" escape) would make the next request unsendable.
             raw = safe(block.input)
-            content.append({"type": "tool_use", "id": block.id, "name": block.name,
+            content.append({"type": "tool_use", "id": call_id, "name": name,
                             "input": raw if isinstance(raw, dict) else {}})
-            calls.append(ToolCall(block.id, block.name, raw))
+            calls.append(ToolCall(call_id, name, raw))
         elif kind == "thinking":
             content.append({"type": "thinking", "thinking": block.thinking, "signature": block.signature})
     return content, tuple(calls)

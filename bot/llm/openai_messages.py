@@ -106,9 +106,28 @@ def read_completion(completion: Any) -> LLMResponse:
         raise ValueError("no choices in the answer")
     choice = choices[0]
     message = choice.message
-    raw_calls = [(c.id, c.function.name, c.function.arguments) for c in message.tool_calls or []]
-    return build_response(message.content or "", raw_calls, choice.finish_reason,
+    raw_calls = [(_optional_text(c.id), _text(c.function.name), _optional_text(c.function.arguments))
+                 for c in message.tool_calls or []]
+    # The SDK builds answers without validating them: `content` may be anything the server sent.
+    content = _optional_text(message.content)
+    # An answer cut at max_tokens (or filtered) before its first word is no malformed one.
+    if content is None and not raw_calls and choice.finish_reason not in ("length", "content_filter"):
+        refusal = getattr(message, "refusal", None)
+        if not isinstance(refusal, str) or not refusal:
+            raise ValueError("the answer has neither text nor a tool call")
+        content = refusal  # OpenAI's refusal comes instead of content
+    return build_response(content or "", raw_calls, choice.finish_reason,
                           getattr(completion, "usage", None), str(getattr(completion, "model", "") or ""))
+
+
+def _text(value: Any) -> str:
+    if not isinstance(value, str):
+        raise TypeError(f"expected text in the answer, got {type(value).__name__}")
+    return value
+
+
+def _optional_text(value: Any) -> str | None:
+    return None if value is None else _text(value)
 
 
 @dataclass
@@ -133,19 +152,20 @@ class StreamedAnswer:
             if getattr(choice, "index", 0) != 0:
                 continue
             delta = choice.delta
-            if delta is not None and isinstance(delta.content, str) and delta.content:
-                added += delta.content
+            if delta is not None and delta.content is not None:
+                # A lone surrogate ("\ud800" escape) could not be shown, sent or stored.
+                added += safe(_text(delta.content))
             for piece in (delta.tool_calls if delta is not None else None) or []:
                 index = piece.index if isinstance(piece.index, int) else len(self.calls)
                 call = self.calls.setdefault(index, ["", "", ""])
                 if piece.id:
-                    call[0] = piece.id
+                    call[0] = _text(piece.id)
                 function = piece.function
                 if function is not None:
                     if function.name:
-                        call[1] += function.name
+                        call[1] += _text(function.name)
                     if function.arguments:
-                        call[2] += function.arguments
+                        call[2] += _text(function.arguments)
             if choice.finish_reason:
                 self.finish_reason = choice.finish_reason
         if added:
