@@ -25,7 +25,7 @@ from tests.fakes.anthropic_billing import (
     media_problem,
     request_tokens,
 )
-from tests.fakes.anthropic_stall import StalledReply, serve_stall
+from tests.fakes.anthropic_stall import DribbleReply, StalledReply, serve_dribble, serve_stall
 
 # What the SDK does with reply_raw_tool_use (anthropic 2.16):
 # - non-streaming: models are built without validation, so a non-object input
@@ -144,7 +144,7 @@ def _usage(cache: CacheUsage, output_tokens: int) -> dict[str, Any]:
                                "ephemeral_1h_input_tokens": cache.ephemeral_1h_input_tokens}}
 
 
-Script = TextReply | ToolUseReply | ErrorReply | DisconnectReply | CustomReply | StalledReply
+Script = TextReply | ToolUseReply | ErrorReply | DisconnectReply | CustomReply | StalledReply | DribbleReply
 Responder = Callable[[RecordedRequest], Script | None]
 
 
@@ -359,6 +359,8 @@ class FakeAnthropic:
             raise asyncio.CancelledError
         if isinstance(script, StalledReply):
             return await self._stall(request, recorded, script)
+        if isinstance(script, DribbleReply):
+            return await serve_dribble(request, script)
         if isinstance(script, CustomReply):
             result = script.handler(recorded)
             if isinstance(result, dict):

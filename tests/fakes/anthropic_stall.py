@@ -1,4 +1,4 @@
-"""The fake Messages API's answers that start and do not end: stuck or endless model streams."""
+"""The fakes' answers that start and do not end: stuck or endless model streams, bodies that never finish."""
 
 from __future__ import annotations
 
@@ -63,3 +63,27 @@ async def serve_stall(
     await send("message_stop", {})
     await response.write_eof()
     return response
+
+
+
+@dataclass(frozen=True)
+class DribbleReply:
+    """A 200 whose headers come at once and whose body never ends: `body` one byte every
+    `every` seconds, over and over (httpx's read timeout restarts with each byte)."""
+
+    content_type: str = "application/json"
+    body: bytes = b'{"id": "msg_dribble", "type": "message", "content": []}   '
+    every: float = 0.1
+
+
+async def serve_dribble(request: web.Request, script: DribbleReply) -> web.StreamResponse:
+    """Dribble until the client leaves (handler_cancellation ends this too)."""
+    response = web.StreamResponse(headers={"Content-Type": script.content_type})
+    await response.prepare(request)
+    try:
+        while True:
+            for byte in script.body:
+                await response.write(bytes([byte]))
+                await asyncio.sleep(script.every)
+    except (ConnectionResetError, RuntimeError):  # the client gave up between two bytes
+        return response

@@ -40,6 +40,7 @@ from tests.fakes.anthropic import (
     ToolUseReply,
 )
 from tests.fakes.anthropic_billing import cut_to_tokens, estimate_tokens
+from tests.fakes.anthropic_stall import DribbleReply, serve_dribble
 
 CACHE_MIN_TOKENS = 1024
 CACHE_STEP_TOKENS = 128
@@ -57,7 +58,7 @@ class HtmlErrorReply:
     delay: float = 0.0
 
 
-Script = TextReply | ToolUseReply | ErrorReply | DisconnectReply | CustomReply | HtmlErrorReply
+Script = TextReply | ToolUseReply | ErrorReply | DisconnectReply | CustomReply | HtmlErrorReply | DribbleReply
 Responder = Callable[[RecordedRequest], Script | None]
 
 _MESSAGE_KEYS = {
@@ -374,6 +375,8 @@ class FakeOpenAIChat:
             if isinstance(result, dict):
                 return web.json_response(result)
             return await result
+        if isinstance(script, DribbleReply):
+            return await serve_dribble(request, script)
         body = recorded.body
         prompt, _, _ = prompt_text(body)
         prompt_tokens = script.input_tokens if script.input_tokens is not None else self._prompt_tokens(body)
