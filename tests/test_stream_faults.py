@@ -46,13 +46,12 @@ async def test_a_server_that_ignores_stream_true_is_asked_without_streaming(
     fake.responder = lambda request: _json_always(request)
     caplog.set_level(logging.WARNING, logger="bot.llm")
     async with running(tmp_path, fake, **llm(fake)) as rt:
-        first = await ask(rt, "hello")
-        second = await ask(rt, "again")
+        replies = [await ask(rt, text) for text in ("hello", "again", "and again", "once more")]
 
-    assert not first.failure and first.text == "plain answer"
-    assert not second.failure and second.text == "plain answer"
+    assert [(r.failure, r.text) for r in replies] == [("", "plain answer")] * 4
     streamed = [bool(r.body.get("stream")) for r in fake.requests if r.path == "/v1/messages"]
-    assert streamed == [True, False, False]  # found out once, then never streamed again
+    # Each request falls back on its own; after three in a row streaming is off (for 10 minutes).
+    assert streamed == [True, False] * 3 + [False]
     assert sum("does not stream" in r.getMessage() for r in caplog.records) == 1
 
 
@@ -177,7 +176,8 @@ async def test_a_server_that_refuses_streaming_is_asked_without_it(tmp_path: Pat
         refused = await ask(rt, "again")
 
     assert reply.text == "fine"
-    assert [bool(r.body.get("stream")) for r in fake.requests if r.path == "/v1/messages"] == [True, False, False]
+    # The refusal turned streaming off for that request only.
+    assert [bool(r.body.get("stream")) for r in fake.requests if r.path == "/v1/messages"] == [True, False, True]
     assert refused.failure == "llm"  # an error that names no feature is an error
 
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
+from collections.abc import Callable
 from dataclasses import replace
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
@@ -17,10 +19,19 @@ from bot.llm.anthropic_messages import (
     raise_if_unsupported,
     read_response,
     request_params,
+    text_of,
     usage_only,
 )
 from bot.llm.attempts import AskAgain, StreamingSwitch, answer_with_retries
-from bot.llm.failures import RETRY_STATUSES, NotStreamed, Retryable, is_prompt_too_long, retry_after, transport_errors
+from bot.llm.failures import (
+    RETRY_STATUSES,
+    NotStreamed,
+    Retryable,
+    is_prompt_too_long,
+    retry_after,
+    transport_errors,
+    whole_answer_within,
+)
 from bot.llm.port import LLMRequest, LLMResponse, TextListener
 from bot.llm.safe_text import safe
 from bot.llm.slots import CallSlots
@@ -39,7 +50,8 @@ STREAM_DEADLINE_S = 600.0
 class AnthropicClient:
     """LLMClient over anthropic.AsyncAnthropic; the retry policy is ours (bot/llm/attempts.py)."""
 
-    def __init__(self, config: LlmConfig, *, sdk: anthropic.AsyncAnthropic | None = None) -> None:
+    def __init__(self, config: LlmConfig, *, sdk: anthropic.AsyncAnthropic | None = None,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         # Imported here: the SDK takes ~1.5 s to import, which offline mode need not pay.
         import anthropic
 
@@ -61,8 +73,9 @@ class AnthropicClient:
         self._slots = CallSlots(config.max_concurrency, config.timeout_seconds)
         # Upstream error texts end up in logs, replies and run records; a proxy may echo the key.
         self._redact = Redactor([config.api_key])
-        # Turned off for good when the server shows it cannot do them (local servers, proxies).
-        self._streaming = StreamingSwitch()
+        # Streaming: off for a while when the server keeps showing it cannot (bot/llm/attempts.py).
+        # Caching: off for good when the server shows it cannot do it (local servers, proxies).
+        self._streaming = StreamingSwitch(clock)
         self._caching = config.cache != "off"
         self._long_cache = True  # the 1-hour lifetime (`ttl`), which servers that cache may still not know
 
@@ -119,7 +132,10 @@ class AnthropicClient:
         try:
             async with self._slots.held(bounded):
                 if on_text is None:
-                    message = await self._sdk.messages.create(**params)
+                    # httpx's read timeout restarts with every byte: a server that dribbles its
+                    # body would hold the call forever. timeout-seconds bounds the whole answer.
+                    async with whole_answer_within(self._timeout):
+                        message = await self._sdk.messages.create(**params)
                 else:
                     message = await self._streamed(params, on_text, started)
         except anthropic.BadRequestError as exc:
@@ -162,8 +178,10 @@ class AnthropicClient:
                         gap.reschedule(loop.time() + self._timeout)
                         if event.type == "message_start":
                             started.append(event.message)
+                        elif event.type == "content_block_start" and event.content_block.type == "text":
+                            text_of(event.content_block.text)  # the SDK adds the deltas to it
                         elif event.type == "text" and event.text:
-                            on_text(safe(event.text))
+                            on_text(safe(text_of(event.text)))
                     if not started:
                         kind = stream.response.headers.get("content-type", "")
                         if "text/event-stream" not in kind:  # a plain body: the server does not stream

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Awaitable, Callable
 
 from bot.errors import LLMError, StreamBroken
@@ -25,10 +26,43 @@ class AskAgain(Exception):
 
 
 class StreamingSwitch:
-    """Whether answers are asked for as a stream; off for good once the server shows it does not."""
+    """Whether answers are asked for as a stream.
 
-    def __init__(self) -> None:
-        self.on = True
+    One answer that is not a stream (a proxy's page, plain text, an empty body) is asked again
+    without streaming for that request only: a flaky proxy must not cost streaming for good.
+    After FAILURES_ALLOWED in a row the switch is off for OFF_FOR_S, then streaming is tried
+    again; a streamed answer that arrives clears the count.
+    """
+
+    FAILURES_ALLOWED = 3
+    OFF_FOR_S = 600.0
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self._clock = clock  # monotonic seconds; tests move it on instead of waiting 10 minutes
+        self._failures = 0
+        self._off_until: float | None = None
+
+    @property
+    def on(self) -> bool:
+        if self._off_until is None:
+            return True
+        if self._clock() < self._off_until:
+            return False
+        self._off_until, self._failures = None, 0
+        log.warning("trying streamed answers from the model API again")
+        return True
+
+    def failed(self) -> None:
+        """A streaming request was answered with something that is not a stream."""
+        self._failures += 1
+        if self._failures >= self.FAILURES_ALLOWED and self._off_until is None:
+            self._failures = 0
+            self._off_until = self._clock() + self.OFF_FOR_S
+            log.warning("the model API does not stream answers (%d in a row); asking without streaming for %.0f "
+                        "minutes", self.FAILURES_ALLOWED, self.OFF_FOR_S / 60)
+
+    def succeeded(self) -> None:
+        self._failures = 0
 
 
 async def answer_with_retries(
@@ -43,13 +77,19 @@ async def answer_with_retries(
         on_text(text)
 
     attempt = 0
+    stream = on_text is not None and streaming.on
     while True:
         try:
-            return await ask(listen if on_text is not None and streaming.on else None)
+            response = await ask(listen if stream else None)
+            if stream:
+                streaming.succeeded()
+            return response
         except NotStreamed:
-            # A proxy or local server that answers `stream: true` with a plain body or refuses it.
-            log.warning("the model API does not stream answers; asking without streaming from now on")
-            streaming.on = False
+            # A proxy or local server that answers `stream: true` with a plain body or refuses it:
+            # this request is asked again whole, at once; the switch decides about the next ones.
+            log.info("the model API's answer to a streaming request was not a stream; asking again without")
+            stream = False
+            streaming.failed()
         except AskAgain:
             continue
         except Retryable as retry:

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
 import importlib
 import re
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import Any
 
 from bot.llm.port import LLMResponse
@@ -59,3 +62,13 @@ def transport_errors() -> tuple[type[BaseException], ...]:
         except (ImportError, AttributeError):
             continue
     return tuple(found)
+
+
+@asynccontextmanager
+async def whole_answer_within(seconds: float) -> AsyncIterator[None]:
+    """A non-streamed call, body included, bounded by `seconds`: a timeout (retried) after that."""
+    try:
+        async with asyncio.timeout(seconds):
+            yield
+    except TimeoutError:
+        raise Retryable("the model did not answer in time") from None

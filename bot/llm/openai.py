@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
+from collections.abc import Callable
 import re
 from dataclasses import replace
 from types import TracebackType
@@ -18,7 +20,15 @@ from typing import TYPE_CHECKING, Any
 from bot.config import LlmConfig
 from bot.errors import LLMError, PromptTooLong, RequestRejected
 from bot.llm.attempts import AskAgain, StreamingSwitch, answer_with_retries
-from bot.llm.failures import RETRY_STATUSES, NotStreamed, Retryable, is_prompt_too_long, retry_after, transport_errors
+from bot.llm.failures import (
+    RETRY_STATUSES,
+    NotStreamed,
+    Retryable,
+    is_prompt_too_long,
+    retry_after,
+    transport_errors,
+    whole_answer_within,
+)
 from bot.llm.openai_messages import StreamedAnswer, chat_params, error_kind, error_text, read_completion
 from bot.llm.port import LLMRequest, LLMResponse, TextListener
 from bot.llm.slots import CallSlots
@@ -45,7 +55,8 @@ class _Unsupported(Exception):
 class OpenAIClient:
     """LLMClient over openai.AsyncOpenAI; the retry policy is ours, as in AnthropicClient."""
 
-    def __init__(self, config: LlmConfig, *, sdk: openai.AsyncOpenAI | None = None) -> None:
+    def __init__(self, config: LlmConfig, *, sdk: openai.AsyncOpenAI | None = None,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         import openai  # imported here: offline mode and the Anthropic protocol need not pay for it
 
         self._errors = openai
@@ -60,8 +71,9 @@ class OpenAIClient:
         self._retry = replace(MODEL_API, attempts=config.max_retries + 1, longest_wait=config.timeout_seconds)
         self._slots = CallSlots(config.max_concurrency, config.timeout_seconds)
         self._redact = Redactor([config.api_key])
-        # Turned off (or renamed) for good when the server shows it does not take them.
-        self._streaming = StreamingSwitch()
+        # Streaming is off for a while when the server keeps refusing it (bot/llm/attempts.py);
+        # the options below are turned off (or renamed) for good when the server refuses them.
+        self._streaming = StreamingSwitch(clock)
         self._stream_usage = True  # stream_options.include_usage
         self._max_tokens_key = "max_tokens"
 
@@ -104,7 +116,10 @@ class OpenAIClient:
         try:
             async with self._slots.held(bounded):
                 if on_text is None:
-                    completion = await self._sdk.chat.completions.create(**params)
+                    # httpx's read timeout restarts with every byte: a server that dribbles its
+                    # body would hold the call forever. timeout-seconds bounds the whole answer.
+                    async with whole_answer_within(self._timeout):
+                        completion = await self._sdk.chat.completions.create(**params)
                 else:
                     return await self._streamed(params, on_text)
         except openai.APIStatusError as exc:
