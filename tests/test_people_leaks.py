@@ -218,7 +218,7 @@ async def test_the_memory_tool_search_commands_and_web_api_stay_with_their_perso
         answers = [json.loads(r.body["messages"][-1]["content"][0]["content"]) for r in rounds]
         tool_rounds = [json.dumps({k: v for k, v in a.items() if k != "query"}, ensure_ascii=False)
                        for a in answers]
-        # Ana asks for the memory commands: they are the owner's.
+        # Ana asks for the memory commands: she may read her own agent's files, not search.
         w.tg.push_text("/memory show profile", chat_id=ANA_TG, user_id=ANA_TG, first_name="Ana")
         w.tg.push_text(f"/memory search {SECRETS['sam']}", chat_id=ANA_TG, user_id=ANA_TG, first_name="Ana")
         await w.until(lambda: sum(1 for s in w.tg.sent if s["chat_id"] == ANA_TG) >= 3, "Ana's command answers")
@@ -242,7 +242,11 @@ async def test_the_memory_tool_search_commands_and_web_api_stay_with_their_perso
     assert SECRETS["sam"] in tool_rounds[0] and not [s for s in others("sam") if s in tool_rounds[0]]
     assert not [s for s in others("sam") if s in tool_rounds[1]]
     assert SECRETS["sam"] in tool_rounds[2] and not [s for s in others("sam") if s in tool_rounds[2]]
-    assert ana_sees[1:] == [not_admin, not_admin]
+    # Expected value changed on purpose (S33): a person reads what is kept about them in their
+    # own direct chat — her own agent's PROFILE.md, with nobody else's secrets in it.
+    assert ana_sees[1] != not_admin and SECRETS["ana"] in ana_sees[1]
+    assert not [s for s in others("ana") if s in ana_sees[1]]
+    assert ana_sees[2] == not_admin
     assert SECRETS["ana"] not in owner_sees[0] and SECRETS["owner-tg"] in owner_sees[1]
     assert SECRETS["owner-tg"] in web and not [s for s in others("owner-tg", "owner-dc") if s in web]
     by_name = {p["name"]: p for p in listed["people"]}
