@@ -5,6 +5,7 @@ Debian's chromium driven by Playwright; skipped where either is missing.
 
 from __future__ import annotations
 
+import asyncio
 import shutil
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -127,3 +128,98 @@ async def test_the_page_opens_on_a_new_chat_ready_to_type_in(browser: Any, api: 
     await page.wait_for_function("document.querySelector('.msg.bot')?.textContent === 'Hello there.'")
     assert await page.locator("#log .intro").count() == 0
     assert await page.locator(".msg").all_inner_texts() == ["hi", "Hello there."]
+
+
+async def held_put(page: Any) -> tuple[asyncio.Future[Any], list[Any]]:
+    """Hold the page's next PUT until the test lets it go; returns (the held route's future, requests seen)."""
+    held: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+    seen: list[Any] = []
+
+    async def hold(route: Any) -> None:
+        if route.request.method == "PUT" and not held.done():
+            held.set_result(route)
+        else:
+            await route.continue_()
+
+    await page.route("**/api/v1/memory/**", hold)
+    page.on("request", lambda request: seen.append(request))
+    return held, seen
+
+
+def file_list_of(agent_id: int) -> Any:
+    return lambda request: request.method == "GET" and request.url.endswith(f"/api/v1/memory/{agent_id}/files")
+
+
+async def test_a_save_answered_after_the_agent_changed_leaves_the_new_editor_alone(browser: Any, api: Api) -> None:
+    workspace = api.rt.core.workspace
+    await workspace.write(2, "SOUL.md", "the friend's soul\n", expected_version=1)
+    await workspace.write(2, "SOUL.md", "the friend's soul, again\n", expected_version=2)  # version 3 now
+    await workspace.write(2, "NOTES.md", "only the friend has notes\n", expected_version=0)
+    page = await open_page(browser, api)
+    held, _ = await held_put(page)
+    await page.click("#files button:has-text('SOUL.md')")
+    await page.wait_for_function("document.querySelector('#editor-text').value.length > 0")
+    await page.fill("#editor-text", "the owner's soul, edited\n")
+    await page.click("#save")
+    route = await held  # the owner's save is on its way when the agent box changes
+    await choose_agent(page, 2)
+    await page.wait_for_function("document.querySelector('#editor-text').value === \"the friend's soul, again\\n\"")
+    await page.wait_for_selector("#files button:has-text('NOTES.md')")
+    async with page.expect_request(file_list_of(2)):  # the save's answer was handled when it lists the files
+        await route.continue_()
+    assert await workspace.read_text(1, "SOUL.md") == ("the owner's soul, edited\n", 2)
+    assert await page.inner_text("#editor-note") == ""
+    assert "saved" not in await page.inner_text("#editor-version")
+    # agent 2's editor kept its own version: saving it now is no conflict
+    await page.fill("#editor-text", "the friend, edited\n")
+    await page.click("#save")
+    await page.wait_for_function("document.querySelector('#editor-note').textContent === 'Saved.'")
+    assert await workspace.read_text(2, "SOUL.md") == ("the friend, edited\n", 4)
+    assert page.errors == []
+
+
+async def test_a_save_answered_after_the_editor_closed_says_nothing_wrong(browser: Any, api: Api) -> None:
+    workspace = api.rt.core.workspace
+    await workspace.write(1, "NOTES.md", "the owner's notes\n", expected_version=0)
+    page = await open_page(browser, api)
+    held, _ = await held_put(page)
+    await page.click("#files button:has-text('NOTES.md')")
+    await page.wait_for_function("document.querySelector('#editor-text').value.length > 0")
+    await page.fill("#editor-text", "the owner's notes, edited\n")
+    await page.click("#save")
+    route = await held
+    await choose_agent(page, 2)  # agent 2 has no NOTES.md: the editor closes
+    await page.wait_for_selector("#editor", state="hidden")
+    async with page.expect_request(file_list_of(2)):
+        await route.continue_()
+    assert await workspace.read_text(1, "NOTES.md") == ("the owner's notes, edited\n", 2)
+    assert await page.locator("#editor-note").text_content() == ""  # no "Cannot set properties of null"
+    assert page.errors == []
+
+
+async def test_a_restore_answered_after_the_agent_changed_does_not_act_on_the_new_file(browser: Any,
+                                                                                     api: Api) -> None:
+    workspace = api.rt.core.workspace
+    owner_soul, _ = await workspace.read_text(1, "SOUL.md")
+    await workspace.write(1, "SOUL.md", "the owner's soul, changed\n", expected_version=1)
+    await workspace.write(2, "SOUL.md", "the friend's soul\n", expected_version=1)
+    await workspace.write(2, "NOTES.md", "only the friend has notes\n", expected_version=0)
+    page = await open_page(browser, api)
+    held, seen = await held_put(page)
+    await page.click("#files button:has-text('SOUL.md')")
+    await page.wait_for_function("document.querySelector('#editor-text').value.includes('changed')")
+    await page.click("#history-button")
+    await page.click("#versions button:has-text('v1')")
+    await page.click("#restore")
+    route = await held
+    await choose_agent(page, 2)
+    await page.wait_for_function("document.querySelector('#editor-text').value === \"the friend's soul\\n\"")
+    await page.wait_for_selector("#files button:has-text('NOTES.md')")
+    before = len(seen)
+    async with page.expect_request(file_list_of(2)):
+        await route.continue_()
+    assert await workspace.read_text(1, "SOUL.md") == (owner_soul, 3)
+    # the answer about agent 1's file reloads neither agent 2's file nor its history
+    assert [r.url for r in seen[before:] if "/files/" in r.url] == []
+    assert not await page.locator("#history").is_visible()
+    assert page.errors == []
