@@ -188,3 +188,54 @@ async def test_an_absurd_time_is_refused_in_the_chats_language(tmp_path: Path) -
         await schedule(w, OWNER, "call mum", "9999-12-31T23:59:59-05:00")
         [result] = [block for recorded in w.chats() for block in tool_results(recorded)]
         assert "超出范围" in json.loads(result["content"])["error"]
+
+
+async def test_a_task_whose_check_fails_is_skipped_and_the_tasks_due_after_it_still_run(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """The group's per-chat binding cannot be read (a broken database): its reminder's check fails,
+    so it does not run, with one log line, and the owner's reminder due after it still does."""
+    caplog.set_level(logging.INFO)
+    at = tomorrow()
+    async with fakes() as (llm, tg):
+        clock = SteppedClock(datetime.now(timezone.utc))
+        async with world(tmp_path, llm=llm, tg=tg, clock=clock,
+                         channels=telegram(tg, admins=[OWNER], allowed=[])) as w:
+            await schedule(w, GROUP, "stand-up", at, group=True, user_id=OWNER)  # first: it comes first
+            await schedule(w, OWNER, "call the bank", at)
+            group_task, owner_task = sorted(await live(w), key=lambda t: t.id)
+            assert group_task.chat.chat_id == str(GROUP) and owner_task.chat.chat_id == str(OWNER)
+            await w.rt.core.db.execute("DROP TABLE mate_chat_agent")
+            clock.set(parse_iso(owner_task.next_run_time or ""))
+            await w.until(lambda: len(w.sent_to(OWNER)) == 2, "the owner's reminder")  # the answer, the reminder
+            await w.timer.run_due()
+            assert [t.id for t in await live(w)] == [group_task.id]  # not run, not cancelled: tried again later
+            assert (await w.rt.core.repos.tasks.get(group_task.id) or group_task).next_run_time \
+                == group_task.next_run_time
+            assert len(w.sent_to(GROUP)) == 1 and len(w.reminder_turns()) == 1  # only the scheduling's answer
+    skipped = [r for r in caplog.records if r.name == CANCEL_LOGGER and f"task {group_task.id} not run" in r.getMessage()]
+    assert len(skipped) == 1 and skipped[0].levelno == logging.WARNING and not skipped[0].exc_info
+
+
+async def test_a_routing_change_cancels_the_reminders_without_creating_the_new_routes_agents(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """Checking a route must not make what the route would make on a real message: an agent with
+    its workspace and nightly job for every chat or person with a pending reminder."""
+    caplog.set_level(logging.INFO)
+    at = tomorrow()
+    async with fakes() as (llm, tg):
+        channels = telegram(tg, admins=[OWNER], allowed=[FRIEND])
+        fixed = [{"channel": "*", "chat": "*", "agent": 1}]
+        async with world(tmp_path, llm=llm, tg=tg, channels=channels, routing=fixed) as w:
+            await schedule(w, GROUP, "stand-up", at, group=True, user_id=OWNER)
+            await schedule(w, FRIEND, "water the plants", at)
+            await schedule(w, OWNER, "call the bank", at)
+            assert {t.agent_id for t in await live(w)} == {1}
+            agents = len(await w.rt.core.repos.agents.list())
+        caplog.clear()
+
+        async with world(tmp_path, llm=llm, tg=tg, channels=channels) as w:  # per-chat and per-person again
+            assert [t.created_by for t in await live(w) if t.chat.chat_id == str(OWNER)] == [str(OWNER)]
+            assert [t for t in await live(w) if t.chat.chat_id != str(OWNER)] == []
+            assert len(await w.rt.core.repos.agents.list()) == agents
+            assert await w.rt.core.repos.agents.agent_for_chat(f"tg:{GROUP}") is None
+    assert {getattr(line, "chat_id") for line in cancel_lines(caplog)} == {str(GROUP), str(FRIEND)}

@@ -53,6 +53,7 @@ class TaskTimer:
         self._max_sleep = max_sleep
         self._loop: asyncio.Task[None] | None = None
         self._firing: set[asyncio.Task[None]] = set()
+        self._held: dict[int, datetime] = {}  # task id -> when its failed check is tried again
 
     async def __aenter__(self) -> TaskTimer:
         await self.start()
@@ -96,19 +97,39 @@ class TaskTimer:
         upcoming = await self._store.next_due()
         if upcoming is None:
             return self._max_sleep
+        now = self._clock()
         try:
-            seconds = (parse_iso(upcoming) - self._clock()).total_seconds()
+            at = parse_iso(upcoming)
+            if at <= now and self._held:
+                at = await self._next_unheld(now)
         except ValueError:
             return self._max_sleep
-        return min(max(seconds, 0.01), self._max_sleep)
+        return min(max((at - now).total_seconds(), 0.01), self._max_sleep)
+
+    async def _next_unheld(self, now: datetime) -> datetime:
+        """When the next task that is not held back is due, or a hold ends: what is due now is
+        held, and waking for it every few milliseconds would only skip it again."""
+        horizon = now + timedelta(seconds=self._max_sleep)
+        times = [parse_iso(t.next_run_time) for t in await self._store.due(iso(horizon))
+                 if t.next_run_time is not None and t.id not in self._held]
+        return min([*times, *self._held.values(), horizon])
 
     async def run_due(self) -> int:
-        """Start every task due now (each in its own task); how many were started."""
+        """Start every task due now (each in its own task); how many were started. A task whose
+        check fails is skipped, not run, and tried again after `max_sleep`: the others go on."""
         now = self._clock()
+        self._held = {task_id: until for task_id, until in self._held.items() if until > now}
         started = 0
         for task in await self._store.due(iso(now)):
-            if await self._take(task, now):
-                started += 1
+            if task.id in self._held:
+                continue
+            try:
+                if await self._take(task, now):
+                    started += 1
+            except Exception as exc:  # boundary: fail closed for this task, not for every one due after it
+                self._held[task.id] = now + timedelta(seconds=self._max_sleep)
+                log.warning("task %s not run: checking or recording its run failed (%s: %s); tried again in %.0f s",
+                            task.id, type(exc).__name__, exc, self._max_sleep)
         return started
 
     async def vet_pending(self) -> int:
