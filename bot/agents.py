@@ -11,7 +11,7 @@ from bot.errors import ConfigError, UnknownAgent
 from bot.prompts import PromptLibrary
 from bot.storage import Repositories
 from bot.storage.agents import AgentSeed
-from bot.storage.people import PERSON_BINDING_PREFIX, person_binding
+from bot.storage.people import OWNER_PERSON_ID, PERSON_BINDING_PREFIX, person_binding
 from bot.storage.records import AgentRecord
 from memory.workspace import PROFILE_FILE, SEED_FILES, WorkspaceFileService
 
@@ -101,6 +101,22 @@ class AgentDirectory:
         which the network chose)."""
         name = next((a.name for a in self._config.agents if a.id == 1), self._config.agents[0].name)
         return await self.for_chat(person_binding(person_id), name, seed_profile=True)
+
+    async def existing_for_chat(self, chat_key: str) -> int | None:
+        """The chat's own agent if it has one yet (None: not yet); creates nothing."""
+        return await self._repos.agents.agent_for_chat(chat_key)
+
+    async def existing_for_account(self, channel: str, sender_id: str, *, is_owner: bool) -> int | None:
+        """The agent `per-person` routing gives this account, if it exists yet; creates no person and
+        no agent (None: either is not there). The owner's is agent 1."""
+        if is_owner:
+            return 1
+        person = await self._repos.people.for_account(channel, sender_id)
+        if person is None:
+            return None
+        if person.id == OWNER_PERSON_ID:  # an account linked to the owner in mate.people
+            return 1
+        return await self.existing_for_chat(person_binding(person.id))
 
     async def for_chat(self, chat_key: str, title: str, *, seed_profile: bool = False) -> int:
         """The chat's own agent (routing `per-chat`), created with its own workspace on first contact.

@@ -145,6 +145,13 @@ class ChannelMessageRouter:
         return await self._people.resolve(message.channel, message.sender_id, message.sender_name, is_owner=owner)
 
     async def agent_for(self, message: InboundMessage) -> int:
+        found = await self.routed_agent(message, create=True)
+        assert found is not None  # created where the route asks for one
+        return found
+
+    async def routed_agent(self, message: InboundMessage, *, create: bool = False) -> int | None:
+        """The agent today's routes send `message` to. Without `create` (a check, not a turn)
+        nothing is made, no person, no agent: None when the chat's or person's own agent is not there yet."""
         for rule in self._config.routing:
             if rule.channel not in ("*", message.channel):
                 continue
@@ -154,8 +161,13 @@ class ChannelMessageRouter:
                 if rule.agent == "per-chat":
                     # Bound to the chat, not the topic: a forum's topics share the group's agent.
                     key = chat_key(message)
+                    if not create:
+                        return await self._agents.existing_for_chat(key)
                     return await self._agents.for_chat(key, message.chat_title or key)
                 if rule.agent == "per-person":
+                    if not create:
+                        return await self._agents.existing_for_account(
+                            message.channel, message.sender_id, is_owner=self._decide(message).is_admin)
                     person = await self.person_of(message)
                     if person.is_owner:
                         return 1

@@ -32,8 +32,8 @@ class TaskTurns(Protocol):
 
     async def handle(self, message: InboundMessage, *, agent_id: int | None = None) -> RoutedReply | None: ...
 
-    async def agent_for(self, message: InboundMessage) -> int:
-        """The agent today's routes and links send `message` to."""
+    async def routed_agent(self, message: InboundMessage) -> int | None:
+        """The agent today's routes and links send `message` to, if it exists yet; creates nothing."""
         ...
 
 
@@ -104,7 +104,9 @@ class ReminderDelivery:
         # As the maker's own message: a scheduled turn itself may never schedule.
         if not may_schedule(replace(message, trigger_source="channel")):
             return LOST_SCHEDULING
-        if await self._turns.agent_for(message) != task.agent_id:
+        # Read only: a check that created the new route's agent (workspace, nightly job) for every
+        # pending task's chat would do so just to say no. No agent there yet is another agent.
+        if await self._turns.routed_agent(message) != task.agent_id:
             return LOST_ROUTE
         return None
 
