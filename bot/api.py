@@ -329,7 +329,10 @@ async def write_file(request: web.Request) -> web.Response:
             return _conflict(rt.core.prompts.text("api_file_mismatch", filename=filename, agent_id=agent_id),
                              agent_id, filename, current.version if current else 0)
     try:
-        outcome = await rt.core.workspace.write(agent_id, filename, content, expected_version=version, change="api")
+        # The file id goes with the write too: the write updates only that file's row, so a file
+        # removed and recreated at the same version since the check above is refused, not written.
+        outcome = await rt.core.workspace.write(agent_id, filename, content, expected_version=version, change="api",
+                                                expected_file_id=opened_file)
     except VersionConflict as conflict:
         return _conflict(rt.core.prompts.text("api_version_conflict", filename=filename), agent_id, filename,
                          conflict.actual)

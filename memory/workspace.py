@@ -108,6 +108,7 @@ class WorkspaceFileService:
     async def write(
         self, agent_id: int, filename: str, content: str, *, expected_version: int | None = None,
         enabled: bool = False, sort_order: int = 100, change: Change = "api", run_id: int | None = None,
+        expected_file_id: int | None = None,
     ) -> WriteOutcome:
         """Create or replace a file.
 
@@ -115,8 +116,12 @@ class WorkspaceFileService:
         N > 0 means "only if the file is still at version N". A mismatch raises
         VersionConflict and changes nothing. `enabled`/`sort_order` apply only on creation.
         The new version is kept in the file's history with `change` (and the memory run).
+        expected_file_id: only that file (its row), never one of the same name created since;
+        versions alone cannot tell a removed and recreated file from the one read.
         """
         current = await self._files.get(agent_id, filename)
+        if expected_file_id is not None and (current is None or current.id != expected_file_id):
+            raise VersionConflict(filename, expected_version or 0, current.version if current else 0)
         if current is None:
             if expected_version not in (None, 0):
                 raise VersionConflict(filename, expected_version, 0)

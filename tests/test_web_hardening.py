@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from bot.errors import VersionConflict
 from tests.test_api import Api, _open
 
 TWO_AGENTS: dict[str, Any] = {
@@ -124,3 +125,28 @@ async def test_agents_are_listed_with_a_display_name(api: Api) -> None:
         1: "Mate", 2: "Buddy", own: "Mate for Alice", group: "Group: Family (Telegram)"}
     assert listed[own]["name"] == "Mate" and listed[own]["personId"] == alice.id
     assert body["data"]["count"] == 4
+
+
+async def test_a_write_for_a_removed_file_never_lands_in_one_recreated_at_its_version(api: Api) -> None:
+    workspace = api.rt.core.workspace
+    first = (await workspace.write(2, "NOTES.md", "the first notes\n", expected_version=0)).file
+    await workspace.delete(2, "NOTES.md")
+    again = (await workspace.write(2, "NOTES.md", "notes written again\n", expected_version=0)).file
+    assert (again.id, again.version) != (first.id, first.version) and again.version == first.version
+    with pytest.raises(VersionConflict):
+        await workspace.write(2, "NOTES.md", "an edit of the first notes\n", expected_version=first.version,
+                              expected_file_id=first.id)
+    kept = await workspace.get(2, "NOTES.md")
+    assert kept is not None and (kept.id, kept.content, kept.version) == (again.id, "notes written again\n", 1)
+    # the file that is there, named by its own id, is written as usual
+    written = await workspace.write(2, "NOTES.md", "an edit\n", expected_version=1, expected_file_id=again.id)
+    assert (written.file.id, written.file.version) == (again.id, 2)
+
+
+async def test_a_write_naming_a_file_id_does_not_create_a_missing_file(api: Api) -> None:
+    workspace = api.rt.core.workspace
+    gone = (await workspace.write(2, "NOTES.md", "notes\n", expected_version=0)).file
+    await workspace.delete(2, "NOTES.md")
+    with pytest.raises(VersionConflict):
+        await workspace.write(2, "NOTES.md", "an edit\n", expected_version=0, expected_file_id=gone.id)
+    assert await workspace.get(2, "NOTES.md") is None
