@@ -82,6 +82,7 @@ class Runtime:
     tasks: TaskService  # reminders: the tools, /tasks, the API; the daemon's timer fires them
     outbox: ChannelOutbox  # messages the daemon sends on its own (reminders, memory receipts), by channel
     consolidation_turns: ConsolidationTurns  # the nightly review's turns: their memory writes are its run's
+    clock: Clock = utc_now  # open_runtime's: what the daemon's services started later keep too
 
 
 YOUNG_GC_THRESHOLD = 20_000
@@ -179,7 +180,7 @@ async def open_runtime(
         yield Runtime(core=core, llm=llm, tokens=tokens, window=window, agent=agent, router=router,
                       commands=commands, memory=memory, offline=offline, channel_states=channel_states,
                       access=access, memory_tool=tool, search=search, memory_services=services, tasks=tasks,
-                      outbox=outbox, consolidation_turns=consolidation_turns)
+                      outbox=outbox, consolidation_turns=consolidation_turns, clock=clock)
 
 
 def _memory_services(

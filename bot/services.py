@@ -83,5 +83,5 @@ async def start_services(config: Config, rt: Runtime, stack: AsyncExitStack) -> 
         outbox.add(channel)
     delivery = ReminderDelivery(rt.router, outbox, rt.core.prompts, rt.access, rt.core.repos)
     timer = await stack.enter_async_context(TaskTimer(
-        rt.core.repos.tasks, rt.tasks, delivery, catch_up_minutes=mate.tasks.catch_up_minutes))
+        rt.core.repos.tasks, rt.tasks, delivery, catch_up_minutes=mate.tasks.catch_up_minutes, clock=rt.clock))
     return Services(tuple(channels), api, scheduler, outbox, timer)

@@ -4,10 +4,11 @@ one log line; a time out of range is refused with a reason the model can pass on
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import AsyncExitStack, asynccontextmanager
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
@@ -15,8 +16,12 @@ from typing import Any
 import pytest
 
 from bot.clock import iso, parse_iso
+from bot.llm import AnthropicClient
+from bot.runtime import open_runtime
+from bot.services import start_services
 from bot.storage.tasks import ChatRef, NewTask, TaskRecord
 from bot.tasks.tool import SCHEDULE_TOOL
+from tests.conftest import make_config
 from tests.fakes.anthropic import FakeAnthropic, TextReply, ToolUseReply
 from tests.fakes.telegram import FakeTelegram
 from tests.tasks_env import FRIEND, GROUP, OWNER, SteppedClock, World, tool_results, world
@@ -239,3 +244,29 @@ async def test_a_routing_change_cancels_the_reminders_without_creating_the_new_r
             assert len(await w.rt.core.repos.agents.list()) == agents
             assert await w.rt.core.repos.agents.agent_for_chat(f"tg:{GROUP}") is None
     assert {getattr(line, "chat_id") for line in cancel_lines(caplog)} == {str(GROUP), str(FRIEND)}
+
+
+async def test_the_daemons_task_timer_keeps_the_runtimes_clock(tmp_path: Path) -> None:
+    """The clock is years away from today: a timer on the wall clock would not run the task due
+    at it (and one running behind would call it missed)."""
+    moment = datetime(2031, 5, 6, 9, 15, tzinfo=timezone.utc)
+    async with FakeAnthropic(default_text="It is time!") as llm:
+        config = make_config(tmp_path, llm={"api-key": "k", "base-url": llm.url, "max-retries": 0, "stream": False},
+                             api={"enabled": False})
+        async with AnthropicClient(config.mate.llm) as client, \
+                open_runtime(config, llm=client, with_memory_worker=False, clock=lambda: moment) as rt:
+            task_id = await rt.core.repos.tasks.add(NewTask(
+                agent_id=1, message="water the plants", cron="", timezone="UTC", run_at=iso(moment),
+                next_run_time=iso(moment), chat=ChatRef("console", "me"), created_by="me", created_by_name="Me"),
+                limit=25)
+            async with AsyncExitStack() as stack:
+                services = await start_services(config, rt, stack)
+                assert services.channels == () and services.api is None
+                loop = asyncio.get_running_loop()
+                give_up = loop.time() + 15
+                while not any("water the plants" in json.dumps(r.body) for r in llm.requests):
+                    assert loop.time() < give_up, "the task due at the runtime's time did not run"
+                    await asyncio.sleep(0.02)
+            assert task_id is not None
+            ran = await rt.core.repos.tasks.get(task_id)
+    assert ran is not None and ran.last_run_time == iso(moment) and not ran.enabled
