@@ -104,7 +104,12 @@ def _restore_terminal(modes: list[Any] | None) -> None:
     if modes is None:
         return
     try:
-        termios.tcsetattr(sys.stdin.fileno(), termios.TCSANOW, modes)
+        fd = sys.stdin.fileno()
+        # Only from the terminal's foreground job: in the background (`matebot run &`) tcsetattr
+        # raises SIGTTOU, which stops the process instead of letting it exit, and the modes are
+        # then the foreground job's (the shell's) to keep.
+        if os.tcgetpgrp(fd) == os.getpgrp():
+            termios.tcsetattr(fd, termios.TCSANOW, modes)
     except (OSError, ValueError, termios.error):
         pass
 

@@ -325,3 +325,71 @@ async def test_stopping_the_console_leaves_the_prompt_it_waits_at() -> None:
     await asyncio.wait_for(running, 30)
     assert lines.cancelled and console.closed.is_set()
     assert output.getvalue().startswith("how to talk\n")
+
+
+# The session leader of a pty that runs `matebot` in a process group of its own, in the background
+# (`matebot run &`), and says how that process ended: stopped by a signal (our SIGSTOP aside) or exited.
+_IN_THE_BACKGROUND = """
+import fcntl, os, signal, subprocess, sys, termios
+os.setsid()
+fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+child = subprocess.Popen([sys.executable, "-m", "bot", *sys.argv[1:]], process_group=0)
+print(f"daemon pid {child.pid}", flush=True)
+while True:
+    _, status = os.waitpid(child.pid, os.WUNTRACED)
+    if os.WIFSTOPPED(status):
+        if os.WSTOPSIG(status) == signal.SIGSTOP:
+            continue
+        print(f"daemon stopped by {signal.Signals(os.WSTOPSIG(status)).name}", flush=True)
+        os.kill(child.pid, signal.SIGKILL)
+        os.waitpid(child.pid, 0)
+        sys.exit(3)
+    print(f"daemon exited {os.waitstatus_to_exitcode(status)}", flush=True)
+    sys.exit(0)
+"""
+
+
+def _stopped(pid: int) -> bool:
+    stat = Path(f"/proc/{pid}/stat").read_text(encoding="ascii")
+    return stat[stat.rindex(")") + 2] in "Tt"
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads a process's state from /proc")
+async def test_a_second_signal_to_run_in_the_background_of_a_terminal_exits_it(tmp_path: Path) -> None:
+    """`matebot run &` with the console off and stdin still the terminal: the second signal's exit
+    does not touch the terminal's modes (from a background group that would stop it with SIGTTOU)."""
+    config = _config(tmp_path, channels={"console": {"enabled": False}})
+    log_file = tmp_path / "data" / "matebot.log"
+    master, slave = os.openpty()
+    os.set_blocking(master, False)
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-c", _IN_THE_BACKGROUND, "run", "--config", str(config),
+        stdin=slave, stdout=slave, stderr=slave, cwd=tmp_path, env=_env(TERM="xterm", PYTHONPATH=str(REPO)))
+    terminal = Terminal(master, process)
+    pid = 0
+    try:
+        await wait_for(lambda: re.search(r"daemon pid (\d+)", terminal.raw), "the daemon to start", terminal)
+        pid = int(re.search(r"daemon pid (\d+)", terminal.raw).group(1))  # type: ignore[union-attr]
+        await wait_for(lambda: log_file.exists() and "matebot ready" in log_file.read_text(encoding="utf-8")
+                       or "daemon exited" in terminal.raw, "the daemon to be ready", terminal, timeout=120)
+        assert "daemon exited" not in terminal.raw, terminal.raw
+        # Two signals that arrive together: held while it is stopped (two of one kind would merge).
+        os.kill(pid, signal.SIGSTOP)
+        await wait_for(lambda: _stopped(pid), "the daemon to be stopped", terminal)
+        os.kill(pid, signal.SIGTERM)
+        os.kill(pid, signal.SIGINT)
+        os.kill(pid, signal.SIGCONT)
+        await wait_for(lambda: "daemon exited" in terminal.raw or "daemon stopped by" in terminal.raw,
+                       "the daemon to end", terminal)
+        assert "daemon exited 130" in terminal.raw, terminal.raw
+        assert "second signal, exiting now" in terminal.raw
+    finally:
+        if process.returncode is None:
+            process.kill()
+        if pid:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        await asyncio.wait_for(process.wait(), 30)
+        asyncio.get_running_loop().remove_reader(master)
+        os.close(slave)
+        os.close(master)
