@@ -19,7 +19,7 @@ from bot.storage.people import person_binding
 from bot.storage.records import ConversationRecord
 from bot.tasks.service import TaskService, chat_of
 from channels.base import ChannelStateBoard, InboundMessage
-from memory.history import MemoryHistoryService
+from memory.history import MemoryHistoryService, Quotable
 from memory.recall import MemorySearchService, SearchQueryRefused
 from memory.workspace import (
     MEMORY_FILE,
@@ -144,6 +144,27 @@ class CommandHandler:
         person = await router.person_of(message)
         own = 1 if person.is_owner else await self._repos.agents.agent_for_chat(person_binding(person.id))
         return own == conversation.agent_id
+
+    async def _own_chats(self, router: ChatControl, message: InboundMessage) -> Quotable:
+        """Whether a conversation is one of the sender's own chats: a direct chat that only their
+        accounts wrote in (on any channel linked to them). Their own agent also hears others (the
+        owner on the web page): what those said is not the person's to read."""
+        person = await router.person_of(message)
+
+        async def own(conversation_id: str) -> bool:
+            chat = await self._repos.conversations.get(conversation_id)
+            if chat is None or chat.is_group:
+                return False
+            senders = await self._repos.messages.recent_senders(conversation_id, 20)
+            if not senders:
+                return False
+            for sender in senders:
+                account = await self._repos.people.for_account(chat.channel, sender)
+                if account is None or account.id != person.id:
+                    return False
+            return True
+
+        return own
 
     async def _incognito(self, conversation: ConversationRecord, args: list[str]) -> str:
         t = self._prompts.text
@@ -294,7 +315,8 @@ class CommandHandler:
                 return t("history_usage")
             return await self._history.lines(conversation.agent_id, rest[0] if rest else None)
         if action == "why":
-            return await self._history.why(conversation.agent_id, " ".join(rest))
+            quotable = None if router.is_admin(message) else await self._own_chats(router, message)
+            return await self._history.why(conversation.agent_id, " ".join(rest), quotable)
         if action in ("approve", "reject"):
             # "/memory approve 3": another agent's proposal, sent to the owner's chat with its id.
             if len(rest) > 1 or (rest and not (rest[0].isdigit() and 0 < len(rest[0]) <= 9)):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from bot.clock import parse_iso, zone
@@ -17,6 +18,9 @@ log = logging.getLogger(__name__)
 HISTORY_LINES = 10
 WHY_MESSAGES = 3
 WHY_MESSAGE_CHARS = 120
+
+# Whether a conversation's words may be quoted to the person asking (given its id).
+Quotable = Callable[[str], Awaitable[bool]]
 
 
 def shortened(text: str, limit: int) -> str:
@@ -97,8 +101,11 @@ class MemoryHistoryService:
         log.info("undid memory run %s: %s", run_id, ", ".join(c.filename for c in changes))
         return UndoResult("undo_done", {"filenames": ", ".join(c.filename for c in changes), "when": when})
 
-    async def why(self, agent_id: int, text: str) -> str:
-        """/memory why <text>: the oldest kept version holding the text, and the run that wrote it."""
+    async def why(self, agent_id: int, text: str, quotable: Quotable | None = None) -> str:
+        """/memory why <text>: the oldest kept version holding the text, and the run that wrote it.
+
+        The run's user messages are quoted when `quotable` (None: always) says its conversation may
+        be quoted to the asker; otherwise the file, time and source alone."""
         t = self._prompts.text
         needle = " ".join(text.split())
         if not needle:
@@ -114,6 +121,10 @@ class MemoryHistoryService:
         lines = [t("why_found", text=shortened(needle, 80), filename=found.filename,
                    when=self.when(found.create_time), source=await self.source(found))]
         if found.change == "extraction" and found.run_id is not None:
+            if quotable is not None:
+                run = await self._repos.memory_runs.get(found.run_id)
+                if run is None or not run.conversation_id or not await quotable(run.conversation_id):
+                    return "\n".join(lines)
             said = await self._repos.memory_runs.user_messages(found.run_id, WHY_MESSAGES)
             if said:
                 lines.append(t("why_messages"))
