@@ -25,6 +25,7 @@ from bot.storage.records import ConversationRecord
 from bot.text import led_by
 from bot.tools import ToolResult, ToolSet
 from channels.base import ReplyStream
+from channels.formatting import REPLY_CUT_SEPARATOR, cut_reply
 from memory.people_profiles import newest_first, profiles_block
 from memory.workspace import WorkspaceFileService
 
@@ -100,9 +101,13 @@ class Agent:
         window: ConversationWindowManager, llm: LLMClient, tokens: TokenEstimator,
         prompts: PromptLibrary, tools: Sequence[ToolSet] = (),
         today_text: Callable[[], str] | None = None, clock: Clock = utc_now,
-        prefixes: ChatPrefixes | None = None,
+        prefixes: ChatPrefixes | None = None, reply_limit: int | None = None, cut_marker: str | None = None,
     ) -> None:
         self._config = config
+        # What the person gets is what is kept (history, the next window, memory): a reply cut at
+        # mate.channels.max-reply-chars, with the marker the chat shows.
+        self._reply_limit = config.channels.max_reply_chars if reply_limit is None else reply_limit
+        self._cut_marker = prompts.text("reply_cut") if cut_marker is None else cut_marker
         self._repos = repos
         self._workspace = workspace
         self._window = window
@@ -290,7 +295,7 @@ class Agent:
                 final = self._prompts.text("tool_rounds_exceeded")
             if not final:
                 final = self._prompts.text("empty_reply")
-            final = led_by(lead, final)
+            final = self._cut(led_by(lead, final))
             ids, count = await self._store_turn(conversation, user_id, turn, final)
             return AgentReply(final, ok=True, user_message_id=user_id, last_message_id=ids[-1],
                               message_count=count)
@@ -331,10 +336,21 @@ class Agent:
         shown = partial.strip()
         if not shown:
             return AgentReply(self._prompts.text("llm_error"), ok=False, user_message_id=user_id, failure="llm")
-        shown = led_by(lead, shown)
+        apology = self._prompts.text("stream_broken")
+        # Cut so that with the apology after it the reply still holds no more than a cut one.
+        shown = self._cut(led_by(lead, shown), room=len(REPLY_CUT_SEPARATOR) + len(apology))
         ids, count = await self._store_turn(conversation, user_id, turn, shown)
-        return AgentReply(f"{shown}\n\n{self._prompts.text('stream_broken')}", ok=False, user_message_id=user_id,
+        return AgentReply(f"{shown}{REPLY_CUT_SEPARATOR}{apology}", ok=False, user_message_id=user_id,
                           last_message_id=ids[-1], message_count=count, failure="llm")
+
+    def _cut(self, text: str, room: int = 0) -> str:
+        """`text` as the chat gets it: at most the reply limit (less `room` for what follows it)."""
+        limit = max(len(REPLY_CUT_SEPARATOR), self._reply_limit - room)
+        if len(text) <= limit:
+            return text
+        log.warning("a reply of %d characters was cut to mate.channels.max-reply-chars (%d)", len(text),
+                    self._reply_limit)
+        return cut_reply(text, limit, self._cut_marker)
 
     def _observe(self, window: Window, turn: list[tuple[str, Content]], response: LLMResponse) -> None:
         raw = window.raw_tokens + sum(self._tokens.count_content(c) + PER_MESSAGE_OVERHEAD for _, c in turn)

@@ -6,7 +6,7 @@ import asyncio
 import logging
 import sqlite3
 from collections.abc import AsyncIterator, Coroutine
-from contextlib import asynccontextmanager, nullcontext
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -36,7 +36,7 @@ from channels.base import (
     conversation_key,
     parse_conversation_key,
 )
-from channels.formatting import cut_reply
+from channels.formatting import REPLY_CUT_SEPARATOR, cut_reply
 from channels.streaming import CappedStream
 from memory.events import ConversationCompletedEvent, MemoryEventSink
 
@@ -260,12 +260,15 @@ class ChannelMessageRouter:
         return self._bounded(await self._handle_message(message, agent_id, stored, capped))
 
     def _bounded(self, reply: RoutedReply | None) -> RoutedReply | None:
-        limit = self._config.channels.max_reply_chars
+        """A backstop: the agent cuts (and keeps) its own replies; this cuts the others (a command's)."""
+        limit, marker = self._config.channels.max_reply_chars, self._prompts.text("reply_cut")
         if reply is None or len(reply.text) <= limit:
             return reply
+        if len(reply.text) <= limit + len(marker) and REPLY_CUT_SEPARATOR + marker in reply.text:
+            return reply  # cut already, maybe with an apology after the marker
         log.warning("a reply of %d characters was cut to mate.channels.max-reply-chars (%d)", len(reply.text),
                     limit, extra={"conversation_id": reply.conversation_id})
-        return replace(reply, text=cut_reply(reply.text, limit, self._prompts.text("reply_cut")))
+        return replace(reply, text=cut_reply(reply.text, limit, marker))
 
     async def _handle_message(
         self, message: InboundMessage, agent_id: int | None, stored: Stored | None, stream: ReplyStream | None,
@@ -305,15 +308,35 @@ class ChannelMessageRouter:
     ) -> RoutedReply | None:
         key = conversation_key(message)
         voice = self._media is not None and any(is_audio(file) for file in message.files)
+        if not voice:
+            return await self._in_turn(message, forced_agent, once, stream, None)
         # A voice note is transcribed before it joins its chat's queue, so the chat's typed
         # messages are answered meanwhile; it keeps its place among the chat's voice notes, and
-        # its user message is stored with the time it came.
-        async with self._voice_lanes.hold(key) if voice else nullcontext():
-            heard = await self._hear(message) if voice else None
+        # its user message is stored with the time it came, not the time its lane came free.
+        arrived = iso(self._clock())
+        if await self._answered_already(key, message):
+            return None
+        async with self._voice_lanes.hold(key):
+            heard = await self._hear(message, arrived)
             return await self._in_turn(message, forced_agent, once, stream, heard)
 
-    async def _hear(self, message: InboundMessage) -> _Heard:
-        arrived = iso(self._clock())
+    async def _answered_already(self, key: str, message: InboundMessage) -> bool:
+        """Whether the chat's conversation holds `message` answered (a platform's redelivery): a
+        read outside the chat's turn, so a voice note delivered again is not transcribed again
+        (the turn checks again in any case)."""
+        if message.external_id is None:
+            return False
+        conversation = self._active.get(key) or await self._repos.conversations.active_for_chat(key)
+        if conversation is None:
+            return False
+        found = await self._repos.messages.find_external(conversation.id, message.external_id)
+        if found is None or not found[2]:
+            return False
+        log.info("message delivered twice; already answered", extra={"conversation_id": key})
+        return True
+
+    async def _hear(self, message: InboundMessage, arrived: str | None = None) -> _Heard:
+        arrived = arrived or iso(self._clock())
         try:
             return _Heard(arrived, await self._prepared(message))
         except MediaRefused as refused:

@@ -180,7 +180,7 @@ class ConsoleChannel:
             message = InboundMessage(channel="console", chat_id=self._user, sender_id=self._user,
                                      sender_name=self._user, text=text, is_direct=True,
                                      trigger_source="console")
-            printed = _Printed(self._write)
+            printed = _Printed(self._write, self._prompts.text("reply_cut"))
             try:
                 reply = await self._handler(message, printed)
             except Exception:  # the console must survive one bad turn
@@ -210,10 +210,17 @@ class ConsoleChannel:
 
 
 class _Printed:
-    """A ReplyStream that prints the answer as it arrives, then only what the reply adds."""
+    """A ReplyStream that prints the answer as it arrives, then only what the reply adds.
 
-    def __init__(self, write: Callable[..., None]) -> None:
+    `marker` ends a stream cut at mate.channels.max-reply-chars (channels.streaming.CappedStream).
+    The reply was cut on its own (stripped, maybe opened by a notice, at its own offset), so it
+    is not found in what was printed: the cut text stands for it, and only what the reply adds
+    around its own cut is printed after it.
+    """
+
+    def __init__(self, write: Callable[..., None], marker: str = "") -> None:
         self._write = write
+        self._marker = marker
         self._text = ""
         self._status = False
 
@@ -239,12 +246,26 @@ class _Printed:
         at = reply.find(printed) if printed else -1
         if at >= 0:
             self._write(reply[at + len(printed):])  # the rest (an apology), or just the line end
-            if reply[:at].strip():  # what the reply opens with (a missed reminder's notice), after it
-                self._write(reply[:at].strip())
+            self._opening(reply[:at])
+        elif self._marker and printed.endswith(self._marker):
+            self._finish_cut(reply, printed[: -len(self._marker)].strip())
         else:
             if self._text:
                 self._write("")
             self._write(reply)
+
+    def _finish_cut(self, reply: str, body: str) -> None:
+        """The stream was cut: print what the reply has after its own marker (an apology), and
+        what it opens with before the text printed (a missed reminder's notice)."""
+        cut = reply.find(self._marker)
+        self._write(reply[cut + len(self._marker):] if cut >= 0 else "")
+        start = reply.find(body[:64]) if body else -1
+        if start > 0:
+            self._opening(reply[:start])
+
+    def _opening(self, lead: str) -> None:
+        if lead.strip():  # what the reply opens with (a missed reminder's notice), after it
+            self._write(lead.strip())
 
 
 async def _read_line(reader: asyncio.StreamReader) -> bytes | None:

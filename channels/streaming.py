@@ -131,12 +131,15 @@ class CappedStream:
     """Forwards a streamed reply to `inner` up to `limit` characters, then `marker` once and
     nothing more: a server that ignores max_tokens cannot flood a chat while it writes.
 
-    A status line sets the text so far aside (a tool round, a retry), so the count starts again.
+    One budget for the whole reply: a status line (a tool round, a retry) does not start the
+    count again, since the sinks keep what they were shown (the console has printed it, the web
+    page appends to the same bubble). After the cut even status lines stay out: the reply shown
+    ends with the marker.
     """
 
     def __init__(self, inner: ReplyStream, limit: int, marker: str) -> None:
         self._inner = inner
-        self._room = self._limit = limit
+        self._room = limit
         self._marker = marker
         self._cut = False
 
@@ -152,5 +155,5 @@ class CappedStream:
         self._inner.text(delta[: self._room - len(separator)] + separator + self._marker)
 
     def status(self, line: str) -> None:
-        self._room, self._cut = self._limit, False
-        self._inner.status(line)
+        if not self._cut:
+            self._inner.status(line)

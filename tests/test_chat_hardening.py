@@ -5,6 +5,7 @@ transcribed beside the chat's typed messages, /memory for everyone's own agent, 
 from __future__ import annotations
 
 import asyncio
+import io
 import json
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -16,13 +17,16 @@ import aiohttp
 import pytest
 
 from bot.api import ApiServer
-from bot.clock import Clock
+from bot.clock import Clock, iso
 from bot.llm import AnthropicClient
 from bot.prompts import PromptLibrary
 from bot.runtime import open_runtime
+from channels.base import IncomingFile, InboundMessage, ReplyStream
+from channels.console import ConsoleChannel, _Printed
 from channels.telegram.adapter import TelegramChannel
+from memory.workspace import MEMORY_FILE
 from tests.conftest import make_config
-from tests.fakes.anthropic import FakeAnthropic
+from tests.fakes.anthropic import FakeAnthropic, TextReply
 from tests.fakes.telegram import FakeTelegram
 from tests.fakes.transcription import FakeTranscription, spoken
 from tests.test_telegram_adapter import ADMIN, FRIEND, GROUP, TOKEN, Env
@@ -46,7 +50,8 @@ def ticking_clock(start: datetime = datetime(2026, 3, 4, 9, 0, tzinfo=timezone.u
 
 @asynccontextmanager
 async def chat(
-    tmp_path: Path, *, stream: bool = True, stt: FakeTranscription | None = None, **mate: Any,
+    tmp_path: Path, *, stream: bool = True, stt: FakeTranscription | None = None, clock: Clock | None = None,
+    **mate: Any,
 ) -> AsyncIterator[Env]:
     """The daemon's pipeline on the fake Bot API: ADMIN is the admin, FRIEND an allowed user."""
     media: dict[str, Any] = {}
@@ -64,7 +69,7 @@ async def chat(
             **mate,
         )
         async with AnthropicClient(config.mate.llm) as llm, open_runtime(
-                config, llm=llm, with_memory_worker=False, clock=ticking_clock()) as rt:
+                config, llm=llm, with_memory_worker=False, clock=clock or ticking_clock()) as rt:
             channel = TelegramChannel(config.mate.channels.telegram, rt.router.handle, rt.core.prompts,
                                       poll_timeout=0.2, backoff_base=0.05, backoff_max=0.2, busy_poll_interval=0.05)
             task = asyncio.create_task(channel.run())
@@ -258,3 +263,186 @@ async def test_start_is_localised(tmp_path: Path) -> None:
         answer = await say(env, "/start", user=FRIEND)
     chinese = PromptLibrary("zh-CN")
     assert answer.startswith("你好！") and chinese.text("start_own_memory").splitlines()[0] in answer
+
+
+# -- the cap holds in what is kept, over a whole reply, and on the console ----------------------
+
+
+@pytest.mark.parametrize("broken", [False, True])
+async def test_the_history_keeps_the_reply_as_cut_not_the_flood(tmp_path: Path, broken: bool) -> None:
+    limit = 20_000
+    async with chat(tmp_path) as env:
+        if broken:  # the stream breaks off after more than the cap: the part shown is kept, cut too
+            env.llm.push(TextReply(FLOOD, break_after_chars=60_000))
+        else:
+            env.llm.reply_text(FLOOD)
+        answer = await say(env, "tell me everything", user=ADMIN)
+        await until(lambda: any(CUT in text for text in sent_to(env, ADMIN)), "the cut marker")
+        rows = await env.rt.core.repos.messages.after(f"tg:{ADMIN}", 0)
+
+    kept = rows[-1]
+    assert answer.startswith("word word")
+    assert kept.role == "assistant" and kept.content.endswith("\n\n" + CUT)
+    assert len(kept.content) <= limit + len(CUT)
+
+
+async def test_one_budget_holds_for_a_whole_streamed_reply_across_tool_rounds(tmp_path: Path) -> None:
+    limit = 1_000
+    async with FakeAnthropic() as fake:
+        config = make_config(tmp_path, llm={"api-key": "k", "base-url": fake.url, "max-retries": 0,
+                                            "max-output-tokens": 128_000},
+                             api={"port": 0, "token": ""}, channels={"max-reply-chars": limit})
+        async with AnthropicClient(config.mate.llm) as llm, open_runtime(config, llm=llm) as rt, \
+                ApiServer(rt, config.mate.api) as server, aiohttp.ClientSession() as http:
+            fake.reply_tool_use("no_such_tool", {}, text="before the tool " * 50)  # 800 characters
+            fake.reply_text("after the tool " * 60)  # 900 characters
+            async with http.post(f"http://127.0.0.1:{server.port}/api/v1/chat/1/stream",
+                                 json={"message": "look it up"}) as response:
+                raw = await response.text()
+
+    events = [(block.split("\n")[0].removeprefix("event: "), json.loads(block.split("data: ", 1)[1]))
+              for block in raw.strip().split("\n\n")]
+    streamed = "".join(data["text"] for kind, data in events if kind == "delta")
+    assert "status" in [kind for kind, _ in events] and events[-1][0] == "done"
+    # The page appends every delta to one bubble: the two rounds together stay within the cap.
+    assert streamed.startswith("before the tool") and "after the tool" in streamed
+    assert streamed.endswith(CUT) and len(streamed) <= limit + len(CUT)
+
+
+async def _console_output(tmp_path: Path, answer: str, limit: int) -> str:
+    output = io.StringIO()
+    async with FakeAnthropic() as fake:
+        config = make_config(tmp_path, llm={"api-key": "k", "base-url": fake.url, "max-retries": 0},
+                             channels={"max-reply-chars": limit})
+        async with AnthropicClient(config.mate.llm) as llm, \
+                open_runtime(config, llm=llm, with_memory_worker=False) as rt:
+            fake.reply_text(answer)
+
+            async def handle(message: InboundMessage, stream: ReplyStream) -> str | None:
+                reply = await rt.router.handle(message, stream=stream)
+                return reply.text if reply else None
+
+            reader = asyncio.StreamReader()
+            reader.feed_data(b"tell me everything\n")
+            reader.feed_eof()
+            await ConsoleChannel(handle, reader=reader, output=output, user="me",
+                                 prompts=rt.core.prompts).run()
+    return output.getvalue()
+
+
+@pytest.mark.parametrize(("answer", "limit"), [
+    ("\n" + "abcdefghij" * 100, 200),  # the stream counts the opening line end, the reply is stripped
+    ("word " * 100, 202), ("word " * 100, 203), ("word " * 100, 204),  # cut in the spaces
+])
+async def test_the_console_prints_a_cut_reply_once(tmp_path: Path, answer: str, limit: int) -> None:
+    text = await _console_output(tmp_path, answer, limit)
+    assert text.count(CUT) == 1
+    assert len(text) <= limit + len(CUT) + len("you> \n\nyou> \n")  # printed once, not again at the end
+
+
+def test_the_console_prints_a_cut_replys_notice_not_the_reply_again() -> None:
+    lines: list[str] = []
+
+    def write(text: str, newline: bool = True) -> None:
+        lines.append(text + ("\n" if newline else ""))
+
+    printed = _Printed(write, CUT)
+    printed.text("word " * 39 + "wor" + "\n\n" + CUT)  # the stream's cut, at its own offset
+    printed.finish("(I missed a reminder: call mum)\n\n" + "word " * 30 + "word\n\n" + CUT)
+    out = "".join(lines)
+    assert out.count(CUT) == 1 and out.count("call mum") == 1
+    assert out.endswith(CUT + "\n(I missed a reminder: call mum)\n")
+
+
+# -- voice notes: their arrival time, a redelivery -----------------------------------------------
+
+
+class PinnedClock:
+    """A clock that stands where the test sets it."""
+
+    def __init__(self, now: datetime) -> None:
+        self.now = now
+
+    def __call__(self) -> datetime:
+        return self.now
+
+
+def voice_message(words: str, external_id: str) -> InboundMessage:
+    data = spoken(words)
+
+    async def read() -> bytes:
+        return data
+
+    note = IncomingFile("voice.oga", "audio/ogg", len(data), read, is_voice=True, duration=3)
+    return InboundMessage(channel="telegram", chat_id=str(ADMIN), sender_id=str(ADMIN), sender_name="admin",
+                          text="", is_direct=True, external_id=external_id, files=(note,))
+
+
+async def test_a_voice_note_waiting_behind_another_keeps_the_time_it_came(tmp_path: Path) -> None:
+    first_came, second_came = datetime(2026, 3, 4, 9, 0, tzinfo=timezone.utc), datetime(2026, 3, 4, 9, 1,
+                                                                                            tzinfo=timezone.utc)
+    clock = PinnedClock(first_came)
+    async with FakeTranscription(hang=True) as stt, chat(tmp_path, stt=stt, clock=clock) as env:
+        router = env.rt.router
+        first = asyncio.create_task(router.handle(voice_message("first note", "501")))
+        await until(lambda: len(stt.requests) == 1, "the first note at the transcription endpoint")
+        clock.now = second_came
+        second = asyncio.create_task(router.handle(voice_message("second note", "502")))
+        lanes = router._voice_lanes._locks  # noqa: SLF001 - the second note waits for its lane
+        await until(lambda: lanes.get(f"tg:{ADMIN}", (None, 0))[1] == 2, "the second note waiting")
+        clock.now = second_came + timedelta(minutes=30)  # the first note's transcription took long
+        stt.release()
+        await asyncio.gather(first, second)
+        rows = await env.rt.core.repos.messages.after(f"tg:{ADMIN}", 0)
+
+    voice = [row for row in rows if row.role == "user"]
+    assert [row.content for row in voice] == ["[voice] first note", "[voice] second note"]
+    assert [row.create_time for row in voice] == [iso(first_came), iso(second_came)]
+
+
+async def test_a_redelivered_voice_note_already_answered_is_not_transcribed_again(tmp_path: Path) -> None:
+    async with FakeTranscription() as stt, chat(tmp_path, stt=stt) as env:
+        env.llm.reply_text("Noted.")
+        answered = await env.rt.router.handle(voice_message("buy milk", "601"))
+        again = await env.rt.router.handle(voice_message("buy milk", "601"))  # the platform sends it again
+
+    assert answered is not None and answered.text == "Noted."
+    assert again is None
+    assert len(stt.requests) == 1
+
+
+# -- /memory why quotes only the person's own chats ----------------------------------------------
+
+
+async def _extraction(env: Env, agent_id: int, conversation_id: str, line: str) -> None:
+    """What a memory extraction of `conversation_id` does: a run, and the line it wrote."""
+    runs, workspace = env.rt.core.repos.memory_runs, env.rt.core.workspace
+    run_id = await runs.start(agent_id, "extraction", conversation_id)
+    current, _ = await workspace.read_text(agent_id, MEMORY_FILE)
+    await workspace.write(agent_id, MEMORY_FILE, f"{current.rstrip()}\n{line}\n", change="extraction",
+                          run_id=run_id)
+    await runs.finish(run_id, "completed")
+
+
+async def test_memory_why_quotes_a_person_only_their_own_chats(tmp_path: Path) -> None:
+    async with chat(tmp_path) as env:
+        friend_agent = await _two_memories(env)
+        env.llm.reply_text("Nice.")
+        await say(env, "I love jasmine tea", user=FRIEND)
+        await _extraction(env, friend_agent, f"tg:{FRIEND}", "- Loves jasmine tea.")
+        # The owner talks with FRIEND's agent from the web page: not a chat FRIEND was in.
+        env.llm.reply_text("I will keep it secret.")
+        web = InboundMessage(channel="web", chat_id="owner-browser", sender_id="web", sender_name="web",
+                             text="Plan a surprise party for them, do not tell", is_direct=True,
+                             trigger_source="web")
+        assert await env.rt.router.handle(web, agent_id=friend_agent) is not None
+        web_chat = await env.rt.core.repos.conversations.active_for_chat("web:owner-browser")
+        assert web_chat is not None and web_chat.agent_id == friend_agent
+        await _extraction(env, friend_agent, web_chat.id, "- Has a party coming.")
+
+        own = await say(env, "/memory why jasmine tea", user=FRIEND)
+        other = await say(env, "/memory why party coming", user=FRIEND)
+
+    assert "I love jasmine tea" in own
+    assert "MEMORY.md" in other and "party coming" in other
+    assert "surprise" not in other and PROMPTS.text("why_messages") not in other
