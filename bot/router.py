@@ -482,19 +482,22 @@ class ChannelMessageRouter:
         return [reply for reply in answered if reply is not None]
 
     async def _still_routed_here(self, conversation: ConversationRecord, record: MessageRecord) -> bool:
-        """Whether today's access rules and routes still send a direct chat's message to the agent
-        its conversation has: after an upgrade, or a link or an admin removed, the owner's agent
-        must not answer someone it no longer belongs to. A group's agent is bound to its chat."""
+        """Whether today's access rules and routes still send a stored message to the agent its
+        conversation has: after an upgrade, or a link, an admin or an allowed group removed, an
+        agent must not answer a chat or a person it no longer belongs to. Nothing is created to
+        find out: a route to an agent not made yet is not this conversation's."""
         place = parse_conversation_key(conversation.id)
-        if conversation.is_group or place is None:  # a group, or the console / web (the owner's)
+        if place is None:  # the console / web: the owner's
             return True
         channel, chat_id, thread_id = place
+        group = conversation.is_group
+        # A group's stored message was one the bot answers (addressed to it), or it would not be there.
         message = InboundMessage(channel=channel, chat_id=chat_id, thread_id=thread_id,
                                  sender_id=record.sender_id or "", sender_name=record.sender_name or "",
-                                 text=record.content, is_direct=True)
+                                 text=record.content, is_direct=not group, mentions_bot=group)
         if not self._decide(message).answers:
             return False
-        return await self.agent_for(message) == conversation.agent_id
+        return await self.routed_agent(message) == conversation.agent_id
 
     def _track(self, work: Coroutine[Any, Any, None]) -> None:
         self._in_flight += 1

@@ -61,6 +61,36 @@ async def test_start_up_recovery_never_answers_a_friend_with_the_owners_agent(tm
     assert len(sent) == 1 and "KIWI-4410" in sent[0]
 
 
+async def test_start_up_recovery_answers_no_group_that_is_no_longer_allowed(tmp_path: Path) -> None:
+    # A group message stored while the group was allowed (and routed to agent 1), then the process
+    # stopped and the group was taken out of the allowlist: it is not answered from agent 1.
+    async with FakeAnthropic(default_text="ok") as llm:
+        config = make_config(tmp_path, llm={"api-key": "k", "base-url": llm.url, "max-retries": 0, "stream": False},
+                             channels={"telegram": {"admins": [OWNER], "group-policy": "allowlist",
+                                                    "allowed-groups": ["-1002"]}},
+                             routing=[{"channel": "*", "chat": "*", "agent": 1}])
+        async with AnthropicClient(config.mate.llm) as client, \
+                open_runtime(config, llm=client, with_memory_worker=False) as rt:
+            replies, sent, created = await _recover_in_two_groups(rt, llm)
+    assert [r.conversation_id for r in replies] == ["tg:-1002"]  # the group still allowed is answered
+    assert len(sent) == 1
+    assert created == 0  # checking a route made no agent
+
+
+async def _recover_in_two_groups(rt: Runtime, llm: FakeAnthropic) -> tuple[list[Any], list[str], int]:
+    await rt.core.workspace.write(1, "PROFILE.md", "# Profile\n\nowner code KIWI-4410\n")
+    repos = rt.core.repos
+    for group in ("-1001", "-1002"):
+        key = f"tg:{group}"
+        await repos.conversations.create(key, agent_id=1, channel="telegram", chat_key=key,
+                                         trigger_source="channel", is_group=True)
+        await repos.messages.add_user(key, f"left unanswered in {group}", 3, OWNER, "x", None)
+    agents_before = await rt.core.db.fetchall("SELECT id FROM mate_agent")
+    replies = await rt.router.recover_unanswered("2000-01-01")
+    agents_after = await rt.core.db.fetchall("SELECT id FROM mate_agent")
+    return list(replies), systems(llm), len(agents_after) - len(agents_before)
+
+
 async def test_a_cron_turn_makes_no_person(tmp_path: Path) -> None:
     async with runtime(tmp_path) as (rt, _):
         await rt.router.handle(InboundMessage(channel="cron", chat_id="job-1", sender_id="cron", sender_name="cron",
