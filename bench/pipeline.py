@@ -207,7 +207,7 @@ async def run_pipeline(
             # The same long chats with the window forgotten before each call: read back from
             # SQLite every time, as after a restart.
             cold: dict[int, list[float]] = {length: [] for length in long_chats}
-            for i in range(samples):
+            for _ in range(samples):
                 for length, chat in long_chats.items():
                     await keep_window(repos, f"web:{chat}", targets[length], rt.window, cold=True)
                     start = time.perf_counter()

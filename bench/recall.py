@@ -125,7 +125,7 @@ async def _ask(path: Path, planted: dict[int, int]) -> dict[str, Any]:
         stored = await core.repos.messages.count_all()
         service = MemorySearchService(core.repos.search)
         for index, fact in enumerate(FACTS):
-            for attempt in range(REPEATS):
+            for _ in range(REPEATS):
                 began = time.perf_counter()
                 result = await service.search(1, fact.question)
                 latencies.append(time.perf_counter() - began)

@@ -22,7 +22,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Sequence
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 from bot.config import Config
 from bot.errors import MateError
 from bot.runtime import Runtime
-from bot.tasks.delivery import ChannelOutbox, ReminderDelivery  # noqa: F401  (Services.outbox's type)
+from bot.tasks.delivery import ChannelOutbox, ReminderDelivery
 from bot.tasks.timer import TaskTimer
 from channels.base import Channel
 

@@ -441,10 +441,10 @@ class MemorySummarizationService:
                                    keyed_edit_fields=(PEOPLE_EDITS,),
                                    refused_fields=("profile_update", "profile_edits"))
         refs = [m.ref for m in scope.members]
-        for field in (PEOPLE_UPDATES, PEOPLE_EDITS):
-            unknown = sorted(set(reply[field]) - set(refs))
+        for key in (PEOPLE_UPDATES, PEOPLE_EDITS):
+            unknown = sorted(set(reply[key]) - set(refs))
             if unknown:
-                raise InvalidJsonReply(f"{field} names {', '.join(unknown)}, not one of the people listed "
+                raise InvalidJsonReply(f"{key} names {', '.join(unknown)}, not one of the people listed "
                                        f"({', '.join(refs)})")
         return reply
 

@@ -21,7 +21,7 @@ from typing import Any
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from aiohttp import web  # noqa: E402
+from aiohttp import web
 
 
 def build_app(model: Any, name: str) -> web.Application:

@@ -32,20 +32,20 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:  # run as a file: bot.* and memory.* come from the project
     sys.path.insert(0, str(ROOT))
 
-from bot.config import parse_config  # noqa: E402
-from bot.llm import AnthropicClient  # noqa: E402
-from bot.runtime import open_runtime  # noqa: E402
-from bot.storage.inspection import ReadOnlyDatabase  # noqa: E402
-from channels.base import InboundMessage  # noqa: E402
-from memory.people_profiles import profile_filename  # noqa: E402
-from memory.summarization import AnalysisOutcome  # noqa: E402
-from memory.workspace import MEMORY_FILE  # noqa: E402
-from real_lane import (  # noqa: E402  (sibling modules: found next to this file)
+from bot.config import parse_config
+from bot.llm import AnthropicClient
+from bot.runtime import open_runtime
+from bot.storage.inspection import ReadOnlyDatabase
+from channels.base import InboundMessage
+from memory.people_profiles import profile_filename
+from memory.summarization import AnalysisOutcome
+from memory.workspace import MEMORY_FILE
+from real_lane import (
     CheckError, Lane, RecordingClient, add_keep, free_port, lane_parser, print_result, run_lane, say,
     write_exchanges,
 )
-from real_llama import MODEL_NAME, daemon_config, llama_arguments, serve_in_process  # noqa: E402
-from real_model_check import extraction_stats  # noqa: E402
+from real_llama import MODEL_NAME, daemon_config, llama_arguments, serve_in_process
+from real_model_check import extraction_stats
 
 # The group prompt lists every member's profile budget as reply room: three members at the
 # default 2000 characters each ask for up to ~12k tokens in zh-CN (one token a character),

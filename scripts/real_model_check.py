@@ -47,7 +47,7 @@ from real_llama import (
 if str(ROOT) not in sys.path:  # run as a file: bot.* comes from the project
     sys.path.insert(0, str(ROOT))
 
-from bot.storage.inspection import ReadOnlyDatabase  # noqa: E402
+from bot.storage.inspection import ReadOnlyDatabase
 
 TURNS = (
     "Hi! My name is Lena Hoffmann and I work as a software engineer.",

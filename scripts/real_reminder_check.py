@@ -27,16 +27,16 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:  # run as a file: bot.* and memory.* come from the project
     sys.path.insert(0, str(ROOT))
 
-from bot.clock import parse_iso, utc_now  # noqa: E402
-from bot.config import parse_config  # noqa: E402
-from bot.llm import AnthropicClient  # noqa: E402
-from bot.runtime import open_runtime  # noqa: E402
-from bot.storage.tasks import ChatRef  # noqa: E402
-from channels.base import InboundMessage  # noqa: E402
-from real_lane import (  # noqa: E402  (sibling modules: found next to this file)
+from bot.clock import parse_iso, utc_now
+from bot.config import parse_config
+from bot.llm import AnthropicClient
+from bot.runtime import open_runtime
+from bot.storage.tasks import ChatRef
+from channels.base import InboundMessage
+from real_lane import (
     Lane, RecordingClient, add_keep, free_port, lane_parser, print_result, run_lane, say, write_exchanges,
 )
-from real_llama import MODEL_NAME, daemon_config, llama_arguments, serve_in_process  # noqa: E402
+from real_llama import MODEL_NAME, daemon_config, llama_arguments, serve_in_process
 
 TEXT = "remind me in two minutes to stretch"
 EXPECTED_S = 120

@@ -35,13 +35,13 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:  # run as a file: bot.* and channels.* come from the project
     sys.path.insert(0, str(ROOT))
 
-from bot.config import parse_config  # noqa: E402
-from bot.runtime import open_runtime  # noqa: E402
-from channels.base import InboundMessage, IncomingFile, conversation_key  # noqa: E402
-from real_lane import (  # noqa: E402  (a sibling module: found next to this file)
+from bot.config import parse_config
+from bot.runtime import open_runtime
+from channels.base import InboundMessage, IncomingFile, conversation_key
+from real_lane import (
     CheckError, Lane, Processes, add_keep, free_port, lane_parser, print_result, run_lane, run_logged, wait_healthy,
 )
-from real_lane import say as lane_say  # noqa: E402
+from real_lane import say as lane_say
 
 SENTENCES = (
     "Please remind me to call my sister about the birthday dinner on Friday evening.",

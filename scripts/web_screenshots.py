@@ -19,13 +19,13 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from playwright.async_api import async_playwright  # noqa: E402
+from playwright.async_api import async_playwright
 
-from bot.api import ApiServer  # noqa: E402
-from bot.llm import AnthropicClient  # noqa: E402
-from bot.runtime import open_runtime  # noqa: E402
-from tests.conftest import make_config  # noqa: E402
-from tests.fakes.anthropic import FakeAnthropic  # noqa: E402
+from bot.api import ApiServer
+from bot.llm import AnthropicClient
+from bot.runtime import open_runtime
+from tests.conftest import make_config
+from tests.fakes.anthropic import FakeAnthropic
 
 TOKEN = "screenshot-token-123"
 ANSWER = ("Here is your week, **Ada**:\n\n- Monday: dentist at `15:00`\n- Wednesday: Hannah's flight to Lisbon\n"

@@ -56,7 +56,7 @@ async def test_every_kind_of_write_uses_only_public_aiosqlite(
                                    "VALUES (50, 'T', 'x', 'x')")
                 # The writes below queue up meanwhile, to go out as one batch of many.
                 async with asyncio.timeout(30):
-                    while len(db._queued) < 21:  # noqa: SLF001 - test-only peek
+                    while len(db._queued) < 21:
                         await asyncio.sleep(0.005)
 
         writes = [repos.messages.add("c", "user", f"m{i}", 1) for i in range(20)]

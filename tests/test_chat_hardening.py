@@ -388,7 +388,7 @@ async def test_a_voice_note_waiting_behind_another_keeps_the_time_it_came(tmp_pa
         await until(lambda: len(stt.requests) == 1, "the first note at the transcription endpoint")
         clock.now = second_came
         second = asyncio.create_task(router.handle(voice_message("second note", "502")))
-        lanes = router._voice_lanes._locks  # noqa: SLF001 - the second note waits for its lane
+        lanes = router._voice_lanes._locks
         await until(lambda: lanes.get(f"tg:{ADMIN}", (None, 0))[1] == 2, "the second note waiting")
         clock.now = second_came + timedelta(minutes=30)  # the first note's transcription took long
         stt.release()

@@ -12,7 +12,6 @@ import asyncio
 import codecs
 import io
 import fcntl
-import json
 import os
 import struct
 import sys

@@ -129,8 +129,8 @@ async def test_edit_that_would_exceed_the_limit_is_refused(env: Env) -> None:
 
 
 async def test_limit_is_configurable(tmp_path: Path) -> None:
-    async for env in workspace_env(tmp_path, "en"):
-        tool = WorkspaceMemoryTool(env.workspace, PromptLibrary("en"), max_content_bytes=4)
+    async for opened in workspace_env(tmp_path, "en"):
+        tool = WorkspaceMemoryTool(opened.workspace, PromptLibrary("en"), max_content_bytes=4)
         result = await tool.call(AGENT, "write_workspace_memory_file", {"filename": "a.md", "content": "12345"})
         assert result.is_error
         assert json.loads(result.content) == {"error": "Content is too large: 5 bytes (limit 4 bytes)"}
@@ -138,16 +138,16 @@ async def test_limit_is_configurable(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("locale", ["en", "zh-CN"])
 async def test_profile_and_memory_budgets_hold_for_write_and_edit(tmp_path: Path, locale: str) -> None:
-    async for env in workspace_env(tmp_path, locale):
-        tool = WorkspaceMemoryTool(env.workspace, PromptLibrary(locale), budgets={"PROFILE.md": 40, "MEMORY.md": 60})
+    async for opened in workspace_env(tmp_path, locale):
+        tool = WorkspaceMemoryTool(opened.workspace, PromptLibrary(locale), budgets={"PROFILE.md": 40, "MEMORY.md": 60})
         fact = "喜欢喝咖啡" if locale == "zh-CN" else "likes tea"
-        await env.workspace.write(AGENT, "MEMORY.md", f"# Memory\n- {fact}")
-        before = await env.files()
+        await opened.workspace.write(AGENT, "MEMORY.md", f"# Memory\n- {fact}")
+        before = await opened.files()
         over_write = await tool.call(AGENT, "write_workspace_memory_file",
                                      {"filename": "PROFILE.md", "content": fact * 9})
         over_edit = await tool.call(AGENT, "edit_workspace_memory_file",
                                     {"filename": "MEMORY.md", "oldText": fact, "newText": fact * 12})
-        after = await env.files()
+        after = await opened.files()
         within = await tool.call(AGENT, "write_workspace_memory_file", {"filename": "PROFILE.md", "content": fact})
         elsewhere = await tool.call(AGENT, "write_workspace_memory_file", {"filename": "notes.md", "content": fact * 99})
     assert over_write.is_error and over_edit.is_error

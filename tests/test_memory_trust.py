@@ -18,7 +18,7 @@ from bot.runtime import open_runtime
 from channels.base import InboundMessage
 from tests.conftest import make_config
 from tests.fakes.anthropic import ErrorReply, ToolUseReply
-from tests.trust_env import FRIEND, OWNER, Trust, running_bot
+from tests.trust_env import FRIEND, Trust, running_bot
 
 LISBON = {"profile_update": "# User profile\n\n- Lives in Lisbon (moved last month)", "daily_entry": "ECHO"}
 

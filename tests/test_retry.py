@@ -120,7 +120,7 @@ def test_a_policy_that_makes_no_sense_is_refused(options: dict[str, float]) -> N
 
 
 def test_the_sites_keep_their_numbers() -> None:
-    no_jitter = lambda: 0.0  # noqa: E731
+    no_jitter = lambda: 0.0
     assert [MODEL_API.delay(n, no_jitter) for n in range(6)] == [0.5, 1, 2, 4, 8, 8]
     assert MODEL_API.jitter == 0.25
     assert [CHANNEL_RECONNECT.delay(n, no_jitter) for n in range(8)] == [1, 2, 4, 8, 16, 32, 60, 60]

@@ -11,9 +11,9 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
-from bot.tasks.tool import CANCEL_TOOL, LIST_TOOL, SCHEDULE_TOOL
+from bot.tasks.tool import SCHEDULE_TOOL
 from tests.fakes.anthropic import ErrorReply, TextReply, ToolUseReply
-from tests.tasks_env import FRIEND, GROUP, MEMBER, OWNER, SCHEDULED_MARK, last_text, tool_names, tool_results, world
+from tests.tasks_env import OWNER, SCHEDULED_MARK, last_text, tool_names, tool_results, world
 
 
 def local_at(seconds: float) -> str:

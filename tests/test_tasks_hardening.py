@@ -95,7 +95,7 @@ async def test_a_reminder_of_an_account_no_longer_admin_is_cancelled_not_run_on_
             assert len(w.reminder_turns()) == 1
     [line] = cancel_lines(caplog)
     assert line.getMessage().startswith("1 pending reminder(s) cancelled") and line.levelno == logging.WARNING
-    assert getattr(line, "chat_id") == str(OWNER)
+    assert line.chat_id == str(OWNER)
 
 
 async def test_a_reminder_is_cancelled_when_it_fires_after_its_maker_lost_the_route(
@@ -148,7 +148,7 @@ async def test_a_reminder_of_an_account_no_longer_linked_to_the_owner_is_cancell
             assert w.sent_to(LINKED) == [] and not carries(w, "feed the cat")
             assert len(w.reminder_turns()) == 1
     [line] = cancel_lines(caplog)
-    assert getattr(line, "chat_id") == str(LINKED)
+    assert line.chat_id == str(LINKED)
 
 
 async def test_a_group_reminder_that_needed_an_admin_is_cancelled_when_its_maker_is_no_longer_one(
@@ -168,7 +168,7 @@ async def test_a_group_reminder_that_needed_an_admin_is_cancelled_when_its_maker
             assert await w.rt.core.repos.tasks.get(task.id) is None
             assert w.sent_to(GROUP) == [] and w.reminder_turns() == []
     [line] = cancel_lines(caplog)
-    assert getattr(line, "chat_id") == str(GROUP)
+    assert line.chat_id == str(GROUP)
 
 
 ABSURD = ["9999-12-31T23:59:59-05:00", "9999-12-31T23:59:59", "0001-01-01T00:00:00+05:00", "5000-06-01T09:00:00"]
@@ -243,7 +243,7 @@ async def test_a_routing_change_cancels_the_reminders_without_creating_the_new_r
             assert [t for t in await live(w) if t.chat.chat_id != str(OWNER)] == []
             assert len(await w.rt.core.repos.agents.list()) == agents
             assert await w.rt.core.repos.agents.agent_for_chat(f"tg:{GROUP}") is None
-    assert {getattr(line, "chat_id") for line in cancel_lines(caplog)} == {str(GROUP), str(FRIEND)}
+    assert {line.chat_id for line in cancel_lines(caplog)} == {str(GROUP), str(FRIEND)}
 
 
 async def test_the_daemons_task_timer_keeps_the_runtimes_clock(tmp_path: Path) -> None:

@@ -53,7 +53,7 @@ class Env:
         await self.tg.wait_for_call("getUpdates")
         loop = asyncio.get_running_loop()
         deadline = loop.time() + 5
-        while self.tg._updates and loop.time() < deadline:  # noqa: SLF001 - test-only peek
+        while self.tg._updates and loop.time() < deadline:
             await asyncio.sleep(0.02)
         await asyncio.sleep(0.1)
 

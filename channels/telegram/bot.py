@@ -82,7 +82,7 @@ async def close_bot(bot: Bot) -> None:
     """Close a bot's HTTP clients, whether or not its initialize() got through."""
     try:
         await bot.shutdown()
-        for request in (bot.request, bot._request[0]):  # noqa: SLF001 - [0] is the getUpdates client
+        for request in (bot.request, bot._request[0]):
             await request.shutdown()  # idempotent; covers a bot that never initialized
     except Exception as exc:  # closing must not mask what happened before
         log.debug("closing a telegram bot failed: %s", type(exc).__name__)
