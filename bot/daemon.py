@@ -28,7 +28,6 @@ from channels.console import ConsoleChannel
 
 log = logging.getLogger(__name__)
 
-DRAIN_SECONDS = 30.0  # the default of mate.shutdown-drain-seconds
 SHUTDOWN_GRACE = 5.0
 EXIT_SECOND_SIGNAL = 130
 READY_LINE = "matebot ready"

@@ -62,13 +62,6 @@ class RoutedReply:
     answered: bool = False  # the text is the model's answer, stored in the conversation
 
 
-@dataclass(frozen=True, slots=True)
-class ChannelCapabilities:
-    max_message_length: int
-    rich_text: bool = False
-    typing: bool = False
-
-
 Stored = Callable[[], None]
 
 

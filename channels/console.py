@@ -20,7 +20,7 @@ from collections.abc import Awaitable, Callable, Iterator
 from typing import Protocol, TextIO
 
 from bot.prompts import PromptLibrary
-from channels.base import CHANNEL_OK, ChannelCapabilities, InboundMessage, OutboundMessage, ReplyStream, channel_stopped
+from channels.base import CHANNEL_OK, InboundMessage, OutboundMessage, ReplyStream, channel_stopped
 
 log = logging.getLogger(__name__)
 
@@ -124,7 +124,6 @@ def open_line_input(output: TextIO) -> LineInput:
 
 class ConsoleChannel:
     name = "console"
-    capabilities = ChannelCapabilities(max_message_length=1 << 20)
 
     def __init__(
         self, handler: Handler, *, reader: asyncio.StreamReader | None = None, lines: LineInput | None = None,

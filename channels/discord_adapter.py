@@ -26,7 +26,6 @@ from bot.retry import CHANNEL_RECONNECT, Backoff, RetryStreak
 from channels.base import (
     CHANNEL_OK,
     CHANNEL_RETRYING,
-    ChannelCapabilities,
     InboundMessage,
     IncomingFile,
     MessageHandler,
@@ -140,7 +139,6 @@ class DiscordChannel:
     """
 
     name = "discord"
-    capabilities = ChannelCapabilities(max_message_length=DISCORD_LIMIT, rich_text=True, typing=True)
 
     def __init__(
         self, config: DiscordConfig, handler: MessageHandler, prompts: PromptLibrary, *,

@@ -25,12 +25,6 @@ def profile_filename(channel: str, sender_id: str) -> str:
     return f"{PEOPLE_FOLDER}{_UNSAFE.sub('_', channel)}-{safe[:100]}.md"
 
 
-def new_profile(display_name: str) -> str:
-    """A profile starts with the member's name as its title."""
-    name = " ".join(display_name.split()) or "?"
-    return f"# {name}\n"
-
-
 def newest_first(current: tuple[str, str], earlier: Iterable[tuple[str, str]], limit: int) -> list[tuple[str, str]]:
     """The current sender, then the window's other senders from the newest, each once, at most `limit`."""
     chosen: list[tuple[str, str]] = []

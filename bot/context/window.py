@@ -183,11 +183,6 @@ class ConversationWindowManager:
             _, oldest = self._histories.popitem(last=False)
             self._history_chars -= oldest.chars
 
-    def cached_last_id(self, conversation_id: str) -> int | None:
-        """The id of the conversation's last message as cached, or None when not cached."""
-        entry = self._histories.get(conversation_id)
-        return entry.last_id if entry is not None else None
-
     def record(self, conversation_id: str, previous_id: int, items: list[HistoryItem]) -> None:
         """Messages just stored after `previous_id`: extend the cached window, or drop it."""
         entry = self._histories.get(conversation_id)

@@ -12,7 +12,6 @@ from bot.storage.incognito import NOT_INCOGNITO
 
 T = TypeVar("T")
 
-SOURCES = ("all", "notes", "conversations")
 # Substring matches look at no more than this many of the agent's rows (its newest
 # matches): a common substring of a short query must not make one search read them all.
 SUBSTRING_SCAN = 2000

@@ -8,7 +8,6 @@ from typing import Any
 
 from bot.storage.database import Database
 
-REMINDER = "reminder"
 _TASK_NAME = "reminder"
 
 _COLUMNS = (
@@ -48,10 +47,6 @@ class TaskRecord:
     last_run_time: str | None
     missed_time: str | None  # a run that was too late to make, not yet mentioned in the chat
     create_time: str
-
-    @property
-    def one_shot(self) -> bool:
-        return not self.cron
 
 
 @dataclass(frozen=True, slots=True)

@@ -23,7 +23,6 @@ from bot.retry import CHANNEL_RECONNECT, TELEGRAM_SEND, Backoff, RetryStreak, re
 from channels.base import (
     CHANNEL_OK,
     CHANNEL_RETRYING,
-    ChannelCapabilities,
     InboundMessage,
     MessageHandler,
     OutboundMessage,
@@ -74,7 +73,6 @@ class TelegramChannel:
     """
 
     name = "telegram"
-    capabilities = ChannelCapabilities(max_message_length=TELEGRAM_LIMIT, rich_text=True, typing=True)
 
     def __init__(
         self, config: TelegramConfig, handler: MessageHandler, prompts: PromptLibrary, *,
