@@ -14,8 +14,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from bot.config import Config, parse_config
-from bot.context.window import ConversationWindowManager
+from bot.core.config import Config, parse_config
+from bot.conversation.window import ConversationWindowManager
 from bot.llm import LLMRequest, LLMResponse
 from bot.storage import Repositories
 

@@ -47,7 +47,7 @@ if __package__ in (None, ""):  # `python bench/concurrency.py`
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench._common import HostLoad, ScriptedLLM, chat_rows, emit, make_config, quiet_logs, seed_conversation
-from bot.runtime import Runtime, tune_garbage_collector, open_runtime
+from bot.app.runtime import Runtime, tune_garbage_collector, open_runtime
 from channels.base import InboundMessage
 
 NS = (1, 10, 100, 500)

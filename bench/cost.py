@@ -50,7 +50,7 @@ if __package__ in (None, ""):  # `python bench/cost.py`
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench._common import HostLoad, emit, make_config, quiet_logs, sentence
-from bot.runtime import open_runtime
+from bot.app.runtime import open_runtime
 from bot.storage.usage import UsageTotals
 from channels.base import InboundMessage
 

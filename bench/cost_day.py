@@ -43,12 +43,12 @@ from bench.cost_bill import bill_day
 from bench.cost_day_model import Answered, DayModel, PlantedFact
 from bench.memory_soak_facts import FactMaker
 from bench.sim_clock import SimClock
-from bot.agents import EMERGENCE_JOB_NAME
-from bot.cron_runner import DaemonCronJobRunner
-from bot.runtime import Runtime, open_runtime
-from bot.storage.records import ConversationRecord
+from bot.conversation.agents import EMERGENCE_JOB_NAME
+from bot.schedule.cron_runner import DaemonCronJobRunner
+from bot.app.runtime import Runtime, open_runtime
+from bot.core.records import ConversationRecord
 from channels.base import InboundMessage
-from memory.workspace import MEMORY_FILE, PROFILE_FILE, daily_note_name
+from memory.workspace.service import MEMORY_FILE, PROFILE_FILE, daily_note_name
 from tests.fakes.anthropic_billing import estimate_tokens as api_tokens
 
 START = datetime(2026, 3, 4, 7, 30, tzinfo=timezone.utc)  # a Wednesday, 07:30; the bench's zone is UTC

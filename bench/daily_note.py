@@ -34,10 +34,10 @@ if __package__ in (None, ""):  # `python bench/daily_note.py`
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench._common import HostLoad, emit, make_config, quiet_logs
-from bot.app import open_core
+from bot.app.core import open_core
 from bot.storage.inspection import ReadOnlyDatabase
 from bot.storage.memory_commit import ExtractionCommit, FileWrite
-from memory.workspace import appended_text, daily_note_name
+from memory.workspace.service import appended_text, daily_note_name
 
 CONVERSATION = "console:bench"
 

@@ -43,7 +43,7 @@ from bench._common import (
     HostLoad, ScriptedLLM, chat_rows, emit, keep_window, make_config, ms, percentile, quiet_logs,
     seed_conversation,
 )
-from bot.runtime import Runtime, tune_garbage_collector, open_runtime
+from bot.app.runtime import Runtime, tune_garbage_collector, open_runtime
 from channels.base import InboundMessage
 from memory.events import ConversationCompletedEvent
 

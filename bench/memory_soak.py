@@ -90,11 +90,11 @@ from bench.memory_soak_tally import (
     run_emergence,
     run_extraction,
 )
-from bot.app import open_core
-from bot.retry import MEMORY_MODEL_CALL
-from memory.emergence import MemoryEmergenceService
-from memory.summarization import MemorySummarizationService
-from memory.workspace import MEMORY_FILE, PROFILE_FILE
+from bot.app.core import open_core
+from bot.core.retry import MEMORY_MODEL_CALL
+from memory.consolidation.emergence import MemoryEmergenceService
+from memory.extraction.summarization import MemorySummarizationService
+from memory.workspace.service import MEMORY_FILE, PROFILE_FILE
 
 __all__ = ["FactMaker", "main", "run_memory_soak"]
 
@@ -139,7 +139,7 @@ async def run_memory_soak(*, days: int = 60, warmup_days: int = 30, messages_per
             labels = [core.prompts.text("transcript_user"), "User: ", "用户: "]
             model = SoakModel(facts, profile_max=mate.memory.profile_max_chars,
                               memory_max=mate.memory.memory_max_chars, labels=labels, clock=clock, rng=rng)
-            # As the daemon wires them (bot/runtime.py), with the bench's clock; retries without waiting.
+            # As the daemon wires them (bot/app/runtime.py), with the bench's clock; retries without waiting.
             summarizer = MemorySummarizationService(mate, core.repos, core.workspace, model, core.prompts,
                                                     clock=clock, retry=NO_WAITS)
             emergence = MemoryEmergenceService(mate, core.repos, core.workspace, model, core.prompts, clock=clock,
@@ -248,7 +248,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
 def _quiet_memory_warnings() -> Iterator[None]:
     """Each failed attempt logs a warning; the bench counts them (failures, failure_reasons)
     instead of printing hundreds of lines. Restored after, for a test process that goes on."""
-    loggers = [logging.getLogger(name) for name in ("memory.summarization", "memory.emergence")]
+    loggers = [logging.getLogger(name) for name in ("memory.extraction.summarization", "memory.consolidation.emergence")]
     levels = [logger.level for logger in loggers]
     for logger in loggers:
         logger.setLevel(logging.ERROR)

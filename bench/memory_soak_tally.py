@@ -12,10 +12,10 @@ from typing import Any
 
 from bench.memory_soak_facts import START, Fact
 from bench.memory_soak_model import Sample, is_bullet
-from bot.app import Core
-from memory.emergence import MemoryEmergenceService
-from memory.summarization import RUN_KIND, MemorySummarizationService
-from memory.workspace import DAILY_PREFIX, MEMORY_FILE, PROFILE_FILE
+from bot.app.core import Core
+from memory.consolidation.emergence import MemoryEmergenceService
+from memory.extraction.summarization import RUN_KIND, MemorySummarizationService
+from memory.workspace.service import DAILY_PREFIX, MEMORY_FILE, PROFILE_FILE
 
 AGENT_ID = 1
 CONVERSATION = "web:soak"
@@ -128,7 +128,7 @@ async def count_daily_notes(core: Core, facts: dict[str, Fact], warmup_days: int
 
 RECALL_AGES_DAYS = (1, 7, 30)
 RECALL_WINDOWS = (24_000, 96_000)  # today's working window, and the trigger it replaced
-_MESSAGE_OVERHEAD = 4  # bot.context.tokens.PER_MESSAGE_OVERHEAD
+_MESSAGE_OVERHEAD = 4  # bot.llm.tokens.PER_MESSAGE_OVERHEAD
 
 
 def _window_starts(tokens: list[int], limit: int, kept: int = 4) -> list[int]:

@@ -56,8 +56,8 @@ from bench._common import (
     SUMMARY, HostLoad, ScriptedLLM, chat_rows, emit, keep_window, make_config, ms, percentile, quiet_logs,
     seed_conversation,
 )
-from bot.context.tokens import PER_MESSAGE_OVERHEAD
-from bot.runtime import Runtime, tune_garbage_collector, open_runtime
+from bot.llm.tokens import PER_MESSAGE_OVERHEAD
+from bot.app.runtime import Runtime, tune_garbage_collector, open_runtime
 from channels.base import InboundMessage
 
 LENGTHS = (10, 1000, 10000)

@@ -43,9 +43,9 @@ if __package__ in (None, ""):  # `python bench/recall.py`
 
 from bench._common import HostLoad, emit, make_config, ms, percentile, quiet_logs
 from bench.recall_corpus import FACTS, chatter
-from bot.app import open_core
+from bot.app.core import open_core
 from bot.storage.bulk_load import NewConversation, NewMessage, NewWorkspaceFile, SqliteBulkLoader
-from memory.recall import MemorySearchService
+from memory.recall.search import MemorySearchService
 
 DAYS = 90
 REPEATS = 3

@@ -57,8 +57,8 @@ if __package__ in (None, ""):  # `python bench/recall_locomo.py`
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench._common import HostLoad, emit, make_config, ms, percentile, quiet_logs
-from bot.app import Core, open_core
-from bot.config import Config, EmbeddingsConfig
+from bot.app.core import Core, open_core
+from bot.core.config import Config, EmbeddingsConfig
 from bot.storage.bulk_load import (
     NewAgent,
     NewChatAgent,
@@ -67,14 +67,14 @@ from bot.storage.bulk_load import (
     SqliteBulkLoader,
 )
 from bot.storage.embeddings import SqliteEmbeddingRepository
-from memory.embeddings import (
+from memory.recall.embeddings import (
     EmbeddingBackfill,
     EmbeddingFailed,
     EndpointHealth,
     OpenAIEmbeddingClient,
     SemanticSearch,
 )
-from memory.recall import MemorySearchService, SemanticRanking
+from memory.recall.search import MemorySearchService, SemanticRanking
 
 DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "locomo-dev.json"
 CATEGORIES = {1: "multi_hop", 2: "temporal", 3: "open_domain", 4: "single_hop"}

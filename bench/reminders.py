@@ -31,11 +31,11 @@ if __package__ in (None, ""):  # `python bench/reminders.py`
 
 from bench._common import HostLoad, emit, make_config, ms, percentile, quiet_logs
 from bot.llm import AnthropicClient
-from bot.runtime import open_runtime
+from bot.app.runtime import open_runtime
 from bot.storage.tasks import ChatRef
-from bot.tasks.delivery import ChannelOutbox, ReminderDelivery
-from bot.tasks.service import Sender
-from bot.tasks.timer import TaskTimer
+from bot.schedule.reminders.delivery import ChannelOutbox, ReminderDelivery
+from bot.schedule.reminders.service import Sender
+from bot.schedule.timer import TaskTimer
 from channels.telegram.adapter import TelegramChannel
 
 FIRST_CHAT = 1000

@@ -12,7 +12,7 @@ from datetime import datetime, timedelta
 class SimClock:
     """A moment the bench moves forward itself; `sleep` waits for the simulated time, not the real one.
 
-    Used as a `bot.clock.Clock` (called: an aware datetime), as a `Sleep`, and, through
+    Used as a `bot.core.clock.Clock` (called: an aware datetime), as a `Sleep`, and, through
     `seconds()`, as the fake Messages API's cache clock, so that caches expire and cooldowns end
     when the simulated gaps say, while the bench itself runs in seconds.
     """

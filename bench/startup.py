@@ -36,9 +36,9 @@ if __package__ in (None, ""):  # `python bench/startup.py`
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench._common import HostLoad, chat_rows, emit, make_config, quiet_logs, seed_conversation
-from bot.app import open_core
-from bot.context.tokens import TokenEstimator
-from bot.daemon import READY_LINE
+from bot.app.core import open_core
+from bot.llm.tokens import TokenEstimator
+from bot.app.daemon import READY_LINE
 
 REPO = Path(__file__).resolve().parent.parent
 _SCRUB = ("ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL", "MATE_CONFIG", "MATE_API_TOKEN",

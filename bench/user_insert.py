@@ -40,7 +40,7 @@ if __package__ in (None, ""):  # `python bench/user_insert.py`
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench._common import HostLoad, emit, make_config, quiet_logs
-from bot.runtime import open_runtime
+from bot.app.runtime import open_runtime
 from channels.telegram.adapter import TelegramChannel
 
 OWNER = 42

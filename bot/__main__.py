@@ -15,10 +15,10 @@ from typing import Any
 
 import yaml
 
-from bot.config import Config, load_config, masked_dump
-from bot.errors import ConfigError, MateError
-from bot.log_setup import configure_daemon, configure_terminal
-from bot.redaction import Redactor, config_secrets, install
+from bot.core.config import Config, load_config, masked_dump
+from bot.core.errors import ConfigError, MateError
+from bot.app.log_setup import configure_daemon, configure_terminal
+from bot.core.redaction import Redactor, config_secrets, install
 
 log = logging.getLogger("bot")
 
@@ -156,7 +156,7 @@ def _main(argv: Sequence[str] | None) -> int:
         print(f"matebot: config error: {exc}", file=sys.stderr)
         return EXIT_USAGE
     if args.command in ("run", "chat"):
-        from bot.daemon import console_wanted
+        from bot.app.daemon import console_wanted
 
         try:
             configure_daemon(config.mate.log, cli_level=cli_level,
@@ -204,7 +204,7 @@ def _keep_log_private(file: str) -> None:
 
 
 async def _check_config(config: Config, args: argparse.Namespace) -> int:
-    from bot.agents import configured_id_collision
+    from bot.conversation.agents import configured_id_collision
     from bot.storage.agents import read_chat_bindings
 
     bindings = read_chat_bindings(config.mate.database.path)  # read-only; {} before the first start
@@ -217,7 +217,7 @@ async def _check_config(config: Config, args: argparse.Namespace) -> int:
     llm = config.mate.llm
     protocol = "anthropic" if llm.protocol == "anthropic" else "openai-compatible chat completions"
     resolved = f"{protocol}, model {llm.model}" if llm.uses_anthropic else "offline (canned replies, no model)"
-    from bot.daemon import other_protocol_key
+    from bot.app.daemon import other_protocol_key
 
     mismatch = other_protocol_key(llm, os.environ)
     why = " (no API key)" if llm.provider == "auto" and not llm.uses_anthropic and mismatch is None else ""
@@ -228,7 +228,7 @@ async def _check_config(config: Config, args: argparse.Namespace) -> int:
     missing = config.mate.channels.missing_token()
     if missing:  # not an error here: only `matebot run` starts the channels
         print(f"# warning: {missing}; `matebot run` stops at this until it is set")
-    from bot.people import shared_owner_memory
+    from bot.conversation.people import shared_owner_memory
 
     warning = shared_owner_memory(config.mate)
     if warning:
@@ -237,7 +237,7 @@ async def _check_config(config: Config, args: argparse.Namespace) -> int:
 
 
 async def _memory_show(config: Config, args: argparse.Namespace) -> int:
-    from bot.app import open_core
+    from bot.app.core import open_core
 
     async with open_core(config) as core:
         await core.agents.get(args.agent)
@@ -257,9 +257,9 @@ async def _memory_show(config: Config, args: argparse.Namespace) -> int:
 async def _memory_search(config: Config, args: argparse.Namespace) -> int:
     import json
 
-    from bot.app import open_core
-    from bot.commands import search_lines
-    from memory.recall import MAX_LIMIT, MemorySearchService
+    from bot.app.core import open_core
+    from bot.conversation.commands.handler import search_lines
+    from memory.recall.search import MAX_LIMIT, MemorySearchService
 
     if not 1 <= args.limit <= MAX_LIMIT:
         print(f"matebot: --limit must be from 1 to {MAX_LIMIT}", file=sys.stderr)
@@ -272,8 +272,8 @@ async def _memory_search(config: Config, args: argparse.Namespace) -> int:
 
 
 async def _memory_export(config: Config, args: argparse.Namespace) -> int:
-    from bot.app import open_core
-    from memory.transfer import export_workspace
+    from bot.app.core import open_core
+    from memory.workspace.transfer import export_workspace
 
     async with open_core(config) as core:
         await core.agents.get(args.agent)
@@ -285,8 +285,8 @@ async def _memory_export(config: Config, args: argparse.Namespace) -> int:
 
 
 async def _memory_import(config: Config, args: argparse.Namespace) -> int:
-    from bot.app import open_core
-    from memory.transfer import import_workspace
+    from bot.app.core import open_core
+    from memory.workspace.transfer import import_workspace
 
     async with open_core(config) as core:
         await core.agents.get(args.agent)
@@ -299,7 +299,7 @@ async def _memory_import(config: Config, args: argparse.Namespace) -> int:
 
 
 async def _memory_toggle(config: Config, args: argparse.Namespace) -> int:
-    from bot.app import open_core
+    from bot.app.core import open_core
 
     enabled = args.action == "enable"
     async with open_core(config) as core:
@@ -315,7 +315,7 @@ async def _memory_toggle(config: Config, args: argparse.Namespace) -> int:
 async def _backup(config: Config, args: argparse.Namespace) -> int:
     import sqlite3
 
-    from bot.backup import back_up
+    from bot.app.cli.backup import back_up
 
     try:
         report = await asyncio.to_thread(back_up, Path(config.mate.database.path), args.dir)
@@ -329,7 +329,7 @@ async def _backup(config: Config, args: argparse.Namespace) -> int:
 async def _restore(config: Config, args: argparse.Namespace) -> int:
     import sqlite3
 
-    from bot.backup import restore
+    from bot.app.cli.backup import restore
 
     database = Path(config.mate.database.path)
     try:
@@ -354,7 +354,7 @@ async def _restore(config: Config, args: argparse.Namespace) -> int:
 
 
 async def _conversations(config: Config, args: argparse.Namespace) -> int:
-    from bot.app import open_core
+    from bot.app.core import open_core
 
     async with open_core(config) as core:
         if args.agent is not None:
@@ -371,7 +371,7 @@ async def _conversations(config: Config, args: argparse.Namespace) -> int:
 
 
 async def _people(config: Config, args: argparse.Namespace) -> int:
-    from bot.app import open_core
+    from bot.app.core import open_core
     from bot.storage.people import OWNER_PERSON_ID
 
     async with open_core(config) as core:  # opening writes the config's links, as the daemon's start does
@@ -384,8 +384,8 @@ async def _people(config: Config, args: argparse.Namespace) -> int:
 
 
 async def _tasks(config: Config, args: argparse.Namespace) -> int:
-    from bot.app import open_core
-    from bot.tasks.service import TaskService
+    from bot.app.core import open_core
+    from bot.schedule.reminders.service import TaskService
 
     async with open_core(config) as core:
         if args.agent is not None:
@@ -404,18 +404,18 @@ async def _tasks(config: Config, args: argparse.Namespace) -> int:
 
 
 async def _run(config: Config, args: argparse.Namespace) -> int:
-    from bot.daemon import run_daemon
+    from bot.app.daemon import run_daemon
 
     return await run_daemon(config)
 
 
 async def _chat(config: Config, args: argparse.Namespace) -> int:
-    from bot.daemon import run_daemon
+    from bot.app.daemon import run_daemon
 
     if args.agent not in [a.id for a in config.mate.agents]:
         print(f"matebot: agent {args.agent} is not configured in mate.agents", file=sys.stderr)
         return EXIT_USAGE
-    from bot.chat_client import attach, daemon_running
+    from bot.app.cli.chat_client import attach, daemon_running
 
     if daemon_running(config):  # it holds the database: talk to it instead
         if not config.mate.api.enabled:
@@ -429,7 +429,7 @@ async def _chat(config: Config, args: argparse.Namespace) -> int:
 
 def _console_routed_to(config: Config, agent_id: int) -> Config:
     """The same config with console chats routed to `agent_id` first."""
-    from bot.config import RouteRule
+    from bot.core.config import RouteRule
 
     mate = config.mate
     routing = (RouteRule(channel="console", chat="*", agent=agent_id), *mate.routing)
@@ -437,12 +437,12 @@ def _console_routed_to(config: Config, agent_id: int) -> Config:
 
 
 async def _memory_emerge(config: Config, args: argparse.Namespace) -> int:
-    from bot.commands import emergence_text
-    from bot.runtime import open_runtime
+    from bot.conversation.commands.handler import emergence_text
+    from bot.app.runtime import open_runtime
 
     answer = await _ask_daemon(config, f"/api/v1/memory/{args.agent}/emergence")
     if answer is not None:
-        from bot.prompts import PromptLibrary
+        from bot.core.prompts import PromptLibrary
 
         print(emergence_text(PromptLibrary(config.mate.locale), _Outcome.of(answer)))
         return EXIT_OK
@@ -457,11 +457,11 @@ async def _memory_emerge(config: Config, args: argparse.Namespace) -> int:
 async def _memory_summarize(config: Config, args: argparse.Namespace) -> int:
     from urllib.parse import quote
 
-    from bot.runtime import open_runtime
+    from bot.app.runtime import open_runtime
 
     answer = await _ask_daemon(config, f"/api/v1/memory/{args.agent}/summarize/{quote(args.conversation, safe='')}")
     if answer is not None:
-        from bot.prompts import PromptLibrary
+        from bot.core.prompts import PromptLibrary
 
         outcome = _Outcome.of(answer)
         print(PromptLibrary(config.mate.locale).text("summarize_done", status=outcome.status, reason=outcome.reason))
@@ -501,7 +501,7 @@ async def _ask_daemon(config: Config, path: str) -> dict[str, Any] | None:
     Two processes must not run memory work on one database at once, and this command may
     not have the daemon's model (its API key lives in the daemon's environment): run here,
     it would report success having asked no model. None: no daemon runs, do it here."""
-    from bot.chat_client import api_token, daemon_running
+    from bot.app.cli.chat_client import api_token, daemon_running
 
     if not daemon_running(config):
         return None

@@ -19,7 +19,7 @@ import sys
 from collections.abc import Awaitable, Callable, Iterator
 from typing import Protocol, TextIO
 
-from bot.prompts import PromptLibrary
+from bot.core.prompts import PromptLibrary
 from channels.base import CHANNEL_OK, InboundMessage, OutboundMessage, ReplyStream, channel_stopped
 
 log = logging.getLogger(__name__)
@@ -105,7 +105,7 @@ class TerminalLineInput:
     def owning_terminal(self) -> Iterator[None]:
         from prompt_toolkit.patch_stdout import patch_stdout
 
-        # Log lines go to whatever sys.stderr is when they are written (bot.log_setup): the
+        # Log lines go to whatever sys.stderr is when they are written (bot.app.log_setup): the
         # proxy prints them above the prompt and redraws it, escape sequences neutralised.
         with patch_stdout():
             yield

@@ -10,13 +10,13 @@ from datetime import datetime, timedelta
 from types import TracebackType
 from typing import Any
 
-from bot.clock import Clock, iso, parse_iso, utc_now
-from bot.config import MateConfig
-from bot.retry import PENDING_EXTRACTION, Backoff, Sleep
+from bot.core.clock import Clock, iso, parse_iso, utc_now
+from bot.core.config import MateConfig
+from bot.core.retry import PENDING_EXTRACTION, Backoff, Sleep
 from bot.storage import Repositories
-from bot.storage.records import PendingMemoryRecord
+from bot.core.records import PendingMemoryRecord
 from memory.events import ConversationCompletedEvent
-from memory.summarization import (
+from memory.extraction.summarization import (
     RUN_KIND,
     AnalysisOutcome,
     MemorySummarizationService,

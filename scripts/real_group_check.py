@@ -32,14 +32,14 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:  # run as a file: bot.* and memory.* come from the project
     sys.path.insert(0, str(ROOT))
 
-from bot.config import parse_config
+from bot.core.config import parse_config
 from bot.llm import AnthropicClient
-from bot.runtime import open_runtime
+from bot.app.runtime import open_runtime
 from bot.storage.inspection import ReadOnlyDatabase
 from channels.base import InboundMessage
-from memory.people_profiles import profile_filename
-from memory.summarization import AnalysisOutcome
-from memory.workspace import MEMORY_FILE
+from memory.extraction.people_profiles import profile_filename
+from memory.extraction.summarization import AnalysisOutcome
+from memory.workspace.service import MEMORY_FILE
 from real_lane import (
     CheckError, Lane, RecordingClient, add_keep, free_port, lane_parser, print_result, run_lane, say,
     write_exchanges,

@@ -27,10 +27,10 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:  # run as a file: bot.* and memory.* come from the project
     sys.path.insert(0, str(ROOT))
 
-from bot.clock import parse_iso, utc_now
-from bot.config import parse_config
+from bot.core.clock import parse_iso, utc_now
+from bot.core.config import parse_config
 from bot.llm import AnthropicClient
-from bot.runtime import open_runtime
+from bot.app.runtime import open_runtime
 from bot.storage.tasks import ChatRef
 from channels.base import InboundMessage
 from real_lane import (

@@ -35,8 +35,8 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:  # run as a file: bot.* and channels.* come from the project
     sys.path.insert(0, str(ROOT))
 
-from bot.config import parse_config
-from bot.runtime import open_runtime
+from bot.core.config import parse_config
+from bot.app.runtime import open_runtime
 from channels.base import InboundMessage, IncomingFile, conversation_key
 from real_lane import (
     CheckError, Lane, Processes, add_keep, free_port, lane_parser, print_result, run_lane, run_logged, wait_healthy,

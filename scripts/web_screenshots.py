@@ -21,9 +21,9 @@ sys.path.insert(0, str(ROOT))
 
 from playwright.async_api import async_playwright
 
-from bot.api import ApiServer
+from bot.app.api.server import ApiServer
 from bot.llm import AnthropicClient
-from bot.runtime import open_runtime
+from bot.app.runtime import open_runtime
 from tests.conftest import make_config
 from tests.fakes.anthropic import FakeAnthropic
 

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from bot.app import Core, open_core
-from bot.clock import Clock
-from bot.config import Config, parse_config
+from bot.app.core import Core, open_core
+from bot.core.clock import Clock
+from bot.core.config import Config, parse_config
 
 # A Wednesday: rows written "now" by a pinned clock are dated on no weekend and on no date a
 # test names (the search index finds rows by their weekday, and the suite runs on any day).

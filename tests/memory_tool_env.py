@@ -11,13 +11,13 @@ from typing import Any
 
 import pytest
 
-from bot.prompts import PromptLibrary
+from bot.core.prompts import PromptLibrary
 from bot.storage import Database, Repositories
 from bot.storage.file_history import Change
 from bot.storage.workspace_files import SqliteWorkspaceFileRepository
-from bot.tools import ToolResult
-from memory.tool import WorkspaceMemoryTool
-from memory.workspace import WorkspaceFileService, WriteOutcome
+from bot.core.tools import ToolResult
+from memory.workspace.tool import WorkspaceMemoryTool
+from memory.workspace.service import WorkspaceFileService, WriteOutcome
 
 AGENT = 1
 OTHER_AGENT = 2

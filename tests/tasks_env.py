@@ -15,10 +15,10 @@ from typing import Any
 import discord
 
 from bot.llm import AnthropicClient
-from bot.runtime import Runtime, open_runtime
-from bot.tasks.delivery import ChannelOutbox, ReminderDelivery
-from bot.tasks.timer import TaskTimer
-from channels.discord_adapter import DiscordChannel
+from bot.app.runtime import Runtime, open_runtime
+from bot.schedule.reminders.delivery import ChannelOutbox, ReminderDelivery
+from bot.schedule.timer import TaskTimer
+from channels.discord.adapter import DiscordChannel
 from channels.telegram.adapter import TelegramChannel
 from tests.conftest import make_config
 from tests.fakes.anthropic import FakeAnthropic, RecordedRequest, Script, TextReply, is_memory_extraction

@@ -15,13 +15,13 @@ from pathlib import Path
 import discord
 import pytest
 
-from bot.access import Access, AccessPolicies, ChatKind, Decision, Verdict
-from bot.config import ChannelsConfig, parse_config
+from bot.conversation.access import Access, AccessPolicies, ChatKind, Decision, Verdict
+from bot.core.config import ChannelsConfig, parse_config
 from bot.llm import AnthropicClient
-from bot.router import RoutedReply
-from bot.runtime import Runtime, open_runtime
+from bot.conversation.router import RoutedReply
+from bot.app.runtime import Runtime, open_runtime
 from channels.base import InboundMessage
-from channels.discord_adapter import DiscordChannel
+from channels.discord.adapter import DiscordChannel
 from channels.telegram.adapter import TelegramChannel
 from tests.conftest import make_config
 from tests.fakes.anthropic import FakeAnthropic

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from bot.context.tokens import PER_MESSAGE_OVERHEAD, TIME_LABEL_TOKENS
+from bot.llm.tokens import PER_MESSAGE_OVERHEAD, TIME_LABEL_TOKENS
 from tests.fakes.anthropic import FakeAnthropic
 from tests.test_window import CID, blank_workspace, blocks, chat, estimate_without_current, running, texts
 

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from bot.app import open_core
-from bot.errors import ConfigError
+from bot.app.core import open_core
+from bot.core.errors import ConfigError
 from tests.conftest import make_config
 
 REPO = Path(__file__).resolve().parent.parent
@@ -77,9 +77,9 @@ async def test_too_few_tool_rounds_for_the_review_seed_a_direct_consolidation_jo
 
 
 async def test_the_nightly_review_fits_in_three_tool_rounds(tmp_path: Path) -> None:
-    from bot.cron_runner import DaemonCronJobRunner
+    from bot.schedule.cron_runner import DaemonCronJobRunner
     from bot.llm import AnthropicClient
-    from bot.runtime import open_runtime
+    from bot.app.runtime import open_runtime
     from tests.fakes.anthropic import FakeAnthropic, RecordedRequest
 
     notes = [f"memory/2026-04-0{day}.md" for day in range(1, 8)]

@@ -7,11 +7,11 @@ from pathlib import Path
 import aiohttp
 import pytest
 
-from bot.api import ApiServer
-from bot.config import Config
-from bot.errors import ConfigError
+from bot.app.api.server import ApiServer
+from bot.core.config import Config
+from bot.core.errors import ConfigError
 from bot.llm import AnthropicClient
-from bot.runtime import Runtime, open_runtime
+from bot.app.runtime import Runtime, open_runtime
 from tests.conftest import make_config
 from tests.fakes.anthropic import FakeAnthropic
 

@@ -11,9 +11,9 @@ from typing import Any, TypeVar
 
 import pytest
 
-from bot.api import build_app
+from bot.app.api.server import build_app
 from bot.storage.search import SqliteSearchReads, SqliteSearchRepository
-from memory.recall import MAX_QUERY_CHARS, MemorySearchService
+from memory.recall.search import MAX_QUERY_CHARS, MemorySearchService
 from tests.test_api import Api, _open
 
 T = TypeVar("T")
@@ -238,7 +238,7 @@ async def test_a_client_that_leaves_before_the_stream_starts_costs_one_line(
     await _hang_up(api, "/api/v1/chat/1/stream", body, sent=sent)
 
     def left() -> list[str]:
-        return [r.getMessage() for r in caplog.records if r.name == "bot.api" and "left" in r.getMessage()]
+        return [r.getMessage() for r in caplog.records if r.name == "bot.app.api.server" and "left" in r.getMessage()]
 
     async def settled() -> bool:
         if left() or _tracebacks(caplog):

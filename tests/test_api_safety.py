@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from bot.api_token import resolve_api_token
-from bot.config import parse_config
-from bot.errors import ConfigError
-from bot.redaction import Redactor, install
+from bot.app.api.token import resolve_api_token
+from bot.core.config import parse_config
+from bot.core.errors import ConfigError
+from bot.core.redaction import Redactor, install
 from channels.base import InboundMessage
 from tests.test_api import Api, _open
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from bot.__main__ import main
-from bot.app import open_core
+from bot.app.core import open_core
 from tests.conftest import make_config
 
 

@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 
 from bot.llm import AnthropicClient
-from bot.prompts import PromptLibrary
-from bot.router import MAX_MESSAGE_CHARS
-from bot.runtime import Runtime, open_runtime
+from bot.core.prompts import PromptLibrary
+from bot.conversation.router import MAX_MESSAGE_CHARS
+from bot.app.runtime import Runtime, open_runtime
 from channels.base import InboundMessage
 from tests.conftest import make_config
 from tests.fakes.anthropic import FakeAnthropic, RecordedRequest, Script, TextReply, untimed

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from bot.text import is_blank
+from bot.core.text import is_blank
 from channels.base import InboundMessage
 from tests.test_api import Api, _open
 

@@ -11,10 +11,10 @@ from typing import Any
 
 import pytest
 
-from bot.config import LlmConfig, parse_config
-from bot.errors import ConfigError
+from bot.core.config import LlmConfig, parse_config
+from bot.core.errors import ConfigError
 from bot.llm import AnthropicClient, LLMRequest
-from bot.runtime import Runtime, open_runtime
+from bot.app.runtime import Runtime, open_runtime
 from tests.conftest import make_config
 from tests.fakes.anthropic import FakeAnthropic, RecordedRequest, is_memory_extraction
 from tests.fakes.anthropic_billing import cache_problem

@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from bot.runtime import open_runtime
+from bot.app.runtime import open_runtime
 from channels.base import CHANNEL_OK, CHANNEL_RETRYING
-from channels.discord_adapter import DiscordChannel
+from channels.discord.adapter import DiscordChannel
 from channels.telegram.adapter import STOPPED_CONFLICT
 from tests.conftest import make_config
 from tests.fakes.anthropic import FakeAnthropic
@@ -210,7 +210,7 @@ async def test_an_update_fetched_but_not_stored_at_stop_is_delivered_again(tmp_p
 
 
 def test_backoff_doubles_to_the_cap_with_jitter_below_it() -> None:
-    from bot.retry import Backoff
+    from bot.core.retry import Backoff
 
     backoff = Backoff(1.0, 60.0, jitter=0.2)
     assert [backoff.delay(n, rand=lambda: 0.0) for n in range(8)] == [1, 2, 4, 8, 16, 32, 60, 60]

@@ -6,8 +6,8 @@ import asyncio
 import io
 from pathlib import Path
 
-from bot.chat_client import attach, daemon_running
-from bot.instance_lock import DatabaseLock
+from bot.app.cli.chat_client import attach, daemon_running
+from bot.app.instance_lock import DatabaseLock
 from tests.conftest import make_config
 from tests.test_api import _open
 

@@ -16,15 +16,15 @@ from typing import Any
 import aiohttp
 import pytest
 
-from bot.api import ApiServer
-from bot.clock import Clock, iso
+from bot.app.api.server import ApiServer
+from bot.core.clock import Clock, iso
 from bot.llm import AnthropicClient
-from bot.prompts import PromptLibrary
-from bot.runtime import open_runtime
+from bot.core.prompts import PromptLibrary
+from bot.app.runtime import open_runtime
 from channels.base import IncomingFile, InboundMessage, ReplyStream
 from channels.console import ConsoleChannel, _Printed
 from channels.telegram.adapter import TelegramChannel
-from memory.workspace import MEMORY_FILE
+from memory.workspace.service import MEMORY_FILE
 from tests.conftest import make_config
 from tests.fakes.anthropic import FakeAnthropic, TextReply
 from tests.fakes.telegram import FakeTelegram

@@ -108,7 +108,7 @@ async def test_memory_emerge_and_summarize_commands(tmp_path: Path, capsys: pyte
     import argparse
 
     from bot.__main__ import _memory_emerge, _memory_summarize
-    from bot.config import load_config
+    from bot.core.config import load_config
     from tests.fakes.anthropic import FakeAnthropic
 
     async with FakeAnthropic() as fake:
@@ -118,7 +118,7 @@ async def test_memory_emerge_and_summarize_commands(tmp_path: Path, capsys: pyte
         assert "skipped" in capsys.readouterr().out
         assert fake.messages_requests() == []
 
-        from bot.app import open_core
+        from bot.app.core import open_core
 
         async with open_core(config) as core:
             await core.workspace.write(1, "memory/2026-04-01.md", "- likes green tea")
@@ -180,8 +180,8 @@ def test_memory_enable_and_disable(tmp_path: Path, capsys: pytest.CaptureFixture
 
 
 def test_conversations_lists_ids_with_last_activity(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from bot.app import open_core
-    from bot.config import load_config
+    from bot.app.core import open_core
+    from bot.core.config import load_config
 
     config = _write_config(tmp_path, "  agents:\n    - id: 1\n    - id: 2\n      name: Two\n")
 
@@ -242,8 +242,8 @@ def test_transfer_errors_are_one_line(tmp_path: Path, capsys: pytest.CaptureFixt
 
 
 def test_export_names_a_file_the_file_system_cannot_hold(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from bot.app import open_core
-    from bot.config import load_config
+    from bot.app.core import open_core
+    from bot.core.config import load_config
 
     config = _write_config(tmp_path)
     long_name = "n" * 253 + ".md"  # 256 characters: a valid workspace name, too long for a file name

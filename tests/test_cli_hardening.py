@@ -31,9 +31,9 @@ import pytest
 import yaml
 from aiohttp import web
 
-from bot.config import LlmConfig, parse_config
-from bot.daemon import offline_notice
-from bot.prompts import PromptLibrary
+from bot.core.config import LlmConfig, parse_config
+from bot.app.daemon import offline_notice
+from bot.core.prompts import PromptLibrary
 from tests.daemon_process import clean_env, daemon, matebot
 from tests.fakes.anthropic import CustomReply, FakeAnthropic, RecordedRequest, Script
 from tests.test_console_tty import COLUMNS, PROMPT, ROWS, Terminal, wait_for

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from bot.llm import AnthropicClient
-from bot.runtime import Runtime, open_runtime
+from bot.app.runtime import Runtime, open_runtime
 from channels.base import InboundMessage
 from tests.conftest import make_config
 from tests.fakes.anthropic import FakeAnthropic, RecordedRequest, Script, TextReply, is_memory_extraction

@@ -4,8 +4,8 @@ from pathlib import Path
 
 import pytest
 
-from bot.config import Config, expand_env, load_config, masked_dump, parse_config
-from bot.errors import ConfigError
+from bot.core.config import Config, expand_env, load_config, masked_dump, parse_config
+from bot.core.errors import ConfigError
 
 REPO = Path(__file__).resolve().parent.parent
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from bot.context.transcript import build_transcript
+from bot.core.content.transcript import build_transcript
 from tests.fakes.anthropic import FakeAnthropic
 from tests.test_window import CID, blocks, chat, plain, running
 

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from bot.daemon import run_daemon
-from bot.runtime import Runtime
-from bot.services import Services
+from bot.app.daemon import run_daemon
+from bot.app.runtime import Runtime
+from bot.app.services import Services
 from tests.conftest import make_config
 from tests.fakes.anthropic import FakeAnthropic
 from tests.fakes.telegram import FakeTelegram
@@ -130,8 +130,8 @@ async def test_offline_mode_names_the_key_of_the_chosen_protocol(
     config = make_config(tmp_path, locale=locale, llm={"api": api}, api={"enabled": False},
                          channels={"console": {"enabled": False}})  # no key in the environment
     stop = asyncio.Event()
-    caplog.set_level(logging.WARNING, logger="bot.daemon")
+    caplog.set_level(logging.WARNING, logger="bot.app.daemon")
     assert await asyncio.wait_for(run_daemon(config, stop=stop, console=False,
                                              ready=lambda rt, services: stop.set()), 30) == 0
-    (notice,) = [r.getMessage() for r in caplog.records if r.name == "bot.daemon" and "API" in r.getMessage()]
+    (notice,) = [r.getMessage() for r in caplog.records if r.name == "bot.app.daemon" and "API" in r.getMessage()]
     assert named in notice  # the whole parenthesis: no other key named

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from bot.app import Core
+from bot.app.core import Core
 from bot.storage.embeddings import SqliteEmbeddingRepository
-from memory.embeddings import EmbeddingBackfill, EndpointHealth, OpenAIEmbeddingClient
-from memory.recall import MemorySearchService
+from memory.recall.embeddings import EmbeddingBackfill, EndpointHealth, OpenAIEmbeddingClient
+from memory.recall.search import MemorySearchService
 from tests.fakes.embeddings import FakeEmbeddings
 from tests.test_embeddings import KEY, config_with, vector_keys
 from tests.test_memory_extraction import CONVERSATION, add_messages, chat, memory_env, memory_reply
@@ -90,7 +90,7 @@ async def test_any_other_change_indexes_the_file_whole_again(tmp_path: Path) -> 
 
 
 async def test_an_entry_at_the_end_of_a_long_note_gets_a_vector_of_its_own(tmp_path: Path) -> None:
-    from bot.runtime import open_runtime
+    from bot.app.runtime import open_runtime
 
     async with FakeEmbeddings(api_key=KEY) as fake:
         config = config_with(tmp_path, fake)

@@ -6,7 +6,7 @@ import configparser
 import re
 from pathlib import Path
 
-from bot.config import MateConfig
+from bot.core.config import MateConfig
 
 ROOT = Path(__file__).resolve().parent.parent
 

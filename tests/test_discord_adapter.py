@@ -14,11 +14,11 @@ import discord.gateway
 import discord.http
 import pytest
 
-from bot.router import RoutedReply
-from bot.runtime import Runtime, open_runtime
+from bot.conversation.router import RoutedReply
+from bot.app.runtime import Runtime, open_runtime
 from channels.base import InboundMessage, OutboundMessage, Stored
-from channels.discord_adapter import DiscordChannel
-from memory.workspace import MEMORY_FILE
+from channels.discord.adapter import DiscordChannel
+from memory.workspace.service import MEMORY_FILE
 from tests.conftest import make_config
 from tests.fakes.anthropic import FakeAnthropic, untimed
 from tests.fakes.discord import FakeDiscord

@@ -12,13 +12,13 @@ from typing import Any
 import aiohttp
 import pytest
 
-from bot.config import masked_dump, parse_config
-from bot.errors import ConfigError
-from bot.runtime import Runtime, open_runtime
+from bot.core.config import masked_dump, parse_config
+from bot.core.errors import ConfigError
+from bot.app.runtime import Runtime, open_runtime
 from bot.storage.embeddings import SqliteEmbeddingRepository
 from channels.base import InboundMessage
-from memory.embeddings import EmbeddingBackfill, EndpointHealth, OpenAIEmbeddingClient, api_root
-from memory.recall import MemorySearchService
+from memory.recall.embeddings import EmbeddingBackfill, EndpointHealth, OpenAIEmbeddingClient, api_root
+from memory.recall.search import MemorySearchService
 from tests.conftest import make_config
 from tests.fakes.embeddings import FakeEmbeddings
 
@@ -171,7 +171,7 @@ async def test_a_vector_of_a_text_changed_meanwhile_is_not_kept(tmp_path: Path) 
 
 def test_fusion_weighs_the_words_ranking_more_and_lifts_rows_both_hold() -> None:
     from bot.storage.search import SearchHit
-    from memory.recall import RRF_K, SEMANTIC_WEIGHT, fused
+    from memory.recall.search import RRF_K, SEMANTIC_WEIGHT, fused
 
     def hits(*keys: int) -> list[SearchHit]:
         return [SearchHit(key=k, source="notes", body="", time="") for k in keys]
@@ -235,7 +235,7 @@ async def test_endpoint_down_search_stays_lexical_with_one_log_line(tmp_path: Pa
         lexical = [await MemorySearchService(rt.core.repos.search).search(1, query) for query in queries]
     assert results == lexical  # the words' ranking as it is, nothing missing
     assert "green owl" in results[0]["results"][0]["snippet"] and "4411" in results[1]["results"][0]["snippet"]
-    lines = [r for r in caplog.records if r.name == "memory.embeddings" and r.levelno >= logging.WARNING]
+    lines = [r for r in caplog.records if r.name == "memory.recall.embeddings" and r.levelno >= logging.WARNING]
     assert len(lines) == 1, [r.getMessage() for r in lines]
     assert "search finds by words alone" in lines[0].getMessage() and "HTTP 503" in lines[0].getMessage()
     assert not any(r.exc_info for r in caplog.records)
@@ -253,7 +253,7 @@ async def test_a_search_does_not_wait_for_an_endpoint_that_never_answers(tmp_pat
         again = await asyncio.wait_for(rt.search.search(1, "wifi password"), WAIT)
         fake.hang = False
     assert result == again == lexical
-    lines = [r.getMessage() for r in caplog.records if r.name == "memory.embeddings"]
+    lines = [r.getMessage() for r in caplog.records if r.name == "memory.recall.embeddings"]
     assert len(lines) == 1 and "no answer" in lines[0]
 
 
@@ -266,11 +266,11 @@ async def test_an_unreachable_endpoint_leaves_chat_and_search_working(tmp_path: 
     fake.port = free_port()
     async with runtime(tmp_path, fake) as rt:
         reply = await rt.router.handle(InboundMessage("console", "me", "me", "me", "my bike lock code is 9921"))
-        await until(lambda: any(r.name == "memory.embeddings" for r in caplog.records), "the failure's log line")
+        await until(lambda: any(r.name == "memory.recall.embeddings" for r in caplog.records), "the failure's log line")
         result = await rt.search.search(1, "bike lock")
     assert reply is not None and not reply.failure
     assert result["count"] >= 1 and "9921" in result["results"][0]["snippet"]
-    lines = [r for r in caplog.records if r.name == "memory.embeddings"]
+    lines = [r for r in caplog.records if r.name == "memory.recall.embeddings"]
     assert len(lines) == 1 and "unreachable" in lines[0].getMessage()
     assert not any(r.exc_info for r in caplog.records)
 
@@ -341,7 +341,7 @@ def test_quantized_vectors_rank_as_exact_cosine_does(rows: int) -> None:
     import math
     import random
 
-    from memory.embeddings import PREFILTER_ABOVE, nearest, quantize
+    from memory.recall.embeddings import PREFILTER_ABOVE, nearest, quantize
 
     chance = random.Random(7)
     centres = [[chance.gauss(0, 1) for _ in range(96)] for _ in range(40)]

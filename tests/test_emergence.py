@@ -12,10 +12,10 @@ from typing import Any
 
 import pytest
 
-from bot.app import Core, open_core
+from bot.app.core import Core, open_core
 from bot.llm import AnthropicClient
-from memory.emergence import MemoryEmergenceService
-from memory.workspace import MEMORY_FILE
+from memory.consolidation.emergence import MemoryEmergenceService
+from memory.workspace.service import MEMORY_FILE
 from tests.conftest import make_config
 from tests.fakes.anthropic import FakeAnthropic, system_text
 

@@ -9,12 +9,12 @@ from pathlib import Path
 import aiohttp
 import pytest
 
-from bot.api import ApiServer
-from bot.app import open_core
+from bot.app.api.server import ApiServer
+from bot.app.core import open_core
 from bot.llm import AnthropicClient
-from bot.runtime import open_runtime
-from memory.emergence import MemoryEmergenceService
-from memory.workspace import MEMORY_FILE
+from bot.app.runtime import open_runtime
+from memory.consolidation.emergence import MemoryEmergenceService
+from memory.workspace.service import MEMORY_FILE
 from tests.conftest import make_config
 from tests.fakes.anthropic import FakeAnthropic
 from tests.test_emergence import AGENT, NOW, Env, reply
@@ -76,7 +76,7 @@ async def test_a_model_call_failing_every_time_gives_up_after_three_attempts_and
     for _ in range(4):
         env.fake.reply_error(529, "overloaded_error", "Overloaded")
 
-    with caplog.at_level(logging.WARNING, logger="memory.emergence"):
+    with caplog.at_level(logging.WARNING, logger="memory.consolidation.emergence"):
         outcome = await env.service.emerge(AGENT)
 
     assert (outcome.status, outcome.updated) == ("failed", False)

@@ -12,16 +12,16 @@ from pathlib import Path
 
 import pytest
 
-from bot.context.chat_prefix import ChatPrefix, ChatPrefixes
-from bot.context.memory_snapshot import FileChange
+from bot.llm.chat_prefix import ChatPrefix, ChatPrefixes
+from bot.llm.memory_snapshot import FileChange
 from bot.llm import AnthropicClient
 from bot.llm.anthropic_messages import request_params
 from bot.llm.openai_messages import chat_params
 from bot.llm.port import LLMRequest
-from bot.prompts import PromptLibrary
-from bot.runtime import Runtime, open_runtime
-from memory.extraction_frame import shares_chat_prompt
-from memory.workspace import MEMORY_FILE, PROFILE_FILE
+from bot.core.prompts import PromptLibrary
+from bot.app.runtime import Runtime, open_runtime
+from memory.extraction.frame import shares_chat_prompt
+from memory.workspace.service import MEMORY_FILE, PROFILE_FILE
 from tests.conftest import make_config
 from tests.fakes.anthropic import FakeAnthropic, RecordedRequest, is_memory_extraction, system_text
 from tests.test_cache_lifetime import Moment

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from bot.errors import WorkspaceError
-from memory.filenames import (
+from bot.core.errors import WorkspaceError
+from memory.workspace.filenames import (
     MAX_FILENAME_CHARS,
     FilenameExtensionError,
     is_daily_note_name,

@@ -13,11 +13,11 @@ from typing import Any
 import pytest
 
 from bot.llm import AnthropicClient
-from bot.retry import MEMORY_MODEL_CALL, PENDING_EXTRACTION
-from bot.runtime import Runtime, open_runtime
+from bot.core.retry import MEMORY_MODEL_CALL, PENDING_EXTRACTION
+from bot.app.runtime import Runtime, open_runtime
 from channels.base import InboundMessage
-from memory.tool import WRITE_TOOL
-from memory.summarization import MemorySummarizationService
+from memory.workspace.tool import WRITE_TOOL
+from memory.extraction.summarization import MemorySummarizationService
 from memory.worker import MemoryWorker
 from tests.conftest import make_config
 from tests.fakes.anthropic import FakeAnthropic, RecordedRequest, Script, TextReply, is_memory_extraction

@@ -17,11 +17,11 @@ import aiohttp
 import pytest
 from aiohttp import web
 
-from bot.api import ApiServer
-from bot.config import LlmConfig, parse_config
-from bot.errors import LLMError
+from bot.app.api.server import ApiServer
+from bot.core.config import LlmConfig, parse_config
+from bot.core.errors import LLMError
 from bot.llm import AnthropicClient, LLMRequest, OpenAIClient
-from bot.runtime import Runtime, open_runtime
+from bot.app.runtime import Runtime, open_runtime
 from tests.conftest import make_config
 from tests.fakes.anthropic import CustomReply, FakeAnthropic, RecordedRequest
 from tests.fakes.anthropic_stall import DribbleReply

@@ -12,11 +12,11 @@ from typing import Any
 import pytest
 from aiohttp import web
 
-from bot.config import LlmConfig, parse_config
-from bot.errors import LLMError, PromptTooLong, StreamBroken
+from bot.core.config import LlmConfig, parse_config
+from bot.core.errors import LLMError, PromptTooLong, StreamBroken
 from bot.llm import LLMRequest, OpenAIClient, TextToolCallClient, UsageRecordingClient
 from bot.llm.openai import api_root
-from bot.app import open_core
+from bot.app.core import open_core
 from tests.conftest import make_config
 from tests.fakes.anthropic import RecordedRequest, TextReply, ToolUseReply
 from tests.fakes.openai_chat import FakeOpenAIChat
@@ -254,7 +254,7 @@ def test_api_auto_picks_openai_when_only_its_key_is_set(
 
 def test_api_defaults_to_anthropic_and_rejects_other_values() -> None:
     assert parse_config({}, environ={"OPENAI_API_KEY": "sk-o"}).mate.llm.protocol == "anthropic"
-    from bot.errors import ConfigError
+    from bot.core.errors import ConfigError
 
     with pytest.raises(ConfigError, match=r"^mate\.llm\.api: "):
         parse_config({"mate": {"llm": {"api": "gemini"}}}, environ={})
@@ -327,7 +327,7 @@ def test_check_config_names_the_protocol_auto_resolved_to(tmp_path: Path, capsys
 
 
 async def test_status_names_the_openai_api(tmp_path: Path) -> None:
-    from bot.runtime import open_runtime
+    from bot.app.runtime import open_runtime
     from channels.base import InboundMessage
 
     config = make_config(tmp_path, llm={"api": "openai", "api-key": "sk-x"})

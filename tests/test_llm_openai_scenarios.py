@@ -18,9 +18,9 @@ import pytest
 
 from bot.llm import AnthropicClient, OpenAIClient
 from bot.llm.usage import UsageRecordingClient
-from bot.runtime import Runtime, open_runtime
+from bot.app.runtime import Runtime, open_runtime
 from channels.base import InboundMessage
-from memory.tool import READ_TOOL
+from memory.workspace.tool import READ_TOOL
 from tests.conftest import make_config
 from tests.fakes.anthropic import FakeAnthropic, RecordedRequest, Script, TextReply, ToolUseReply, system_text
 from tests.fakes.openai_chat import FakeOpenAIChat, system_of

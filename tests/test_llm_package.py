@@ -15,7 +15,9 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "bot" / "llm"
-SHARED = {"port", "failures", "slots", "safe_text", "attempts"}  # what every client and wrapper may build on
+# What every client and wrapper may build on, and what callers of any protocol share with it:
+# the prompt cache's lifetimes and prefixes, token estimates.
+SHARED = {"port", "failures", "slots", "safe_text", "attempts", "cache_lifetime", "chat_prefix", "memory_snapshot", "tokens"}
 WRAPPERS = {"usage", "text_tool_calls"}  # work over any LLMClient
 SDKS = {"anthropic", "openai"}  # a protocol's SDK, imported only inside its own family
 

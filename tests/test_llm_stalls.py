@@ -14,10 +14,10 @@ from typing import Any
 import aiohttp
 import pytest
 
-from bot.api import ApiServer
-from bot.errors import LLMBusy
+from bot.app.api.server import ApiServer
+from bot.core.errors import LLMBusy
 from bot.llm import AnthropicClient
-from bot.runtime import Runtime, open_runtime
+from bot.app.runtime import Runtime, open_runtime
 from channels.base import InboundMessage
 from tests.conftest import make_config
 from tests.fakes.anthropic import FakeAnthropic, RecordedRequest, Script, StalledReply, TextReply, untimed

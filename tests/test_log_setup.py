@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from bot.config import LogConfig
-from bot.errors import ConfigError
-from bot.log_setup import configure_daemon
-from bot.redaction import Redactor, install
+from bot.core.config import LogConfig
+from bot.core.errors import ConfigError
+from bot.app.log_setup import configure_daemon
+from bot.core.redaction import Redactor, install
 
 REPO = Path(__file__).resolve().parent.parent
 

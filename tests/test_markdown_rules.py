@@ -132,7 +132,7 @@ async def page_markdown() -> AsyncIterator[PageMarkdown]:
     if chromium is None:
         pytest.skip("no chromium browser installed")
     playwright_api = pytest.importorskip("playwright.async_api", reason="Playwright is not installed")
-    index = resources.files("bot").joinpath("web", "index.html").read_text(encoding="utf-8")
+    index = resources.files("bot.app").joinpath("web", "index.html").read_text(encoding="utf-8")
 
     async def serve(route: Any) -> None:
         if route.request.url.rstrip("/") == _ORIGIN:

@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 from PIL import Image
 
-from bot.config import MediaConfig
-from bot.media import MediaPreparer, MediaRefused, image_tokens
+from bot.core.config import MediaConfig
+from bot.media.preparer import MediaPreparer, MediaRefused, image_tokens
 from channels.base import IncomingFile
 from tests.fakes.anthropic import untimed
 
@@ -169,9 +169,9 @@ async def test_pdf_pages_in_compressed_object_streams_are_counted(preparer: Medi
 
 
 async def test_files_too_large_together_are_refused(preparer: MediaPreparer, monkeypatch: pytest.MonkeyPatch) -> None:
-    import bot.media
+    import bot.media.preparer
 
-    monkeypatch.setattr(bot.media, "MAX_MESSAGE_BYTES", 250)
+    monkeypatch.setattr(bot.media.preparer, "MAX_MESSAGE_BYTES", 250)
     one = picture(40, 40, "PNG", (1, 2, 3))
     assert len(one) < 250
     with pytest.raises(MediaRefused) as refused:

@@ -17,11 +17,11 @@ import aiohttp
 import pytest
 from PIL import Image
 
-from bot.bounded_work import Deadline, ThreadWorkRunner, WorkTimedOut
-from bot.config import MediaConfig
-from bot.media import PDF_MAX_PAGES, MediaPreparer, MediaRefused
-from bot.pdf_pages import STREAM_INFLATE_MAX, TOTAL_INFLATE_MAX, pdf_pages
-from bot.prompts import PromptLibrary
+from bot.media.bounded_work import Deadline, ThreadWorkRunner, WorkTimedOut
+from bot.core.config import MediaConfig
+from bot.media.preparer import PDF_MAX_PAGES, MediaPreparer, MediaRefused
+from bot.media.pdf_pages import STREAM_INFLATE_MAX, TOTAL_INFLATE_MAX, pdf_pages
+from bot.core.prompts import PromptLibrary
 from tests.fakes.anthropic import FakeAnthropic, RecordedRequest, Script, TextReply
 from tests.fakes.telegram import FakeTelegram
 from tests.test_media import PDF, attached, picture

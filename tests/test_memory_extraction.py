@@ -11,13 +11,13 @@ from typing import Any
 
 import pytest
 
-from bot.app import Core, open_core
-from bot.config import LlmConfig
+from bot.app.core import Core, open_core
+from bot.core.config import LlmConfig
 from bot.llm import AnthropicClient
-from bot.retry import MEMORY_MODEL_CALL
+from bot.core.retry import MEMORY_MODEL_CALL
 from memory.events import ConversationCompletedEvent
-from bot.clock import Clock
-from memory.summarization import MemorySummarizationService
+from bot.core.clock import Clock
+from memory.extraction.summarization import MemorySummarizationService
 from tests.conftest import make_config
 from tests.fakes.anthropic import FakeAnthropic
 

@@ -12,10 +12,10 @@ from typing import Any
 
 import pytest
 
-from bot.context.memory_snapshot import MAX_NOTE_CHARS, MemorySnapshots, injected_files, memory_changes
+from bot.llm.memory_snapshot import MAX_NOTE_CHARS, MemorySnapshots, injected_files, memory_changes
 from bot.llm import AnthropicClient
-from bot.prompts import PromptLibrary
-from bot.runtime import Runtime, open_runtime
+from bot.core.prompts import PromptLibrary
+from bot.app.runtime import Runtime, open_runtime
 from tests.conftest import make_config
 from tests.fakes.anthropic import FakeAnthropic
 from tests.test_cache_lifetime import START, Moment, chat_requests, lifetimes

@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from bot.tools import ToolSet
-from memory.tool import TOOL_NAMES
+from bot.core.tools import ToolSet
+from memory.workspace.tool import TOOL_NAMES
 from tests.memory_tool_env import AGENT, Env, env, env_zh  # noqa: F401  (fixtures)
 
 # --- definitions -----------------------------------------------------------------

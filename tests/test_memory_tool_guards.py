@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from bot.prompts import PromptLibrary
-from memory.tool import WorkspaceMemoryTool
+from bot.core.prompts import PromptLibrary
+from memory.workspace.tool import WorkspaceMemoryTool
 from tests.memory_tool_env import AGENT, LIMIT, OTHER_AGENT, Env, env, workspace_env  # noqa: F401  (fixture)
 
 # --- hostile names and bad input -------------------------------------------------

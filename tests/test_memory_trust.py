@@ -11,10 +11,10 @@ from pathlib import Path
 import aiohttp
 import pytest
 
-from bot.agents import EMERGENCE_JOB_NAME
-from bot.clock import parse_iso
-from bot.cron_runner import DaemonCronJobRunner
-from bot.runtime import open_runtime
+from bot.conversation.agents import EMERGENCE_JOB_NAME
+from bot.core.clock import parse_iso
+from bot.schedule.cron_runner import DaemonCronJobRunner
+from bot.app.runtime import open_runtime
 from channels.base import InboundMessage
 from tests.conftest import make_config
 from tests.fakes.anthropic import ErrorReply, ToolUseReply
@@ -202,7 +202,7 @@ async def test_incognito_ends_at_new_and_after_its_hours(tmp_path: Path) -> None
         await bot.say("a secret about the attic")
         with closing(sqlite3.connect(bot.rt.core.config.mate.database.path, timeout=5)) as conn, conn:
             conn.execute("UPDATE mate_incognito SET start_time = '2000-01-01T00:00:00.000+00:00'")
-        from bot.incognito import IncognitoExpiry
+        from bot.conversation.incognito import IncognitoExpiry
 
         expiry = IncognitoExpiry(bot.rt.core.repos.incognito, 24, bot.rt.window.forget)
         assert await expiry.expire() == 1

@@ -7,12 +7,12 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
-from bot.app import open_core
-from bot.config import LlmConfig
+from bot.app.core import open_core
+from bot.core.config import LlmConfig
 from bot.llm import AnthropicClient
-from bot.retry import Backoff
+from bot.core.retry import Backoff
 from memory.events import ConversationCompletedEvent
-from memory.summarization import MemorySummarizationService
+from memory.extraction.summarization import MemorySummarizationService
 from memory.worker import MemoryWorker
 from tests.conftest import make_config
 from tests.fakes.anthropic import FakeAnthropic

@@ -10,9 +10,9 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
-from bot.config import Config
-from bot.daemon import run_daemon
-from bot.runtime import Runtime
+from bot.core.config import Config
+from bot.app.daemon import run_daemon
+from bot.app.runtime import Runtime
 from channels.base import InboundMessage
 from tests.conftest import make_config
 from tests.fakes.anthropic import FakeAnthropic, RecordedRequest, Script, TextReply, is_memory_extraction

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from bot.runtime import open_runtime
+from bot.app.runtime import open_runtime
 from channels.base import InboundMessage
 from tests.conftest import make_config
 

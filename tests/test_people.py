@@ -7,12 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from bot.access import AccessPolicies
-from bot.app import open_core
-from bot.config import parse_config
-from bot.errors import ConfigError
-from bot.people import OWNER_NAME, PersonDirectory
-from memory.people_profiles import newest_first, profile_filename, profiles_block
+from bot.conversation.access import AccessPolicies
+from bot.app.core import open_core
+from bot.core.config import parse_config
+from bot.core.errors import ConfigError
+from bot.conversation.people import OWNER_NAME, PersonDirectory
+from memory.extraction.people_profiles import newest_first, profile_filename, profiles_block
 from tests.conftest import make_config
 
 
@@ -208,7 +208,7 @@ async def test_a_persons_agent_has_the_assistants_name_not_the_persons(tmp_path:
 def test_a_route_that_shares_the_owners_memory_is_warned_about(
     tmp_path: Path, routing: list[object] | None, allowed: list[str], warned: bool,
 ) -> None:
-    from bot.people import shared_owner_memory
+    from bot.conversation.people import shared_owner_memory
 
     extra: dict[str, object] = {"routing": routing} if routing is not None else {}
     config = make_config(tmp_path, channels={"telegram": {"enabled": True, "token": "1:x", "admins": ["1"],

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from bot.app import Core
-from memory.people_profiles import profile_filename
+from bot.app.core import Core
+from memory.extraction.people_profiles import profile_filename
 from tests.fakes.anthropic import TextReply
 from tests.test_memory_extraction import memory_env, user_prompt
 

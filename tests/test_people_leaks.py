@@ -22,13 +22,13 @@ import aiohttp
 import discord
 import pytest
 
-from bot.api import ApiServer
+from bot.app.api.server import ApiServer
 from bot.llm import AnthropicClient
-from bot.runtime import Runtime, open_runtime
-from channels.discord_adapter import DiscordChannel
+from bot.app.runtime import Runtime, open_runtime
+from channels.discord.adapter import DiscordChannel
 from channels.telegram.adapter import TelegramChannel
-from memory.search_tool import SEARCH_TOOL
-from memory.tool import READ_TOOL
+from memory.recall.tool import SEARCH_TOOL
+from memory.workspace.tool import READ_TOOL
 from tests.conftest import make_config
 from tests.fakes.anthropic import FakeAnthropic, RecordedRequest, Script, TextReply, ToolUseReply, is_memory_extraction
 from tests.fakes.discord import FakeDiscord

@@ -9,13 +9,13 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
-from bot.app import open_core
+from bot.app.core import open_core
 from bot.llm import AnthropicClient
-from bot.runtime import Runtime, open_runtime
+from bot.app.runtime import Runtime, open_runtime
 from bot.storage.migrations import MIGRATIONS
 from bot.storage.search_text import FUNCTION_NAME, spaced
 from channels.base import InboundMessage
-from memory.people_profiles import profile_filename
+from memory.extraction.people_profiles import profile_filename
 from tests.conftest import make_config
 from tests.fakes.anthropic import FakeAnthropic
 

@@ -6,9 +6,9 @@ import asyncio
 import json
 from pathlib import Path
 
-from bot.cron_runner import DaemonCronJobRunner
+from bot.schedule.cron_runner import DaemonCronJobRunner
 from bot.llm import AnthropicClient
-from bot.runtime import open_runtime
+from bot.app.runtime import open_runtime
 from channels.base import InboundMessage
 from tests.conftest import make_config
 from tests.fakes.anthropic import FakeAnthropic, RecordedRequest, TextReply, untimed, is_memory_extraction

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from bot.clock import iso, utc_now
+from bot.core.clock import iso, utc_now
 from tests.fakes.anthropic import FakeAnthropic, TextReply, system_text, untimed
 from tests.test_window import CID, blocks, chat, running
 

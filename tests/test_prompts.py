@@ -7,7 +7,7 @@ import string
 import jinja2
 import pytest
 
-from bot.prompts import LOCALES, PromptLibrary, _strings
+from bot.core.prompts import LOCALES, PromptLibrary, _strings
 
 TOOL_NAMES = (
     "list_workspace_memory_files",

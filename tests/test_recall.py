@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from bot.app import Core, open_core
-from memory.recall import MAX_QUERY_CHARS, MemorySearchService, SearchQueryRefused, names_in, speaker, word_terms
+from bot.app.core import Core, open_core
+from memory.recall.search import MAX_QUERY_CHARS, MemorySearchService, SearchQueryRefused, names_in, speaker, word_terms
 from tests.conftest import make_config, pinned_clock
 
 
@@ -268,14 +268,14 @@ def test_cli_search(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     ({"query": "key", "limit": True}, "limit"), ({"query": "key", "source": "files"}, "source"),
 ])
 async def test_the_tool_refuses_bad_input_with_a_reason(core: Core, arguments: Any, problem: str) -> None:
-    from memory.search_tool import MemorySearchTool
+    from memory.recall.tool import MemorySearchTool
 
     result = await MemorySearchTool(search(core), core.prompts).call(1, "search_memory", arguments)
     assert result.is_error and problem in json.loads(result.content)["error"]
 
 
 async def test_the_tool_searches_the_longest_query_it_takes(core: Core) -> None:
-    from memory.search_tool import MemorySearchTool
+    from memory.recall.tool import MemorySearchTool
 
     await talk(core, "console:me", 1, "the spare key is under the pot", "ok")
     query = ("where is the spare key " * 500)[:MAX_QUERY_CHARS]

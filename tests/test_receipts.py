@@ -6,12 +6,12 @@ import asyncio
 
 import pytest
 
-from bot.prompts import PromptLibrary
-from bot.storage.records import ConversationRecord
-from bot.tasks.delivery import ChannelOutbox
+from bot.core.prompts import PromptLibrary
+from bot.core.records import ConversationRecord
+from bot.schedule.reminders.delivery import ChannelOutbox
 from channels.base import CHANNEL_RETRYING, OutboundMessage
 from memory.events import FileChange, MemoryCommitted
-from memory.receipts import RECEIPT_READY_WAIT, MemoryReceipts, receipt_text
+from memory.trust.receipts import RECEIPT_READY_WAIT, MemoryReceipts, receipt_text
 
 PROFILE = "# User profile\n\n_Nothing known yet._\n"
 DAILY = "memory/2026-12-04.md"

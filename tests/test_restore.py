@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from bot.__main__ import main
-from bot.app import open_core
+from bot.app.core import open_core
 from tests.conftest import make_config
 from tests.daemon_process import PROCESS_TIMEOUT, Daemon, daemon, free_port, matebot, start_or_exit
 
@@ -238,8 +238,8 @@ def test_media_that_cannot_be_copied_is_reported_after_the_database_is_restored(
 
 def test_a_restore_that_fails_after_setting_aside_puts_the_database_back(
         tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
-    import bot.backup
-    from bot.errors import StorageError
+    import bot.app.cli.backup
+    from bot.core.errors import StorageError
 
     db = asyncio.run(_database_with_a_message(tmp_path))
     config = ["--config", str(config_naming(db))]
@@ -252,7 +252,7 @@ def test_a_restore_that_fails_after_setting_aside_puts_the_database_back(
     def failing_disk(database: Path) -> int:  # the restored file reads back wrong: a failing disk
         raise StorageError(f"{database}: disk I/O error")
 
-    monkeypatch.setattr(bot.backup, "verify_restored", failing_disk)
+    monkeypatch.setattr(bot.app.cli.backup, "verify_restored", failing_disk)
     assert main(["restore", *config, str(tmp_path / "bk")]) == 1
     [line] = capsys.readouterr().err.splitlines()
     assert "the database is as it was before" in line, line

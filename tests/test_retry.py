@@ -6,7 +6,7 @@ from dataclasses import replace
 
 import pytest
 
-from bot.retry import (
+from bot.core.retry import (
     CHANNEL_RECONNECT,
     CRASH_RESTART,
     MEMORY_MODEL_CALL,

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from bot.router import RoutedReply
+from bot.conversation.router import RoutedReply
 from channels.base import InboundMessage
 from tests.fakes.anthropic import FakeAnthropic, RecordedRequest, Script, TextReply, system_text, untimed
 from tests.test_window import blocks, chat, running

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from bot.llm import AnthropicClient
-from bot.runtime import open_runtime
+from bot.app.runtime import open_runtime
 from channels.base import InboundMessage
 from tests.conftest import make_config
 from tests.fakes.anthropic import FakeAnthropic, system_text

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from bot.scheduler import CronScheduler, parse_cron
+from bot.schedule.scheduler import CronScheduler, parse_cron
 from bot.storage import Database, Repositories
-from bot.storage.records import CronJobRecord
+from bot.core.records import CronJobRecord
 
 AGENT = 1
 
@@ -130,7 +130,7 @@ async def test_failing_job_does_not_stop_the_others(repos: Repositories, caplog:
     broken = await add_job(repos, "broken")
     healthy = await add_job(repos, "healthy")
     runner = RecordingRunner(failing=("broken",))
-    with caplog.at_level(logging.ERROR, logger="bot.scheduler"):
+    with caplog.at_level(logging.ERROR, logger="bot.schedule.scheduler"):
         async with CronScheduler(repos, runner, timezone="UTC") as scheduler:
             scheduler.run_now(broken)
             await eventually(lambda: ("text", broken) in runner.calls)
@@ -147,7 +147,7 @@ async def test_invalid_cron_rows_are_skipped(repos: Repositories, caplog: pytest
     bad = await add_job(repos, "bad", "every day at two")
     bad_zone = await repos.cron_jobs.add(AGENT, "bad-zone", "0 2 * * *", "Mars/Olympus", "text", "x")
     good = await add_job(repos, "good")
-    with caplog.at_level(logging.WARNING, logger="bot.scheduler"):
+    with caplog.at_level(logging.WARNING, logger="bot.schedule.scheduler"):
         async with CronScheduler(repos, RecordingRunner(), timezone="UTC") as scheduler:
             assert set(scheduler.next_run_times()) == {good}
     skipped = " ".join(r.getMessage() for r in caplog.records)

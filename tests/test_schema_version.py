@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from bot.__main__ import main
-from bot.app import open_core
+from bot.app.core import open_core
 from bot.storage.migrations import MIGRATIONS
 from tests.conftest import make_config
 from tests.daemon_process import free_port, matebot, start_or_exit

@@ -10,11 +10,11 @@ from typing import TypeVar
 
 import pytest
 
-from bot.app import Core, open_core
+from bot.app.core import Core, open_core
 from bot.storage.database import Database
 from bot.storage.search import SqliteSearchRepository
 from bot.storage.search_text import query_dates
-from memory.recall import MemorySearchService
+from memory.recall.search import MemorySearchService
 from tests.conftest import make_config, pinned_clock
 from tests.test_recall import CHATTER, talk
 

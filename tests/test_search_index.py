@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from bot.app import Core, open_core
+from bot.app.core import Core, open_core
 from bot.storage.bulk_load import NewConversation, NewMessage, SqliteBulkLoader
 from bot.storage.search_index import SEARCH_TABLES
-from memory.recall import MemorySearchService
+from memory.recall.search import MemorySearchService
 from tests.conftest import make_config
 from tests.test_recall import talk
 

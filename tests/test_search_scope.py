@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from bot.app import Core, open_core
-from memory.recall import MemorySearchService
+from bot.app.core import Core, open_core
+from memory.recall.search import MemorySearchService
 from tests.conftest import make_config
 from tests.test_recall import talk
 

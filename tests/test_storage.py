@@ -7,7 +7,7 @@ import sqlite3
 import aiosqlite
 import pytest
 
-from bot.errors import StorageError
+from bot.core.errors import StorageError
 from bot.storage import Database, Repositories
 from bot.storage.agents import AgentSeed
 from bot.storage.database import READER_CACHE_MIB

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from bot.errors import StorageError
+from bot.core.errors import StorageError
 from bot.storage import Database, Repositories
 from bot.storage.bulk_load import (
     NewAgent,
@@ -17,7 +17,7 @@ from bot.storage.bulk_load import (
     NewWorkspaceFile,
     SqliteBulkLoader,
 )
-from memory.recall import MemorySearchService
+from memory.recall.search import MemorySearchService
 
 STAMP = "2026-08-01 09:00:00"
 

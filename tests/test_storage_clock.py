@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from bot.app import open_core
-from bot.runtime import open_runtime
+from bot.app.core import open_core
+from bot.app.runtime import open_runtime
 from bot.storage.database import Database
 from bot.storage.migrations import LATEST_VERSION
-from memory.recall import MemorySearchService
+from memory.recall.search import MemorySearchService
 from tests.conftest import make_config, pinned_clock
 
 # 5 January 2031 is a Sunday.

@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from bot.prompts import PromptLibrary
-from bot.runtime import Runtime
+from bot.core.prompts import PromptLibrary
+from bot.app.runtime import Runtime
 from channels.base import Channel, InboundMessage, ReplyStream
 from tests.conftest import make_config
 from tests.test_llm_package import _cycles, _graph
@@ -30,7 +30,7 @@ PORT_METHODS = ("run", "stop", "send")
 
 def test_no_import_circle_counting_type_checking_imports() -> None:
     graph = _graph(PACKAGES)
-    assert "channels.base" in graph and "bot.router" in graph
+    assert "channels.base" in graph and "bot.conversation.router" in graph
     assert [sorted(circle) for circle in _cycles(graph)] == []
 
 
@@ -55,7 +55,7 @@ def _telegram(tmp_path: Path) -> object:
 
 
 def _discord(tmp_path: Path) -> object:
-    from channels.discord_adapter import DiscordChannel
+    from channels.discord.adapter import DiscordChannel
 
     config = make_config(tmp_path, channels={"discord": {"enabled": True, "token": "discord-token"}})
     return DiscordChannel(config.mate.channels.discord, _routed, PromptLibrary("en"))
@@ -86,7 +86,7 @@ def test_the_channel_port_is_what_the_daemon_uses() -> None:
 
 
 def _hints(cls: type) -> dict[str, Any]:
-    from bot.scheduler import CronScheduler  # named for the type checker only in bot.services
+    from bot.schedule.scheduler import CronScheduler  # named for the type checker only in bot.app.services
 
     return typing.get_type_hints(cls, localns={"CronScheduler": CronScheduler})
 
@@ -95,8 +95,8 @@ def _mentions_any(hint: Any) -> bool:
     return hint is Any or any(_mentions_any(arg) for arg in typing.get_args(hint))
 
 
-@pytest.mark.parametrize("name", ["bot.runtime:Runtime", "bot.runtime:MemoryServices", "bot.services:Services",
-                                  "bot.services:ApiAddress"])
+@pytest.mark.parametrize("name", ["bot.app.runtime:Runtime", "bot.app.runtime:MemoryServices", "bot.app.services:Services",
+                                  "bot.app.services:ApiAddress"])
 def test_the_runtime_and_the_services_are_typed_field_by_field(name: str) -> None:
     module, _, cls = name.partition(":")
     hints = _hints(getattr(importlib.import_module(module), cls))
@@ -109,7 +109,7 @@ def test_only_the_memory_services_are_missing_without_the_worker() -> None:
     assert optional == ["memory_services"]
 
 
-@pytest.mark.parametrize("module", ["bot/runtime.py", "bot/services.py"])
+@pytest.mark.parametrize("module", ["bot/app/runtime.py", "bot/app/services.py"])
 def test_the_composition_root_hands_objects_what_they_need_when_it_builds_them(module: str) -> None:
     """No setter injection: nothing built is completed afterwards (`router.commands = ...`)."""
     tree = ast.parse((ROOT / module).read_text(encoding="utf-8"))
@@ -132,16 +132,16 @@ _SURROGATE_REPAIR = re.compile(r"""surrogatepass["']\)\s*\.decode\(""")
 def test_one_module_repairs_and_cleans_text() -> None:
     repairing = sorted(str(path.relative_to(ROOT)) for package in PACKAGES for path in (ROOT / package).rglob("*.py")
                        if _SURROGATE_REPAIR.search(path.read_text(encoding="utf-8")))
-    assert repairing == ["bot/text.py"]
+    assert repairing == ["bot/core/text.py"]
 
 
 def test_the_router_and_the_api_clean_with_the_text_module() -> None:
-    import bot.api
-    import bot.router
-    import bot.text
+    import bot.app.api.server
+    import bot.conversation.router
+    import bot.core.text
 
-    assert bot.router.clean_text is bot.text.clean_text and bot.router.is_blank is bot.text.is_blank
-    assert bot.api.clean_text is bot.text.clean_text and bot.api.is_blank is bot.text.is_blank
+    assert bot.conversation.router.clean_text is bot.core.text.clean_text and bot.conversation.router.is_blank is bot.core.text.is_blank
+    assert bot.app.api.server.clean_text is bot.core.text.clean_text and bot.app.api.server.is_blank is bot.core.text.is_blank
 
 
 def test_ci_type_checks_strictly() -> None:

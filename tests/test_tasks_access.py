@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from bot.tasks.tool import CANCEL_TOOL, LIST_TOOL, SCHEDULE_TOOL
+from bot.schedule.reminders.tool import CANCEL_TOOL, LIST_TOOL, SCHEDULE_TOOL
 from tests.fakes.anthropic import RecordedRequest, TextReply, ToolUseReply
 from tests.tasks_env import FRIEND, GROUP, MEMBER, OWNER, OWNER_DC, World, tool_names, tool_results, world
 

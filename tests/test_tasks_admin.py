@@ -15,13 +15,13 @@ import aiohttp
 import pytest
 
 from bot.__main__ import main
-from bot.api import ApiServer
-from bot.runtime import Runtime, open_runtime
+from bot.app.api.server import ApiServer
+from bot.app.runtime import Runtime, open_runtime
 from bot.storage import Database, Repositories
 from bot.storage.migrations import LATEST_VERSION, MIGRATIONS
 from bot.storage.search_text import FUNCTION_NAME as SPACED_FUNCTION, spaced
 from bot.storage.tasks import ChatRef
-from bot.tasks.service import Sender
+from bot.schedule.reminders.service import Sender
 from tests.conftest import make_config
 
 TOKEN = "api-token-tasks"
@@ -135,9 +135,9 @@ async def test_migration_12_keeps_every_cron_job_and_takes_reminders(tmp_path: P
         assert [(j.id, j.task_type, j.last_run_time) for j in jobs] == [(3, "emergence", "2026-01-02"),
                                                                         (8, "emergence", "2026-01-02")]
         config = make_config(tmp_path)
-        from bot.access import AccessPolicies
-        from bot.prompts import PromptLibrary
-        from bot.tasks.service import TaskService
+        from bot.conversation.access import AccessPolicies
+        from bot.core.prompts import PromptLibrary
+        from bot.schedule.reminders.service import TaskService
 
         service = TaskService(config.mate.tasks, "UTC", repos.tasks, AccessPolicies.from_config(
             config.mate.channels), PromptLibrary("en"))

@@ -11,7 +11,7 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
-from bot.tasks.tool import SCHEDULE_TOOL
+from bot.schedule.reminders.tool import SCHEDULE_TOOL
 from tests.fakes.anthropic import ErrorReply, TextReply, ToolUseReply
 from tests.tasks_env import OWNER, SCHEDULED_MARK, last_text, tool_names, tool_results, world
 

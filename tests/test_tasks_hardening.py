@@ -15,12 +15,12 @@ from typing import Any
 
 import pytest
 
-from bot.clock import iso, parse_iso
+from bot.core.clock import iso, parse_iso
 from bot.llm import AnthropicClient
-from bot.runtime import open_runtime
-from bot.services import start_services
+from bot.app.runtime import open_runtime
+from bot.app.services import start_services
 from bot.storage.tasks import ChatRef, NewTask, TaskRecord
-from bot.tasks.tool import SCHEDULE_TOOL
+from bot.schedule.reminders.tool import SCHEDULE_TOOL
 from tests.conftest import make_config
 from tests.fakes.anthropic import FakeAnthropic, TextReply, ToolUseReply
 from tests.fakes.telegram import FakeTelegram
@@ -28,7 +28,7 @@ from tests.tasks_env import FRIEND, GROUP, OWNER, SteppedClock, World, tool_resu
 
 LINKED = 55  # another Telegram account of the owner, linked through mate.people
 OWNERS_SECRET = "the owner's bank PIN is 4711"  # in agent 1's MEMORY.md
-CANCEL_LOGGER = "bot.tasks.timer"
+CANCEL_LOGGER = "bot.schedule.timer"
 
 
 def telegram(tg: FakeTelegram, *, admins: list[int], allowed: list[int]) -> dict[str, Any]:

@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from bot.clock import iso
-from bot.runtime import open_runtime
+from bot.core.clock import iso
+from bot.app.runtime import open_runtime
 from bot.storage.tasks import ChatRef, TaskRecord
-from bot.tasks.service import Sender, TaskService
-from bot.tasks.tool import SCHEDULE_TOOL, ChatTaskTools
+from bot.schedule.reminders.service import Sender, TaskService
+from bot.schedule.reminders.tool import SCHEDULE_TOOL, ChatTaskTools
 from channels.base import InboundMessage
 from tests.conftest import make_config
 from tests.fakes.anthropic import ErrorReply

@@ -14,12 +14,12 @@ from typing import Any
 
 import pytest
 
-from bot.command_names import COMMANDS
-from bot.config import Config, TelegramConfig, parse_config
-from bot.errors import MateError
+from bot.conversation.commands.names import COMMANDS
+from bot.core.config import Config, TelegramConfig, parse_config
+from bot.core.errors import MateError
 from bot.llm import AnthropicClient
-from bot.router import RoutedReply
-from bot.runtime import Runtime, open_runtime
+from bot.conversation.router import RoutedReply
+from bot.app.runtime import Runtime, open_runtime
 from channels.base import InboundMessage, OutboundMessage, Stored
 from channels.formatting import utf16_len
 from channels.telegram.adapter import STOPPED_INVALID_TOKEN, TelegramChannel, build_bot, render_chunks

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from bot.context.tokens import PER_MESSAGE_OVERHEAD, TokenEstimator
+from bot.llm.tokens import PER_MESSAGE_OVERHEAD, TokenEstimator
 
 
 @pytest.fixture(scope="module")

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from bot.runtime import Runtime
-from bot.context.transcript import build_transcript
+from bot.app.runtime import Runtime
+from bot.core.content.transcript import build_transcript
 from tests.fakes.anthropic import FakeAnthropic
 from tests.test_window import CID, ScriptedModel, blank_workspace, chat, running, window_config
 

@@ -14,13 +14,13 @@ from typing import Any
 
 import pytest
 
-from bot.config import TranscriptionConfig, parse_config
-from bot.errors import ConfigError
+from bot.core.config import TranscriptionConfig, parse_config
+from bot.core.errors import ConfigError
 from bot.llm import AnthropicClient
-from bot.prompts import PromptLibrary
-from bot.runtime import open_runtime
-from bot.transcription import OpenAITranscriber, TranscriptionFailed
-from bot.voice import VoiceNoteReader
+from bot.core.prompts import PromptLibrary
+from bot.app.runtime import open_runtime
+from bot.media.transcription import OpenAITranscriber, TranscriptionFailed
+from bot.media.voice import VoiceNoteReader
 from channels.base import IncomingFile
 from channels.telegram.adapter import TelegramChannel
 from tests.conftest import make_config

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from bot.errors import VersionConflict
+from bot.core.errors import VersionConflict
 from tests.test_api import Api, _open
 
 TWO_AGENTS: dict[str, Any] = {

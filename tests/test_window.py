@@ -11,10 +11,10 @@ from typing import Any
 
 import pytest
 
-from bot.agent import local_today_text
-from bot.context.tokens import PER_MESSAGE_OVERHEAD, TIME_LABEL_TOKENS, TokenEstimator
+from bot.conversation.agent import local_today_text
+from bot.llm.tokens import PER_MESSAGE_OVERHEAD, TIME_LABEL_TOKENS, TokenEstimator
 from bot.llm import AnthropicClient
-from bot.runtime import Runtime, open_runtime
+from bot.app.runtime import Runtime, open_runtime
 from channels.base import InboundMessage
 from tests.conftest import make_config
 from tests.fakes.anthropic import (
@@ -130,7 +130,7 @@ def assert_alternating(messages: list[dict[str, Any]]) -> None:
 
 def owner_tools(rt: Runtime) -> list[dict[str, Any]]:
     """The tools of the owner's console turn: the agent's own, then the task tools the owner gets."""
-    from bot.tasks.tool import TurnTaskTools
+    from bot.schedule.reminders.tool import TurnTaskTools
 
     console = InboundMessage("console", "me", "me", "me", "")
     return rt.agent.tool_definitions(TurnTaskTools(rt.tasks, rt.core.prompts).tools_for(console))

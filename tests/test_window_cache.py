@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from bot.app import Core
-from bot.context.messages import HistoryItem, decode_content, encode_blocks, history_items
+from bot.app.core import Core
+from bot.core.content.messages import HistoryItem, decode_content, encode_blocks, history_items
 from bot.llm import AnthropicClient, LLMRequest, LLMResponse
-from bot.runtime import Runtime, open_runtime
-from bot.storage.records import MessageRecord
+from bot.app.runtime import Runtime, open_runtime
+from bot.core.records import MessageRecord
 from channels.base import InboundMessage
 from tests.conftest import make_config
 from tests.fakes.anthropic import FakeAnthropic

@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from bot.context.tokens import PER_MESSAGE_OVERHEAD, TIME_LABEL_TOKENS
-from bot.runtime import Runtime
+from bot.llm.tokens import PER_MESSAGE_OVERHEAD, TIME_LABEL_TOKENS
+from bot.app.runtime import Runtime
 from tests.fakes.anthropic import FakeAnthropic, TextReply
 from tests.test_window import (
     CID, SUMMARY_1, ScriptedModel, assert_alternating, blank_workspace, chat, flat, running, sized, texts,

@@ -5,11 +5,11 @@ from typing import Any
 
 import pytest
 
-from bot.app import Core
-from bot.errors import VersionConflict
-from bot.prompts import PromptLibrary
+from bot.app.core import Core
+from bot.core.errors import VersionConflict
+from bot.core.prompts import PromptLibrary
 from bot.storage.workspace_files import SqliteWorkspaceFileRepository
-from memory.workspace import SEED_FILES, WorkspaceFileService
+from memory.workspace.service import SEED_FILES, WorkspaceFileService
 
 
 async def test_seeded_files_flags_and_order(core: Core) -> None:

@@ -11,10 +11,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bot.daemon import run_daemon
-from bot.prompts import PromptLibrary
-from bot.runtime import Runtime
-from bot.services import Services
+from bot.app.daemon import run_daemon
+from bot.core.prompts import PromptLibrary
+from bot.app.runtime import Runtime
+from bot.app.services import Services
 from tests.conftest import make_config
 from tests.fakes.anthropic import FakeAnthropic, RecordedRequest, Script, TextReply, is_memory_extraction
 from tests.fakes.telegram import FakeTelegram

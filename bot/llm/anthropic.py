@@ -10,8 +10,8 @@ from dataclasses import replace
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
-from bot.config import LlmConfig
-from bot.errors import LLMError, PromptTooLong, RequestRejected
+from bot.core.config import LlmConfig
+from bot.core.errors import LLMError, PromptTooLong, RequestRejected
 from bot.llm.anthropic_messages import (
     CacheRejected,
     error_message,
@@ -35,8 +35,8 @@ from bot.llm.failures import (
 from bot.llm.port import LLMRequest, LLMResponse, TextListener
 from bot.llm.safe_text import safe
 from bot.llm.slots import CallSlots
-from bot.redaction import Redactor
-from bot.retry import MODEL_API
+from bot.core.redaction import Redactor
+from bot.core.retry import MODEL_API
 
 if TYPE_CHECKING:
     import anthropic

@@ -13,10 +13,10 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 
-from bot.errors import LLMError, StreamBroken
+from bot.core.errors import LLMError, StreamBroken
 from bot.llm.failures import NotStreamed, Retryable
 from bot.llm.port import LLMResponse, TextListener
-from bot.retry import Backoff
+from bot.core.retry import Backoff
 
 log = logging.getLogger(__name__)
 

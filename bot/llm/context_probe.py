@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
-from bot.config import WindowConfig
+from bot.core.config import WindowConfig
 
 log = logging.getLogger(__name__)
 

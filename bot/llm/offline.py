@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from bot.context.messages import TIME_LABEL, without_time
+from bot.core.content.messages import TIME_LABEL, without_time
 from bot.llm.port import LLMClient, LLMRequest, LLMResponse, TextListener
 
 

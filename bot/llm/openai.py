@@ -17,8 +17,8 @@ from dataclasses import replace
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
-from bot.config import LlmConfig
-from bot.errors import LLMError, PromptTooLong, RequestRejected
+from bot.core.config import LlmConfig
+from bot.core.errors import LLMError, PromptTooLong, RequestRejected
 from bot.llm.attempts import AskAgain, StreamingSwitch, answer_with_retries
 from bot.llm.failures import (
     RETRY_STATUSES,
@@ -32,8 +32,8 @@ from bot.llm.failures import (
 from bot.llm.openai_messages import StreamedAnswer, chat_params, error_kind, error_text, read_completion
 from bot.llm.port import LLMRequest, LLMResponse, TextListener
 from bot.llm.slots import CallSlots
-from bot.redaction import Redactor
-from bot.retry import MODEL_API
+from bot.core.redaction import Redactor
+from bot.core.retry import MODEL_API
 
 if TYPE_CHECKING:
     import openai

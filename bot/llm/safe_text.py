@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from bot.text import storable
+from bot.core.text import storable
 
 
 def safe(value: Any) -> Any:

@@ -6,7 +6,7 @@ import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
-from bot.errors import LLMBusy
+from bot.core.errors import LLMBusy
 
 
 class CallSlots:

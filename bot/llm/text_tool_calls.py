@@ -14,7 +14,7 @@ import re
 import uuid
 from typing import Any
 
-from bot.errors import LLMError, StreamBroken
+from bot.core.errors import LLMError, StreamBroken
 from bot.llm.port import LLMClient, LLMRequest, LLMResponse, TextListener, ToolCall
 
 _FENCE = re.compile(r"^```(?:json)?[ \t]*\n(.*)\n```$", re.S | re.I)

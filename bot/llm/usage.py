@@ -6,7 +6,7 @@ import asyncio
 import logging
 from typing import Any
 
-from bot.errors import LLMError
+from bot.core.errors import LLMError
 from bot.llm.port import LLMClient, LLMRequest, LLMResponse, TextListener
 from bot.storage.usage import LlmUsageRecord, SqliteLlmUsageRepository
 

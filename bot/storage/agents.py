@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bot.storage.database import Database
-from bot.storage.records import AgentRecord
+from bot.core.records import AgentRecord
 
 
 @dataclass(frozen=True, slots=True)

@@ -8,7 +8,7 @@ import os
 import sqlite3
 from pathlib import Path
 
-from bot.errors import StorageError
+from bot.core.errors import StorageError
 from bot.storage.migrations import LATEST_VERSION, newer_schema_message
 
 

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 
-from bot.errors import StorageError
+from bot.core.errors import StorageError
 from bot.storage.migrations import LATEST_VERSION
 from bot.storage.search_index import merge_now
 from bot.storage.search_text import FUNCTION_NAME as SPACED_FUNCTION, spaced

@@ -7,7 +7,7 @@ from typing import Any, cast
 
 from bot.storage.incognito import NOT_INCOGNITO
 from bot.storage.database import Database
-from bot.storage.records import ConversationActivity, ConversationRecord, MessageRecord
+from bot.core.records import ConversationActivity, ConversationRecord, MessageRecord, WindowRow
 
 _CONVERSATION_COLUMNS = (
     "id, agent_id, channel, chat_key, title, trigger_source, summary, summary_upto_message_id, "
@@ -17,9 +17,6 @@ _MESSAGE_COLUMNS = (
     "id, conversation_id, role, content, token_count, sender_id, sender_name, create_time, content_format"
 )
 CONTENT_FORMATS = ("text", "blocks")
-# What the conversation window reads of a message: (id, role, content, token_count,
-# create_time, content_format), the columns of `SqliteMessageRepository.window_page`.
-WindowRow = tuple[int, str, str, int, str, str]
 # A stored row: (role, content, token_count) or (role, content, token_count, content_format).
 # Without a format, tool turns are blocks (always a tool_result array) and the rest text.
 MessageRow = tuple[str, str, int] | tuple[str, str, int, str]

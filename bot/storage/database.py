@@ -17,9 +17,9 @@ from typing import Any, TypeVar
 
 import aiosqlite
 
-from bot.clock import Clock, iso
-from bot.clock import utc_now as clock_now
-from bot.errors import StorageError
+from bot.core.clock import Clock, iso
+from bot.core.clock import utc_now as clock_now
+from bot.core.errors import StorageError
 from bot.storage.search_text import FUNCTION_NAME as SPACED_FUNCTION, spaced
 from bot.storage.migrations import LATEST_VERSION, MIGRATIONS, newer_schema_message
 
@@ -304,7 +304,7 @@ class Database:
             log.info("database migrated from version %s to %s", current, reached)
 
     def now(self) -> str:
-        """This moment by the runtime's clock, in the stored form (bot.clock.iso)."""
+        """This moment by the runtime's clock, in the stored form (bot.core.clock.iso)."""
         return iso(self._clock())
 
     @property

@@ -8,7 +8,7 @@ from typing import Any, Literal
 
 import aiosqlite
 
-from bot.errors import VersionConflict
+from bot.core.errors import VersionConflict
 from bot.storage.database import Database
 
 Change = Literal["extraction", "emergence", "tool", "api", "import", "undo"]

@@ -8,7 +8,7 @@ from types import TracebackType
 
 from bot.storage.conversations import _MESSAGE_COLUMNS, _message
 from bot.storage.memory_state import _RUN_COLUMNS, _run
-from bot.storage.records import MemoryRunRecord, MessageRecord
+from bot.core.records import MemoryRunRecord, MessageRecord
 
 
 class ReadOnlyDatabase:

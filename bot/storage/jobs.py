@@ -6,7 +6,7 @@ import builtins
 from typing import Any
 
 from bot.storage.database import Database
-from bot.storage.records import CronJobRecord
+from bot.core.records import CronJobRecord
 
 _COLUMNS = (
     "id, agent_id, name, cron_expression, timezone, task_type, trigger_message, enabled, "

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import aiosqlite
 
-from bot.errors import VersionConflict
+from bot.core.errors import VersionConflict
 from bot.storage.database import Database
 from bot.storage.file_history import append_version, record_version
 

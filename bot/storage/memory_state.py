@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from bot.storage.database import Database
-from bot.storage.records import MemoryRunRecord, PendingMemoryRecord, UnanalysedConversation
+from bot.core.records import MemoryRunRecord, PendingMemoryRecord, UnanalysedConversation
 
 _PENDING_COLUMNS = "conversation_id, agent_id, upto_message_id, trigger_source, attempts, due_time, last_error"
 _RUN_COLUMNS = "id, agent_id, kind, conversation_id, status, reason, started, finished, error"

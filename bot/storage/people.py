@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from bot.storage.database import Database
-from bot.storage.records import PersonRecord
+from bot.core.records import PersonRecord
 
 OWNER_PERSON_ID = 1
 # A person's own agent is bound like a group's: in mate_chat_agent, under this key.

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from bot.errors import VersionConflict
+from bot.core.errors import VersionConflict
 from bot.storage.database import Database
 from bot.storage.file_history import record_version
 

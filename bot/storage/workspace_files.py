@@ -6,7 +6,7 @@ from typing import Any
 
 from bot.storage.database import Database
 from bot.storage.file_history import Change, append_version, record_version
-from bot.storage.records import WorkspaceFileRecord
+from bot.core.records import WorkspaceFileRecord
 
 _COLUMNS = (
     "id, agent_id, filename, content, file_size, enabled, sort_order, create_time, update_time, "

@@ -15,11 +15,11 @@ from telegram import Bot, BotCommand, Message, MessageEntity, ReplyParameters, U
 from telegram.constants import ChatAction, ChatType, ParseMode
 from telegram.error import BadRequest, Conflict, InvalidToken, NetworkError, RetryAfter, TelegramError
 
-from bot.access import Access, AccessPolicy, ChatKind
-from bot.command_names import COMMANDS
-from bot.config import TelegramConfig
-from bot.prompts import PromptLibrary
-from bot.retry import CHANNEL_RECONNECT, TELEGRAM_SEND, Backoff, RetryStreak, retrying
+from bot.conversation.access import Access, AccessPolicy, ChatKind
+from bot.conversation.commands.names import COMMANDS
+from bot.core.config import TelegramConfig
+from bot.core.prompts import PromptLibrary
+from bot.core.retry import CHANNEL_RECONNECT, TELEGRAM_SEND, Backoff, RetryStreak, retrying
 from channels.base import (
     CHANNEL_OK,
     CHANNEL_RETRYING,

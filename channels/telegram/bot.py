@@ -13,8 +13,8 @@ from telegram.error import RetryAfter, TelegramError
 from telegram.request import HTTPXRequest
 from telegram.warnings import PTBDeprecationWarning
 
-from bot.config import TelegramConfig
-from bot.errors import MateError
+from bot.core.config import TelegramConfig
+from bot.core.errors import MateError
 from channels.formatting import (
     TELEGRAM_LIMIT,
     markdown_to_telegram_html,

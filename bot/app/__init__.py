@@ -1,0 +1,1 @@
+"""Composition: the core and runtime built once, the daemon, the admin API and web page, the CLI's helpers."""

@@ -1,0 +1,1 @@
+"""The admin HTTP API and the web chat page on aiohttp."""

@@ -1,0 +1,1 @@
+"""What the command line does besides running the daemon: backups, the chat beside a daemon."""

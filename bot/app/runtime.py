@@ -1,0 +1,226 @@
+"""Builds the conversation pipeline (LLM, window, agent, router, commands) over a Core."""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import logging
+from collections.abc import AsyncIterator
+from contextlib import AsyncExitStack, asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from bot.conversation.access import AccessPolicies
+from bot.conversation.agent import Agent
+from bot.app.core import Core, open_core
+from bot.conversation.commands.handler import CommandHandler
+from bot.core.config import Config, MediaConfig
+from bot.llm.chat_prefix import ChatPrefixes
+from bot.llm.tokens import TokenEstimator
+from bot.conversation.window import ConversationWindowManager
+from bot.core.clock import Clock, MinuteLabels, utc_now
+from bot.llm import AnthropicClient, LLMClient, OfflineClient, OpenAIClient
+from bot.llm import UsageRecordingClient
+from bot.media.preparer import MediaPreparer
+from bot.conversation.people import shared_owner_memory
+from bot.llm import TextToolCallClient
+from bot.llm.context_probe import fitted_window, probe_context
+from bot.core.retry import Sleep
+from bot.conversation.router import ChannelMessageRouter
+from bot.schedule.reminders.delivery import ChannelOutbox
+from bot.schedule.reminders.service import TaskService
+from bot.schedule.reminders.tool import TurnTaskTools
+from bot.media.transcription import OpenAITranscriber
+from bot.media.voice import VoiceNoteReader
+from channels.base import ChannelStateBoard
+from bot.storage.embeddings import SqliteEmbeddingRepository
+from memory.consolidation.turns import ConsolidationTurns
+from memory.recall.embeddings import EmbeddingBackfill, EndpointHealth, OpenAIEmbeddingClient, SemanticSearch
+from memory.consolidation.emergence import MemoryEmergenceService
+from memory.events import MemoryEventSink, NullMemorySink
+from memory.trust.history import MemoryHistoryService
+from memory.trust.receipts import MemoryReceipts
+from memory.consolidation.review import ConsolidationReview
+from memory.recall.search import MemorySearchService
+from memory.recall.tool import MemorySearchTool
+from memory.extraction.summarization import MemorySummarizationService
+from memory.workspace.tool import WorkspaceMemoryTool
+from memory.worker import MemoryWorker
+from memory.workspace.service import MEMORY_FILE, PROFILE_FILE
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryServices:
+    """The memory work beside the conversations; a runtime opened without the worker has none."""
+
+    summarization: MemorySummarizationService
+    worker: MemoryWorker  # the durable queue in front of `summarization`; /memory summarize runs through it
+    emergence: MemoryEmergenceService
+    review: ConsolidationReview  # /memory approve | reject, and the web page's proposal
+
+
+@dataclass(slots=True)
+class Runtime:
+    """Everything a conversation needs, built once by open_runtime."""
+
+    core: Core
+    llm: LLMClient
+    tokens: TokenEstimator
+    window: ConversationWindowManager
+    agent: Agent
+    router: ChannelMessageRouter
+    commands: CommandHandler
+    memory: MemoryEventSink  # the worker, or a sink that drops events when there is none
+    offline: bool
+    channel_states: ChannelStateBoard
+    access: AccessPolicies
+    memory_tool: WorkspaceMemoryTool
+    search: MemorySearchService
+    memory_services: MemoryServices | None
+    tasks: TaskService  # reminders: the tools, /tasks, the API; the daemon's timer fires them
+    outbox: ChannelOutbox  # messages the daemon sends on its own (reminders, memory receipts), by channel
+    consolidation_turns: ConsolidationTurns  # the nightly review's turns: their memory writes are its run's
+    clock: Clock = utc_now  # open_runtime's: what the daemon's services started later keep too
+
+
+YOUNG_GC_THRESHOLD = 20_000
+
+
+def tune_garbage_collector() -> None:
+    """Once per process, after start-up: keep the collector's pauses out of the replies.
+
+    - What start-up built (modules, the SDK's models, templates, config) lives as long as
+      the process; frozen, it is no longer walked by every full collection.
+    - The young generation is collected after 20 000 new objects instead of 700: a reply
+      makes a few hundred, so collections come ~30x less often, each still short.
+    Measured (bench/concurrency, N=500): ratio 0.93 -> 0.95-0.96. Garbage left at the
+    freeze stays for good, so this is done once, when start-up is over.
+    """
+    gc.collect()
+    gc.freeze()
+    _, middle, old = gc.get_threshold()
+    gc.set_threshold(YOUNG_GC_THRESHOLD, middle, old)
+
+
+def make_llm(config: Config) -> AnthropicClient | OpenAIClient | OfflineClient:
+    """The client for `mate.llm.api`; the only place that knows which protocol is in use."""
+    llm = config.mate.llm
+    if not llm.uses_anthropic:
+        return OfflineClient()
+    if llm.protocol == "openai":
+        return OpenAIClient(llm)
+    return AnthropicClient(llm)
+
+
+@asynccontextmanager
+async def open_runtime(
+    config: Config, *, llm: LLMClient | None = None, with_memory_worker: bool = True,
+    clock: Clock = utc_now, sleep: Sleep = asyncio.sleep,
+) -> AsyncIterator[Runtime]:
+    """Everything a conversation needs; the memory worker is built but its loop not started.
+
+    `clock` and `sleep` are the time the agent, the memory work and storage keep (a bench
+    runs a whole day on a simulated one)."""
+    async with AsyncExitStack() as stack:
+        core = await stack.enter_async_context(open_core(config, clock=clock))
+        mate = config.mate
+        warning = shared_owner_memory(mate)
+        if warning:
+            log.warning("%s", warning)
+        offline = False
+        window_config = mate.agent.conversation.window
+        if llm is None:
+            client = make_llm(config)
+            offline = isinstance(client, OfflineClient)
+            llm = await stack.enter_async_context(client)
+            if not offline and mate.llm.base_url.strip():  # a local server may hold less than the window
+                found = await probe_context(mate.llm.base_url, mate.llm.model)
+                window_config = fitted_window(window_config, found, mate.llm.base_url)
+        assert llm is not None
+        if mate.llm.parses_text_tool_calls and not offline:
+            llm = TextToolCallClient(llm)
+        llm = UsageRecordingClient(llm, core.repos.llm_usage)
+        tokens = TokenEstimator()
+        outbox = ChannelOutbox()
+        prefixes = ChatPrefixes()  # the agent's chat prefixes, which memory extraction reads from the cache
+        services = _memory_services(stack, core, llm, clock, sleep, outbox, prefixes) if with_memory_worker else None
+        memory: MemoryEventSink = services.worker if services else NullMemorySink()
+        window = ConversationWindowManager(
+            window_config, core.repos, tokens, llm, core.prompts, memory,
+            summary_model=mate.llm.effective_memory_model, time_label=MinuteLabels(mate.timezone),
+        )
+        consolidation_turns = ConsolidationTurns(core.repos)
+        tool = WorkspaceMemoryTool(core.workspace, core.prompts, budgets={
+            PROFILE_FILE: mate.memory.profile_max_chars, MEMORY_FILE: mate.memory.memory_max_chars},
+            person_budget=mate.memory.person_max_chars, off_the_record=core.repos.incognito.holds,
+            consolidation_run=consolidation_turns.run_of)
+        semantic = await _semantic_search(stack, core, backfill=with_memory_worker)
+        search = MemorySearchService(core.repos.search, semantic)
+        agent = Agent(mate, core.repos, core.workspace, window, llm, tokens, core.prompts,
+                      [tool, MemorySearchTool(search, core.prompts)], clock=clock, prefixes=prefixes)
+        media = MediaPreparer(mate.media, Path(mate.database.path).parent / "media",
+                              voice=await _voice_notes(stack, mate.media))
+        stack.callback(media.close)  # runs after the router drained: drops queued media work
+        access = core.access
+        channel_states = ChannelStateBoard()
+        tasks = TaskService(mate.tasks, mate.timezone, core.repos.tasks, access, core.prompts, clock=clock)
+        # The commands take the router per call (ChatControl), so they are built first and
+        # handed to it whole.
+        commands = CommandHandler(mate, core.repos, core.workspace, window, agent, core.prompts,
+                                  emergence=services.emergence if services else None,
+                                  summarizer=services.worker if services else None,
+                                  channel_states=channel_states, search=search, tasks=tasks,
+                                  review=services.review if services else None)
+        router = ChannelMessageRouter(mate, core.repos, core.agents, agent, memory, core.prompts,
+                                      commands=commands, media=media, access=access, people=core.people,
+                                      tasks=TurnTaskTools(tasks, core.prompts, core.repos.incognito.holds),
+                                      clock=clock)
+        yield Runtime(core=core, llm=llm, tokens=tokens, window=window, agent=agent, router=router,
+                      commands=commands, memory=memory, offline=offline, channel_states=channel_states,
+                      access=access, memory_tool=tool, search=search, memory_services=services, tasks=tasks,
+                      outbox=outbox, consolidation_turns=consolidation_turns, clock=clock)
+
+
+def _memory_services(
+    stack: AsyncExitStack, core: Core, llm: LLMClient, clock: Clock, sleep: Sleep, outbox: ChannelOutbox,
+    prefixes: ChatPrefixes,
+) -> MemoryServices:
+    mate = core.config.mate
+    receipts = MemoryReceipts(mate.memory.receipts, core.repos, outbox, core.prompts)
+    service = MemorySummarizationService(mate, core.repos, core.workspace, llm, core.prompts, clock, sleep=sleep,
+                                         listener=receipts, prefixes=prefixes)
+    worker = MemoryWorker(service, core.repos, mate, clock=clock, sleep=sleep)
+    stack.push_async_callback(worker.close)
+    history = MemoryHistoryService(core.repos, core.workspace, core.prompts, mate.timezone)
+    review = ConsolidationReview(core.repos, core.workspace, core.prompts, outbox, history,
+                                 telegram_admins=mate.channels.telegram.admins)
+    emergence = MemoryEmergenceService(mate, core.repos, core.workspace, llm, core.prompts, clock, sleep=sleep,
+                                       review=review)
+    return MemoryServices(service, worker, emergence, review)
+
+
+async def _voice_notes(stack: AsyncExitStack, media: MediaConfig) -> VoiceNoteReader:
+    """Voice notes transcribed when an endpoint is configured; else they get the line saying how."""
+    settings = media.transcription
+    if settings is None:
+        return VoiceNoteReader(None, max_minutes=media.max_audio_minutes)
+    transcriber = await stack.enter_async_context(OpenAITranscriber(settings))
+    return VoiceNoteReader(transcriber, max_minutes=media.max_audio_minutes, address=transcriber.address)
+
+
+async def _semantic_search(
+    stack: AsyncExitStack, core: Core, *, backfill: bool,
+) -> SemanticSearch | None:
+    """Semantic search when an embeddings endpoint is configured; the backfill runs beside the
+    memory worker (the daemon), stopped before the database closes."""
+    settings = core.config.mate.memory.embeddings
+    if settings is None:
+        return None
+    client = await stack.enter_async_context(OpenAIEmbeddingClient(settings))
+    store = SqliteEmbeddingRepository(core.db)
+    health = EndpointHealth(settings.base_url)
+    if backfill:
+        await stack.enter_async_context(EmbeddingBackfill(client, store, health).running())
+    return SemanticSearch(client, store, health)

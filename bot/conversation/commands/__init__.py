@@ -1,0 +1,1 @@
+"""Slash commands, the same on every channel."""

@@ -1,0 +1,1 @@
+"""What conversation, memory and the model clients all read: message encoding, transcripts, cached prefixes."""

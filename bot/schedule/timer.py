@@ -1,0 +1,207 @@
+"""TaskTimer: runs each reminder once at its time, catches up after downtime, marks older runs missed,
+and cancels those whose maker lost the access or route they were made with."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from datetime import datetime, timedelta
+from types import TracebackType
+from typing import Protocol
+
+from bot.core.clock import Clock, iso, parse_iso, utc_now
+from bot.storage.tasks import ChatRef
+from bot.storage.tasks import SqliteTaskRepository, TaskRecord
+from bot.schedule.reminders.delivery import MaySchedule
+from bot.schedule.reminders.service import TaskService
+from bot.schedule.timing import latest_due, next_fire, parse_cron
+
+log = logging.getLogger(__name__)
+
+MAX_SLEEP = 30.0  # the clock is read again at least this often (a suspended host, a changed clock)
+STOP_GRACE = 5.0
+
+
+class FireTask(Protocol):
+    """Delivers one task's run; False when it could not start (the daemon is stopping)."""
+
+    async def __call__(self, task: TaskRecord) -> bool: ...
+
+    async def lost_standing(self, task: TaskRecord, may_schedule: MaySchedule) -> str | None:
+        """Why the task's maker no longer has the access or route it was made with; None: it has."""
+        ...
+
+
+class TaskTimer:
+    """Wakes at the next due task; records each run before delivering it, so a crash between the
+    two delivers at most once.
+
+    The clock is injected and read each time: APScheduler 3 reads the wall clock itself, so
+    its triggers only compute the times here (cron fields, DST), and the waiting is ours.
+    """
+
+    def __init__(
+        self, store: SqliteTaskRepository, service: TaskService, fire: FireTask, *, catch_up_minutes: float,
+        clock: Clock = utc_now, max_sleep: float = MAX_SLEEP,
+    ) -> None:
+        self._store = store
+        self._service = service
+        self._fire = fire
+        self._catch_up = timedelta(minutes=catch_up_minutes)
+        self._clock = clock
+        self._max_sleep = max_sleep
+        self._loop: asyncio.Task[None] | None = None
+        self._firing: set[asyncio.Task[None]] = set()
+        self._held: dict[int, datetime] = {}  # task id -> when its failed check is tried again
+
+    async def __aenter__(self) -> TaskTimer:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.stop()
+
+    async def start(self) -> None:
+        await self._service.load_missed()
+        await self.vet_pending()
+        self._loop = asyncio.create_task(self._run(), name="task-timer")
+
+    async def stop(self) -> None:
+        """No new runs; runs in progress get a few seconds, then are cancelled (recorded already:
+        start-up recovery answers a turn left without its reply)."""
+        loop, self._loop = self._loop, None
+        if loop is not None:
+            loop.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await loop
+        if self._firing:
+            _, pending = await asyncio.wait(self._firing, timeout=STOP_GRACE)
+            for task in pending:
+                task.cancel()
+            await asyncio.gather(*pending, return_exceptions=True)
+
+    async def _run(self) -> None:
+        while True:
+            try:
+                await self.run_due()
+                delay = await self._delay()
+            except Exception:  # boundary: a broken row or a locked database must not end the timer
+                log.exception("running due tasks failed; trying again in %.0f s", self._max_sleep)
+                delay = self._max_sleep
+            await self._service.changes.wait(delay)
+
+    async def _delay(self) -> float:
+        upcoming = await self._store.next_due()
+        if upcoming is None:
+            return self._max_sleep
+        now = self._clock()
+        try:
+            at = parse_iso(upcoming)
+            if at <= now and self._held:
+                at = await self._next_unheld(now)
+        except ValueError:
+            return self._max_sleep
+        return min(max((at - now).total_seconds(), 0.01), self._max_sleep)
+
+    async def _next_unheld(self, now: datetime) -> datetime:
+        """When the next task that is not held back is due, or a hold ends: what is due now is
+        held, and waking for it every few milliseconds would only skip it again."""
+        horizon = now + timedelta(seconds=self._max_sleep)
+        times = [parse_iso(t.next_run_time) for t in await self._store.due(iso(horizon))
+                 if t.next_run_time is not None and t.id not in self._held]
+        return min([*times, *self._held.values(), horizon])
+
+    async def run_due(self) -> int:
+        """Start every task due now (each in its own task); how many were started. A task whose
+        check fails is skipped, not run, and tried again after `max_sleep`: the others go on."""
+        now = self._clock()
+        self._held = {task_id: until for task_id, until in self._held.items() if until > now}
+        started = 0
+        for task in await self._store.due(iso(now)):
+            if task.id in self._held:
+                continue
+            try:
+                if await self._take(task, now):
+                    started += 1
+            except Exception as exc:  # boundary: fail closed for this task, not for every one due after it
+                self._held[task.id] = now + timedelta(seconds=self._max_sleep)
+                log.warning("task %s not run: checking or recording its run failed (%s: %s); tried again in %.0f s",
+                            task.id, type(exc).__name__, exc, self._max_sleep)
+        return started
+
+    async def vet_pending(self) -> int:
+        """Cancel the pending tasks whose makers lost the access or route they had (the config
+        may have changed while the daemon was down); how many were cancelled. Their runs are
+        checked again when due: a check that fails here leaves them to that one."""
+        checked: set[tuple[ChatRef, str, int]] = set()
+        cancelled = 0
+        for task in await self._store.for_agent(None):
+            key = (task.chat, task.created_by, task.agent_id)
+            if key in checked:
+                continue
+            checked.add(key)
+            try:
+                cancelled += await self._cancel_if_lost(task)
+            except Exception:  # boundary: the daemon starts; the run itself is checked again
+                log.warning("checking task %s against today's access rules failed", task.id, exc_info=True)
+        return cancelled
+
+    async def _cancel_if_lost(self, task: TaskRecord) -> int:
+        """Cancel, with one log line, every live task of this maker in this chat for this agent when
+        the maker lost its standing; how many were cancelled (0: the task may run)."""
+        reason = await self._fire.lost_standing(task, self._service.may_schedule)
+        if reason is None:
+            return 0
+        chat = task.chat
+        count = await self._store.cancel_made_by(chat, task.created_by, task.agent_id)
+        if count:
+            log.warning("%d pending reminder(s) cancelled: %s", count, reason,
+                        extra={"channel": chat.channel, "chat_id": chat.chat_id, "thread_id": chat.thread_id})
+        return max(count, 1)  # cancelled here, or meanwhile by another run: it does not run either way
+
+    async def _take(self, task: TaskRecord, now: datetime) -> bool:
+        assert task.next_run_time is not None
+        try:
+            due = parse_iso(task.next_run_time)
+            trigger = parse_cron(task.cron, task.timezone) if task.cron else None
+        except (ValueError, KeyError) as exc:  # a hand-edited row: stop it rather than retry it forever
+            log.warning("task %s disabled: %s", task.id, exc)
+            await self._store.miss(task.id, task.next_run_time, None)
+            return False
+        # Checked before anything is recorded or said in the chat, a missed-run notice included.
+        if await self._cancel_if_lost(task):
+            return False
+        following: datetime | None = None
+        if trigger is not None:
+            due = latest_due(trigger, due, now)  # one catch-up covers every run missed in a row
+            following = next_fire(trigger, now)
+        next_text = iso(following) if following is not None else None
+        late = now - due
+        if late > self._catch_up:
+            if await self._store.miss(task.id, task.next_run_time, next_text):
+                self._service.note_missed(task)
+                log.info("task %s missed its run of %s (%.0f min late); its chat hears of it once",
+                         task.id, iso(due), late.total_seconds() / 60)
+            return False
+        if not await self._store.claim(task.id, task.next_run_time, next_text, ran=iso(now)):
+            return False  # cancelled or taken meanwhile
+        if late > timedelta(minutes=1):
+            log.info("task %s runs %.0f min late (missed while down)", task.id, late.total_seconds() / 60)
+        running = asyncio.create_task(self._deliver(task, next_text), name=f"task-{task.id}")
+        self._firing.add(running)
+        running.add_done_callback(self._firing.discard)
+        return True
+
+    async def _deliver(self, task: TaskRecord, claimed_next: str | None) -> None:
+        assert task.next_run_time is not None
+        try:
+            started = await self._fire(task)
+        except Exception:  # boundary: one task's failure must not touch the others
+            log.exception("task %s failed", task.id)
+            return
+        if not started:
+            await self._store.release(task.id, task.next_run_time, claimed_next)
+            log.info("task %s put back: the daemon is stopping; it runs at the next start", task.id)

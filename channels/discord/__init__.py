@@ -1,0 +1,1 @@
+"""The Discord channel: a discord.py client turned into InboundMessages and replies."""

@@ -1,0 +1,1 @@
+"""The nightly consolidation of daily notes into MEMORY.md, and its review."""

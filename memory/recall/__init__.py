@@ -1,0 +1,1 @@
+"""Search over what an agent was told and wrote down: words, and vectors where configured."""

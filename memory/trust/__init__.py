@@ -1,0 +1,1 @@
+"""Memory people can trust: a file's versions, undo, why, and receipts."""

@@ -1,0 +1,1 @@
+"""Per-agent markdown workspace files, the model's tools over them, and their export."""

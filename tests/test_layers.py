@@ -1,0 +1,60 @@
+"""The layer rule of the layout: imports only run downwards,
+
+    core, channels/base  <-  storage  <-  llm  <-  {media, memory}  <-  conversation
+        <-  schedule  <-  features  <-  channel adapters  <-  app
+
+counting imports made only for type checking (a port belongs to the layer that calls it)."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.test_llm_package import _graph
+
+PACKAGES = ("bot", "channels", "memory")
+# What the adapters and the router both use, written once beside the channel port.
+CHANNEL_GROUND = ("channels.base", "channels.formatting", "channels.streaming")
+LAYERS: tuple[tuple[str, ...], ...] = (
+    ("bot.core", *CHANNEL_GROUND),
+    ("bot.storage",),
+    ("bot.llm",),
+    ("bot.media", "memory"),
+    ("bot.conversation",),
+    ("bot.schedule",),
+    ("bot.features",),
+    ("channels",),
+    ("bot.app", "bot.__main__", "bot"),
+)
+
+
+def layer_of(module: str) -> int:
+    """The layer of `module`: the one whose most specific prefix names it."""
+    best, found = -1, -1
+    for index, prefixes in enumerate(LAYERS):
+        for prefix in prefixes:
+            if (module == prefix or module.startswith(prefix + ".")) and len(prefix) > best:
+                best, found = len(prefix), index
+    if found < 0:
+        raise AssertionError(f"{module} is in no layer: add its package to LAYERS")
+    return found
+
+
+def test_every_module_is_in_a_layer() -> None:
+    for module in _graph(PACKAGES):
+        layer_of(module)
+
+
+def test_imports_run_only_downwards() -> None:
+    upward = sorted(f"{module} -> {imported}" for module, imports in _graph(PACKAGES).items()
+                    for imported in imports if layer_of(imported) > layer_of(module))
+    assert upward == []
+
+
+@pytest.mark.parametrize(("module", "layer"), [
+    ("bot.core.config", 0), ("channels.base", 0), ("channels.streaming", 0), ("bot.storage.database", 1),
+    ("bot.llm.port", 2), ("memory.worker", 3), ("bot.media.voice", 3), ("bot.conversation.router", 4),
+    ("bot.schedule.timer", 5), ("channels.telegram.adapter", 7), ("channels.discord.adapter", 7),
+    ("bot.app.daemon", 8), ("bot.__main__", 8),
+])
+def test_the_layers_are_read_as_the_layout_says(module: str, layer: int) -> None:
+    assert layer_of(module) == layer
