@@ -157,10 +157,20 @@ def conversation_key(message: InboundMessage) -> str:
     return f"{message.channel}:{message.chat_id}"
 
 
+# A chat's and a conversation's key start with the channel's short form.
+_PREFIXES = {"telegram": "tg", "discord": "dc"}
+_CHANNELS = {prefix: channel for channel, prefix in _PREFIXES.items()}
+
+
 def chat_key(message: InboundMessage) -> str:
     """The chat itself, threads and topics included: what a `per-chat` agent is bound to."""
-    prefixes = {"telegram": "tg", "discord": "dc"}
-    return f"{prefixes.get(message.channel, message.channel)}:{message.chat_id}"
+    return f"{_PREFIXES.get(message.channel, message.channel)}:{message.chat_id}"
+
+
+def parse_chat_key(key: str) -> tuple[str, str]:
+    """(channel, chat id) of a key made by chat_key."""
+    prefix, _, chat_id = key.partition(":")
+    return _CHANNELS.get(prefix, prefix), chat_id
 
 
 def parse_conversation_key(key: str) -> tuple[str, str, str | None] | None:
@@ -177,3 +187,13 @@ def parse_conversation_key(key: str) -> tuple[str, str, str | None] | None:
     if prefix == "dc" and rest:
         return "discord", rest, None
     return None
+
+
+def conversation_target(key: str) -> tuple[str, str, str | None] | None:
+    """(channel, chat id, thread id) a conversation's messages go to: Telegram, Discord and
+    console conversations; None for web chats (nothing is sent to them on its own)."""
+    parsed = parse_conversation_key(key)
+    if parsed is not None:
+        return parsed
+    prefix, _, rest = key.split("#", 1)[0].partition(":")
+    return ("console", rest, None) if prefix == "console" and rest else None

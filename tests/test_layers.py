@@ -7,10 +7,14 @@ counting imports made only for type checking (a port belongs to the layer that c
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
+
 import pytest
 
 from tests.test_llm_package import _graph
 
+ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ("bot", "channels", "memory")
 # What the adapters and the router both use, written once beside the channel port.
 CHANNEL_GROUND = ("channels.base", "channels.formatting", "channels.streaming")
@@ -58,3 +62,19 @@ def test_imports_run_only_downwards() -> None:
 ])
 def test_the_layers_are_read_as_the_layout_says(module: str, layer: int) -> None:
     assert layer_of(module) == layer
+
+
+def test_memory_names_no_channel() -> None:
+    # Memory serves every channel alike: which channels exist, and how their chats are keyed,
+    # is known by channels/ and the app that wires them.
+    named = sorted(str(path.relative_to(ROOT)) for path in (ROOT / "memory").rglob("*.py")
+                   if re.search(r"telegram|discord|\"tg:|\"dc:", path.read_text(encoding="utf-8"), re.I))
+    assert named == []
+
+
+def test_a_conversation_key_is_built_and_parsed_in_one_module() -> None:
+    # Only channels/base.py knows the short forms ("tg:", "dc:") keys are written with (a
+    # migration, written once for the keys of its day, is history and keeps its SQL).
+    writers = sorted(str(path.relative_to(ROOT)) for package in PACKAGES for path in (ROOT / package).rglob("*.py")
+                     if re.search(r"[\"'](tg|dc):?[\"']|[\"'](tg|dc):", path.read_text(encoding="utf-8")))
+    assert writers == ["bot/storage/migrations.py", "channels/base.py"]

@@ -40,7 +40,7 @@ from memory.consolidation.emergence import MemoryEmergenceService
 from memory.events import MemoryEventSink, NullMemorySink
 from memory.trust.history import MemoryHistoryService
 from memory.trust.receipts import MemoryReceipts
-from memory.consolidation.review import ConsolidationReview
+from memory.consolidation.review import ConsolidationReview, OwnerChannel
 from memory.recall.search import MemorySearchService
 from memory.recall.tool import MemorySearchTool
 from memory.extraction.summarization import MemorySummarizationService
@@ -194,8 +194,12 @@ def _memory_services(
     worker = MemoryWorker(service, core.repos, mate, clock=clock, sleep=sleep)
     stack.push_async_callback(worker.close)
     history = MemoryHistoryService(core.repos, core.workspace, core.prompts, mate.timezone)
+    # The owner's direct chat, where a proposal is sent: Telegram first (a private chat's id
+    # is the user's, so the first admin's chat works before any is stored), then Discord.
+    admins = mate.channels.telegram.admins
+    owner_channels = (OwnerChannel("telegram", admins[0] if admins else None), OwnerChannel("discord"))
     review = ConsolidationReview(core.repos, core.workspace, core.prompts, outbox, history,
-                                 telegram_admins=mate.channels.telegram.admins)
+                                 owner_channels=owner_channels)
     emergence = MemoryEmergenceService(mate, core.repos, core.workspace, llm, core.prompts, clock, sleep=sleep,
                                        review=review)
     return MemoryServices(service, worker, emergence, review)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import difflib
 import logging
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import timedelta
 
 from bot.core.clock import Clock, iso, utc_now
@@ -12,16 +13,15 @@ from bot.core.errors import VersionConflict
 from bot.core.prompts import PromptLibrary
 from bot.storage import Repositories
 from bot.storage.proposals import ProposalRecord
-from channels.base import OutboundMessage
+from channels.base import OutboundMessage, conversation_target
 from memory.trust.history import MemoryHistoryService
-from memory.trust.receipts import Outbox, chat_target
+from memory.trust.receipts import Outbox
 from memory.workspace.service import WorkspaceFileService
 
 log = logging.getLogger(__name__)
 
 EXPIRY_HOURS = 48
 DIFF_LINES = 40  # a longer diff is cut (the web page shows it whole)
-OWNER_CHANNELS = ("telegram", "discord")  # where the owner's direct chat is looked for, in this order
 
 
 def memory_diff(before: str, after: str, limit: int = DIFF_LINES) -> str:
@@ -33,16 +33,25 @@ def memory_diff(before: str, after: str, limit: int = DIFF_LINES) -> str:
     return "\n".join(lines)
 
 
+@dataclass(frozen=True, slots=True)
+class OwnerChannel:
+    """A channel where the owner's direct chat is looked for (in the order given), and the chat
+    to use there when none is stored yet (on some channels a private chat's id is the user's)."""
+
+    channel: str
+    fallback_chat: str | None = None
+
+
 class ConsolidationReview:
     def __init__(self, repos: Repositories, workspace: WorkspaceFileService, prompts: PromptLibrary,
-                 outbox: Outbox, history: MemoryHistoryService, *, telegram_admins: Sequence[str] = (),
+                 outbox: Outbox, history: MemoryHistoryService, *, owner_channels: Sequence[OwnerChannel] = (),
                  clock: Clock = utc_now) -> None:
         self._repos = repos
         self._workspace = workspace
         self._prompts = prompts
         self._outbox = outbox
         self._history = history
-        self._telegram_admins = tuple(telegram_admins)
+        self._owner_channels = tuple(owner_channels)
         self._clock = clock
 
     async def propose(self, agent_id: int, filename: str, base_version: int, before: str, after: str,
@@ -56,7 +65,7 @@ class ConsolidationReview:
         which = "" if agent_id == 1 else f" {agent_id}"
         text = self._prompts.text("proposal_sent", reason=reason, hours=EXPIRY_HOURS, agent=agent.name if agent else "?",
                                   which=which, diff=f"```diff\n{memory_diff(before, after)}\n```")
-        for channel in OWNER_CHANNELS:
+        for channel in self._owner_channels:
             target = await self._owner_chat(channel)
             if target is None:
                 continue
@@ -66,13 +75,11 @@ class ConsolidationReview:
         log.info("a consolidation proposal for agent %s waits on the web page (no owner chat found)", agent_id)
         return False
 
-    async def _owner_chat(self, channel: str) -> tuple[str, str, str | None] | None:
-        conversation = await self._repos.proposals.owner_direct_chat(channel)
+    async def _owner_chat(self, owner: OwnerChannel) -> tuple[str, str, str | None] | None:
+        conversation = await self._repos.proposals.owner_direct_chat(owner.channel)
         if conversation is not None:
-            return chat_target(conversation)
-        if channel == "telegram" and self._telegram_admins:  # a private chat's id is the user's
-            return ("telegram", self._telegram_admins[0], None)
-        return None
+            return conversation_target(conversation)
+        return (owner.channel, owner.fallback_chat, None) if owner.fallback_chat else None
 
     async def pending(self, agent_id: int) -> ProposalRecord | None:
         return await self._repos.proposals.pending(agent_id, iso(self._clock()))

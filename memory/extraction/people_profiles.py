@@ -10,8 +10,8 @@ from typing import Protocol
 from bot.core.records import MessageRecord, WorkspaceFileRecord
 
 PEOPLE_FOLDER = "people/"
-# What a sender id may bring into a file name: the rest becomes "_" (console user names may
-# hold anything; Telegram and Discord ids are digits).
+# What a sender id may bring into a file name: the rest becomes "_" (a user name may hold
+# anything; most channels' ids are digits).
 _UNSAFE = re.compile(r"[^0-9A-Za-z_.@-]")
 
 
@@ -20,7 +20,7 @@ class ReadsFiles(Protocol):
 
 
 def profile_filename(channel: str, sender_id: str) -> str:
-    """`people/telegram-111.md`: where a group's agent keeps what one member said about themselves."""
+    """`people/<channel>-<id>.md`: where a group's agent keeps what one member said about themselves."""
     safe = _UNSAFE.sub("_", sender_id).lstrip(".") or "_"
     return f"{PEOPLE_FOLDER}{_UNSAFE.sub('_', channel)}-{safe[:100]}.md"
 
@@ -35,7 +35,7 @@ def newest_first(current: tuple[str, str], earlier: Iterable[tuple[str, str]], l
 
 
 async def profiles_block(files: ReadsFiles, agent_id: int, senders: Sequence[tuple[str, str]]) -> str:
-    """The `--- people/telegram-111.md ---` blocks of the senders that have a non-blank profile."""
+    """The `--- people/<channel>-<id>.md ---` blocks of the senders that have a non-blank profile."""
     blocks: list[str] = []
     for channel, sender_id in senders:
         name = profile_filename(channel, sender_id)

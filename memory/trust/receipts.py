@@ -16,7 +16,7 @@ from typing import Literal, Protocol
 
 from bot.core.prompts import PromptLibrary
 from bot.storage import Repositories
-from channels.base import OutboundMessage, parse_conversation_key
+from channels.base import OutboundMessage, conversation_target
 from memory.events import FileChange, MemoryCommitted
 from memory.workspace.filenames import is_daily_note_name
 
@@ -90,15 +90,6 @@ def receipt_text(prompts: PromptLibrary, changes: Sequence[FileChange]) -> str:
     return "\n".join(lines)
 
 
-def chat_target(conversation_id: str) -> tuple[str, str, str | None] | None:
-    """(channel, chat id, thread id) a conversation's messages go to; None for web chats."""
-    parsed = parse_conversation_key(conversation_id)
-    if parsed is not None:
-        return parsed
-    prefix, _, rest = conversation_id.split("#", 1)[0].partition(":")
-    return ("console", rest, None) if prefix == "console" and rest else None
-
-
 class MemoryReceipts:
     """The CommitListener that sends receipts: direct chats, every chat, or none (`mate.memory.receipts`)."""
 
@@ -116,7 +107,7 @@ class MemoryReceipts:
         conversation = await self._repos.conversations.get(event.conversation_id)
         if conversation is None or (conversation.is_group and self._mode != "all"):
             return
-        target = chat_target(conversation.id)
+        target = conversation_target(conversation.id)
         text = receipt_text(self._prompts, event.changes)
         if target is None or not text:
             return

@@ -9,9 +9,10 @@ from bot.core.prompts import PromptLibrary
 from bot.storage import Repositories
 from bot.storage.people import OWNER_PERSON_ID, PERSON_BINDING_PREFIX
 from bot.core.records import AgentRecord, ConversationRecord, MessageRecord, PersonRecord
+from channels.base import parse_chat_key
 
-# Proper names, the same in every language; a chat key's prefix is the channel's short form.
-_CHANNELS = {"telegram": "Telegram", "discord": "Discord", "tg": "Telegram", "dc": "Discord"}
+# Proper names, the same in every language.
+_CHANNELS = {"telegram": "Telegram", "discord": "Discord"}
 _START_CHARS = 40  # of a web chat's first message, in its name
 
 
@@ -54,16 +55,12 @@ class NameBook:
             person_id = int(binding.removeprefix(PERSON_BINDING_PREFIX))
             person = self.by_person.get(person_id, str(person_id))
             return self.prompts.text("web_name_agent_person", agent=agent.name, person=person)
-        prefix, _, chat_id = binding.partition(":")
-        label = _CHANNELS.get(prefix, prefix)
+        channel, chat_id = parse_chat_key(binding)
+        label = _CHANNELS.get(channel, channel)
         if agent.name != binding:  # named after the chat's title: a group
             return self.prompts.text("web_name_group", title=agent.name, channel=label)
-        found = self.by_account.get(f"{_channel_of(prefix)}:{chat_id}")
+        found = self.by_account.get(f"{channel}:{chat_id}")
         return self.prompts.text("web_name_direct", person=found, channel=label) if found else binding
-
-
-def _channel_of(prefix: str) -> str:
-    return {"tg": "telegram", "dc": "discord"}.get(prefix, prefix)
 
 
 def _start(content: str) -> str:
