@@ -78,3 +78,11 @@ def test_a_conversation_key_is_built_and_parsed_in_one_module() -> None:
     writers = sorted(str(path.relative_to(ROOT)) for package in PACKAGES for path in (ROOT / package).rglob("*.py")
                      if re.search(r"[\"'](tg|dc):?[\"']|[\"'](tg|dc):", path.read_text(encoding="utf-8")))
     assert writers == ["bot/storage/migrations.py", "channels/base.py"]
+
+
+def test_the_incognito_rule_is_written_once() -> None:
+    # "Messages of a chat in incognito are never read for memory, search or vectors": one clause
+    # (bot/storage/remembered.py) that every such query and the index's triggers are built from.
+    writers = sorted(str(path.relative_to(ROOT)) for package in PACKAGES for path in (ROOT / package).rglob("*.py")
+                     if re.search(r"(FROM|JOIN) mate_incognito i\b", path.read_text(encoding="utf-8")))
+    assert writers == ["bot/storage/remembered.py"]

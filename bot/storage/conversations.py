@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, cast
 
-from bot.storage.incognito import NOT_INCOGNITO
+from bot.storage.remembered import NOT_INCOGNITO
 from bot.storage.database import Database
 from bot.core.records import ConversationActivity, ConversationRecord, MessageRecord, WindowRow
 

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from bot.storage.database import Database
-from bot.storage.incognito import NOT_INCOGNITO
+from bot.storage.remembered import NOT_INCOGNITO
 from bot.storage.search import SearchHit
 
 # What the search index holds (migrations: _SEARCHED_MESSAGE); blank texts have nothing to embed.

@@ -5,11 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from bot.storage.database import Database
-
-# The clause that leaves out a conversation's incognito messages (`m`: the mate_message alias).
-NOT_INCOGNITO = ("NOT EXISTS (SELECT 1 FROM mate_incognito i WHERE i.conversation_id = {m}.conversation_id "
-                 "AND {m}.id > i.after_message_id)")
-
+from bot.storage.remembered import NOT_INCOGNITO
 
 @dataclass(frozen=True, slots=True)
 class IncognitoState:
@@ -67,8 +63,7 @@ class SqliteIncognitoRepository:
     async def holds(self, message_id: int) -> bool:
         """Whether the message was written while its conversation was in incognito."""
         row = await self._db.fetchone(
-            "SELECT 1 FROM mate_message m JOIN mate_incognito i ON i.conversation_id = m.conversation_id "
-            "AND m.id > i.after_message_id WHERE m.id = ?", (message_id,))
+            f"SELECT 1 FROM mate_message m WHERE m.id = ? AND NOT {NOT_INCOGNITO.format(m='m')}", (message_id,))
         return row is not None
 
     async def started_before(self, cutoff: str) -> list[IncognitoState]:

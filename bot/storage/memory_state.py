@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from bot.storage.database import Database
+from bot.storage.remembered import NOT_INCOGNITO
 from bot.core.records import MemoryRunRecord, PendingMemoryRecord, UnanalysedConversation
 
 _PENDING_COLUMNS = "conversation_id, agent_id, upto_message_id, trigger_source, attempts, due_time, last_error"
@@ -168,7 +169,6 @@ class SqliteMemoryRunRepository:
             "SELECT m.content FROM mate_memory_run r JOIN mate_message m ON m.conversation_id = r.conversation_id "
             "WHERE r.id = ? AND m.role = 'user' AND m.create_time <= r.started AND m.create_time > COALESCE("
             "(SELECT MAX(p.started) FROM mate_memory_run p WHERE p.conversation_id = r.conversation_id "
-            "AND p.id < r.id AND p.status = 'completed'), '') AND NOT EXISTS (SELECT 1 FROM mate_incognito i "
-            "WHERE i.conversation_id = m.conversation_id AND m.id > i.after_message_id) "
+            f"AND p.id < r.id AND p.status = 'completed'), '') AND {NOT_INCOGNITO.format(m='m')} "
             "ORDER BY m.id DESC LIMIT ?", (run_id, limit))
         return [str(r[0]) for r in reversed(rows)]

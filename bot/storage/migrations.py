@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from bot.storage.remembered import NOT_INCOGNITO
 from bot.storage.search_schema import (
     FILE_TEXT,
     FILE_TEXT_V6,
@@ -60,9 +61,7 @@ _REMINDERS = (
 # (so never embedded) nor extracted, and they are deleted when incognito ends. Each
 # workspace file keeps its versions (mate_workspace_file_history), and a reviewed
 # consolidation waits in mate_memory_proposal for the owner's answer.
-_SEARCHED_MESSAGE_V13 = SEARCHED_MESSAGE + (
-    " AND NOT EXISTS (SELECT 1 FROM mate_incognito i WHERE i.conversation_id = {r}.conversation_id "
-    "AND {r}.id > i.after_message_id)")
+_SEARCHED_MESSAGE_V13 = SEARCHED_MESSAGE + " AND " + NOT_INCOGNITO.format(m="{r}")
 _TRUST = (
     """CREATE TABLE IF NOT EXISTS mate_workspace_file_history (
         file_id INTEGER NOT NULL,

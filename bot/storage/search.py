@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from bot.storage.database import Database
-from bot.storage.incognito import NOT_INCOGNITO
+from bot.storage.remembered import NOT_INCOGNITO
 
 T = TypeVar("T")
 
