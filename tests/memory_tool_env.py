@@ -13,7 +13,7 @@ import pytest
 
 from bot.core.prompts import PromptLibrary
 from bot.storage import Database, Repositories
-from bot.storage.file_history import Change
+from bot.storage.file_versions import Change
 from bot.storage.workspace_files import SqliteWorkspaceFileRepository
 from bot.core.tools import ToolResult
 from memory.workspace.tool import WorkspaceMemoryTool

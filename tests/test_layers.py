@@ -86,3 +86,12 @@ def test_the_incognito_rule_is_written_once() -> None:
     writers = sorted(str(path.relative_to(ROOT)) for package in PACKAGES for path in (ROOT / package).rglob("*.py")
                      if re.search(r"(FROM|JOIN) mate_incognito i\b", path.read_text(encoding="utf-8")))
     assert writers == ["bot/storage/remembered.py"]
+
+
+def test_a_file_version_has_one_writer() -> None:
+    # Create, replace, append, delete: bot/storage/file_versions.py writes a file's content and
+    # its history row together (a benchmark's bulk loader, plain sqlite3 outside the daemon, aside).
+    writers = sorted(str(path.relative_to(ROOT)) for package in PACKAGES for path in (ROOT / package).rglob("*.py")
+                     if re.search(r"UPDATE mate_workspace_file SET (content|deleted)|INTO mate_workspace_file(_history)?\(",
+                                  path.read_text(encoding="utf-8")))
+    assert writers == ["bot/storage/bulk_load.py", "bot/storage/file_versions.py"]

@@ -165,3 +165,14 @@ async def test_system_prompt_is_the_same_object_while_nothing_changed(core: Core
     await service.write(1, "PROFILE.md", "likes tea")
     changed = await service.build_system_prompt(1, base)
     assert "likes tea" in changed and changed is not first
+
+
+async def test_a_deleted_file_keeps_its_deletion_in_history(core: Core) -> None:
+    # Every version of a file, deletion included, is written with its history row (one writer).
+    written = await core.workspace.write(1, "notes/trip.md", "- Lisbon in May\n")
+    assert await core.workspace.delete(1, "notes/trip.md")
+    rows = await core.db.fetchall(
+        "SELECT version, content, change FROM mate_workspace_file_history WHERE file_id = ? ORDER BY version",
+        (written.file.id,))
+    assert [tuple(r) for r in rows] == [(1, "- Lisbon in May\n", "api"), (2, "", "api")]
+    assert not await core.workspace.delete(1, "notes/trip.md")  # gone already: nothing more is written

@@ -8,7 +8,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from bot.storage import file_versions
 from bot.storage.database import Database
+from bot.storage.file_versions import UNKNOWN_SOURCE, Made
 from bot.core.records import AgentRecord
 
 
@@ -105,12 +107,10 @@ class SqliteAgentRepository:
                     "INSERT INTO mate_chat_agent(chat_key, agent_id, create_time) VALUES (?, ?, ?)",
                     (chat_key, agent_id, now),
                 )
+            seeded = Made(UNKNOWN_SOURCE, None, keep=1, now=now)
             for filename, content, sort_order in seed.files:
-                await conn.execute(
-                    "INSERT OR IGNORE INTO mate_workspace_file(agent_id, filename, content, file_size, enabled, "
-                    "sort_order, create_time, update_time, deleted, version) VALUES (?, ?, ?, ?, 1, ?, ?, ?, 0, 1)",
-                    (agent_id, filename, content, len(content.encode("utf-8")), sort_order, now, now),
-                )
+                await file_versions.create(conn, agent_id, filename, content, seeded, enabled=True,
+                                           sort_order=sort_order, if_absent=True, recorded=False)
             name, cron, zone, task_type, trigger = seed.job
             await conn.execute(
                 "INSERT INTO mate_cron_job(agent_id, name, cron_expression, timezone, task_type, trigger_message, "

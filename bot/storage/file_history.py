@@ -4,17 +4,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
-import aiosqlite
 
 from bot.core.errors import VersionConflict
+from bot.storage import file_versions
 from bot.storage.database import Database
+from bot.storage.file_versions import UNKNOWN_SOURCE, Made
 
-Change = Literal["extraction", "emergence", "tool", "api", "import", "undo"]
-# A version recorded only when the next one is written (a seed, a file from before history
-# began) is labelled `import`: where it came from is not known.
-UNKNOWN_SOURCE: Change = "import"
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,50 +55,6 @@ def _kept_versions(where: str) -> str:
 def _version(row: Any) -> FileVersion:
     return FileVersion(file_id=row[0], filename=row[1], version=row[2], content=row[3], run_id=row[4],
                        change=row[5], create_time=row[6])
-
-
-async def record_version(
-    conn: aiosqlite.Connection, file_id: int, *, previous: tuple[int, str, str] | None, version: int,
-    content: str, run_id: int | None, change: Change, keep: int, now: str,
-) -> None:
-    """Inside a write transaction: the new version of a file, the one before it (version, content,
-    its time) when history does not hold it yet, and only the newest `keep` versions kept."""
-    if previous is not None:
-        await conn.execute(
-            "INSERT OR IGNORE INTO mate_workspace_file_history(file_id, version, content, run_id, change, "
-            "create_time) VALUES (?, ?, ?, NULL, ?, ?)", (file_id, previous[0], previous[1], UNKNOWN_SOURCE,
-                                                          previous[2]))
-    await conn.execute(
-        "INSERT OR REPLACE INTO mate_workspace_file_history(file_id, version, content, run_id, change, create_time) "
-        "VALUES (?, ?, ?, ?, ?, ?)", (file_id, version, content, run_id, change, now))
-    await _prune(conn, file_id, keep)
-
-
-async def append_version(
-    conn: aiosqlite.Connection, file_id: int, text: str, *, run_id: int | None, change: Change, keep: int,
-    now: str,
-) -> None:
-    """Inside a write transaction: `text` added at the end of a live file in SQL, as record_version
-    keeps a change (the version before it too, when history does not hold it yet). The file's
-    text never passes through here: an entry added to a long daily note costs the entry."""
-    await conn.execute(
-        "INSERT OR IGNORE INTO mate_workspace_file_history(file_id, version, content, run_id, change, create_time) "
-        "SELECT id, version, content, NULL, ?, update_time FROM mate_workspace_file WHERE id = ?",
-        (UNKNOWN_SOURCE, file_id))
-    await conn.execute(
-        "UPDATE mate_workspace_file SET content = content || ?, file_size = file_size + ?, update_time = ?, "
-        "version = version + 1 WHERE id = ?", (text, len(text.encode("utf-8")), now, file_id))
-    await conn.execute(
-        "INSERT OR REPLACE INTO mate_workspace_file_history(file_id, version, content, run_id, change, create_time) "
-        "SELECT id, version, content, ?, ?, ? FROM mate_workspace_file WHERE id = ?", (run_id, change, now, file_id))
-    await _prune(conn, file_id, keep)
-
-
-async def _prune(conn: aiosqlite.Connection, file_id: int, keep: int) -> None:
-    await conn.execute(
-        "DELETE FROM mate_workspace_file_history WHERE file_id = ? AND version <= (SELECT version FROM "
-        "mate_workspace_file_history WHERE file_id = ? ORDER BY version DESC LIMIT 1 OFFSET ?)",
-        (file_id, file_id, max(1, keep)))
 
 
 class SqliteFileHistoryRepository:
@@ -193,18 +146,10 @@ class SqliteFileHistoryRepository:
                     row = await cursor.fetchone()
                 if row is None or int(row[0]) != change.made_version:
                     raise VersionConflict(change.filename, change.made_version, int(row[0]) if row else 0)
+                made = Made("undo", run_id, keep, now)
                 if change.previous is None and change.made_version == 1:  # the run created it: it goes
-                    await conn.execute(
-                        "UPDATE mate_workspace_file SET deleted = 1, update_time = ?, version = version + 1 "
-                        "WHERE id = ?", (now, change.file_id))
-                    await record_version(conn, change.file_id, previous=None, version=int(row[0]) + 1, content="",
-                                         run_id=run_id, change="undo", keep=keep, now=now)
+                    await file_versions.delete(conn, change.file_id, made, current=int(row[0]))
                     continue
                 if change.previous is None:  # the version before is no longer kept
                     raise VersionConflict(change.filename, change.made_version - 1, 0)
-                content = change.previous.content
-                await conn.execute(
-                    "UPDATE mate_workspace_file SET content = ?, file_size = ?, update_time = ?, version = version + 1 "
-                    "WHERE id = ?", (content, len(content.encode("utf-8")), now, change.file_id))
-                await record_version(conn, change.file_id, previous=None, version=int(row[0]) + 1, content=content,
-                                     run_id=run_id, change="undo", keep=keep, now=now)
+                await file_versions.replace(conn, change.file_id, change.previous.content, made, current=int(row[0]))

@@ -9,7 +9,8 @@ import aiosqlite
 
 from bot.core.errors import VersionConflict
 from bot.storage.database import Database
-from bot.storage.file_history import append_version, record_version
+from bot.storage import file_versions
+from bot.storage.file_versions import Made
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,7 +76,6 @@ async def _write_file(conn: aiosqlite.Connection, change: ExtractionCommit, writ
     """One file's new content, and its version in the file's history (the one before it too,
     when history does not hold it yet)."""
     agent_id = change.agent_id
-    size = len(write.content.encode("utf-8"))
     # An append needs neither the file's text nor its time: it is added in SQL.
     before = "NULL, NULL" if write.appended else "content, update_time"
     async with conn.execute(
@@ -86,22 +86,12 @@ async def _write_file(conn: aiosqlite.Connection, change: ExtractionCommit, writ
     current = int(row[1]) if row else 0
     if current != write.expected_version:
         raise VersionConflict(write.filename, write.expected_version, current)
+    made = Made("extraction", change.run_id, change.history_versions, now)
     if row is None:
-        cursor = await conn.execute(
-            "INSERT INTO mate_workspace_file(agent_id, filename, content, file_size, enabled, "
-            "sort_order, create_time, update_time, deleted, version) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 0, 1)",
-            (agent_id, write.filename, write.content, size, int(write.enabled), write.sort_order, now, now),
-        )
-        file_id, previous = int(cursor.lastrowid or 0), None
+        await file_versions.create(conn, agent_id, write.filename, write.content, made, enabled=write.enabled,
+                                   sort_order=write.sort_order)
     elif write.appended:
-        await append_version(conn, int(row[0]), write.appended, run_id=change.run_id, change="extraction",
-                             keep=change.history_versions, now=now)
-        return
+        await file_versions.append(conn, int(row[0]), write.appended, made)
     else:
-        await conn.execute(
-            "UPDATE mate_workspace_file SET content = ?, file_size = ?, update_time = ?, version = version + 1 "
-            "WHERE id = ?", (write.content, size, now, row[0]),
-        )
-        file_id, previous = int(row[0]), (current, str(row[2]), str(row[3]))
-    await record_version(conn, file_id, previous=previous, version=current + 1, content=write.content,
-                         run_id=change.run_id, change="extraction", keep=change.history_versions, now=now)
+        await file_versions.replace(conn, int(row[0]), write.content, made, current=current,
+                                    before=(str(row[2]), str(row[3])))

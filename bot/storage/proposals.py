@@ -7,7 +7,8 @@ from typing import Any
 
 from bot.core.errors import VersionConflict
 from bot.storage.database import Database
-from bot.storage.file_history import record_version
+from bot.storage import file_versions
+from bot.storage.file_versions import Made
 
 _COLUMNS = "id, agent_id, filename, base_version, content, reason, run_id, status, create_time, expire_time"
 
@@ -81,12 +82,8 @@ class SqliteProposalRepository:
             version = int(row[1]) if row else 0
             if row is None or version != proposal.base_version:
                 raise VersionConflict(proposal.filename, proposal.base_version, version)
-            content = proposal.content
-            await conn.execute(
-                "UPDATE mate_workspace_file SET content = ?, file_size = ?, update_time = ?, version = version + 1 "
-                "WHERE id = ?", (content, len(content.encode("utf-8")), now, row[0]))
-            await record_version(conn, int(row[0]), previous=(version, str(row[2]), str(row[3])), version=version + 1,
-                                 content=content, run_id=proposal.run_id, change="emergence", keep=keep, now=now)
+            await file_versions.replace(conn, int(row[0]), proposal.content, Made("emergence", proposal.run_id, keep, now),
+                                        current=version, before=(str(row[2]), str(row[3])))
         return True
 
     async def owner_direct_chat(self, channel: str) -> str | None:

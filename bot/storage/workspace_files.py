@@ -5,7 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from bot.storage.database import Database
-from bot.storage.file_history import Change, append_version, record_version
+from bot.storage import file_versions
+from bot.storage.file_versions import Change, Made
 from bot.core.records import WorkspaceFileRecord
 
 _COLUMNS = (
@@ -51,18 +52,11 @@ class SqliteWorkspaceFileRepository:
         change: Change = "import", run_id: int | None = None, keep: int = 50,
     ) -> WorkspaceFileRecord | None:
         """Create a live file (its version 1 in history); None when a live file of that name exists."""
-        now = self._db.now()
+        made = Made(change, run_id, keep, self._db.now())
         async with self._db.transaction() as conn:
-            cursor = await conn.execute(
-                "INSERT OR IGNORE INTO mate_workspace_file(agent_id, filename, content, file_size, enabled, "
-                "sort_order, create_time, update_time, deleted, version) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 0, 1)",
-                (agent_id, filename, content, len(content.encode("utf-8")), int(enabled), sort_order, now, now),
-            )
-            if cursor.rowcount != 1:
-                return None
-            await record_version(conn, int(cursor.lastrowid or 0), previous=None, version=1, content=content,
-                                 run_id=run_id, change=change, keep=keep, now=now)
-        return await self.get(agent_id, filename)
+            created = await file_versions.create(conn, agent_id, filename, content, made, enabled=enabled,
+                                                 sort_order=sort_order, if_absent=True)
+        return None if created is None else await self.get(agent_id, filename)
 
     async def update_content(
         self, file_id: int, content: str, expected_version: int | None, *, change: Change = "api",
@@ -70,7 +64,7 @@ class SqliteWorkspaceFileRepository:
     ) -> bool:
         """Replace content and keep the new version in history; with expected_version, only if the
         row still has that version."""
-        now = self._db.now()
+        made = Made(change, run_id, keep, self._db.now())
         async with self._db.transaction() as conn:
             async with conn.execute(
                 "SELECT version, content, update_time FROM mate_workspace_file WHERE id = ? AND deleted = 0",
@@ -79,12 +73,8 @@ class SqliteWorkspaceFileRepository:
                 row = await cursor.fetchone()
             if row is None or (expected_version is not None and int(row[0]) != expected_version):
                 return False
-            await conn.execute(
-                "UPDATE mate_workspace_file SET content = ?, file_size = ?, update_time = ?, "
-                "version = version + 1 WHERE id = ?", (content, len(content.encode("utf-8")), now, file_id))
-            await record_version(conn, file_id, previous=(int(row[0]), str(row[1]), str(row[2])),
-                                 version=int(row[0]) + 1,
-                                 content=content, run_id=run_id, change=change, keep=keep, now=now)
+            await file_versions.replace(conn, file_id, content, made, current=int(row[0]),
+                                        before=(str(row[1]), str(row[2])))
         return True
 
     async def append_content(
@@ -99,7 +89,7 @@ class SqliteWorkspaceFileRepository:
                 row = await cursor.fetchone()
             if row is None or (expected_version is not None and int(row[0]) != expected_version):
                 return False
-            await append_version(conn, file_id, text, run_id=run_id, change=change, keep=keep, now=self._db.now())
+            await file_versions.append(conn, file_id, text, Made(change, run_id, keep, self._db.now()))
         return True
 
     async def set_enabled(self, file_id: int, enabled: bool) -> None:
@@ -114,13 +104,17 @@ class SqliteWorkspaceFileRepository:
             (sort_order, self._db.now(), file_id),
         )
 
-    async def soft_delete(self, file_id: int) -> bool:
-        result = await self._db.execute(
-            "UPDATE mate_workspace_file SET deleted = 1, update_time = ?, version = version + 1 "
-            "WHERE id = ? AND deleted = 0",
-            (self._db.now(), file_id),
-        )
-        return result.rowcount == 1
+    async def soft_delete(self, file_id: int, *, change: Change = "api", keep: int = 50) -> bool:
+        """The live file removed (the row stays, the name is free again), kept in history as an
+        empty version; False when it was not live."""
+        async with self._db.transaction() as conn:
+            async with conn.execute("SELECT version FROM mate_workspace_file WHERE id = ? AND deleted = 0",
+                                    (file_id,)) as cursor:
+                row = await cursor.fetchone()
+            if row is None:
+                return False
+            await file_versions.delete(conn, file_id, Made(change, None, keep, self._db.now()), current=int(row[0]))
+        return True
 
     async def count(self, agent_id: int) -> int:
         row = await self._db.fetchone(

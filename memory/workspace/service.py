@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from bot.core.errors import VersionConflict, WorkspaceError
-from bot.storage.file_history import Change
+from bot.storage.file_versions import Change
 from bot.core.records import WorkspaceFileRecord
 from bot.storage.workspace_files import SqliteWorkspaceFileRepository
 
@@ -171,7 +171,7 @@ class WorkspaceFileService:
     async def delete(self, agent_id: int, filename: str) -> bool:
         """Logical delete: the row stays, the name is free again."""
         current = await self._files.get(agent_id, filename)
-        deleted = bool(current) and await self._files.soft_delete(current.id)  # type: ignore[union-attr]
+        deleted = current is not None and await self._files.soft_delete(current.id, keep=self.history_versions)
         self._changed(agent_id)
         return deleted
 

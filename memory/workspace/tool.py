@@ -10,7 +10,7 @@ from typing import Any
 
 from bot.core.errors import VersionConflict, WorkspaceError
 from bot.core.prompts import PromptLibrary
-from bot.storage.file_history import Change
+from bot.storage.file_versions import Change
 from bot.core.records import WorkspaceFileRecord
 from bot.core.tools import ToolResult
 from memory.workspace.filenames import FilenameExtensionError, validate_workspace_filename
