@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from bot.storage import file_versions
+import bot.storage.file_versions as file_versions
 from bot.storage.database import Database
 from bot.storage.file_versions import UNKNOWN_SOURCE, Made
 from bot.core.records import AgentRecord

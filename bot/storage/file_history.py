@@ -8,7 +8,7 @@ from typing import Any
 
 
 from bot.core.errors import VersionConflict
-from bot.storage import file_versions
+import bot.storage.file_versions as file_versions
 from bot.storage.database import Database
 from bot.storage.file_versions import UNKNOWN_SOURCE, Made
 

@@ -9,7 +9,7 @@ import aiosqlite
 
 from bot.core.errors import VersionConflict
 from bot.storage.database import Database
-from bot.storage import file_versions
+import bot.storage.file_versions as file_versions
 from bot.storage.file_versions import Made
 
 

@@ -7,7 +7,7 @@ from typing import Any
 
 from bot.core.errors import VersionConflict
 from bot.storage.database import Database
-from bot.storage import file_versions
+import bot.storage.file_versions as file_versions
 from bot.storage.file_versions import Made
 
 _COLUMNS = "id, agent_id, filename, base_version, content, reason, run_id, status, create_time, expire_time"

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from bot.storage.database import Database
-from bot.storage import file_versions
+import bot.storage.file_versions as file_versions
 from bot.storage.file_versions import Change, Made
 from bot.core.records import WorkspaceFileRecord
 
