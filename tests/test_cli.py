@@ -107,14 +107,14 @@ def test_import_refuses_hostile_names(tmp_path: Path, capsys: pytest.CaptureFixt
 async def test_memory_emerge_and_summarize_commands(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     import argparse
 
-    from bot.__main__ import _memory_emerge, _memory_summarize
+    from bot.app.cli.memory import memory_emerge, memory_summarize
     from bot.core.config import load_config
     from tests.fakes.anthropic import FakeAnthropic
 
     async with FakeAnthropic() as fake:
         path = _write_config(tmp_path, f"  llm:\n    api-key: k\n    base-url: {fake.url}\n    max-retries: 0\n")
         config = load_config(path, environ={})
-        assert await _memory_emerge(config, argparse.Namespace(agent=1)) == 0
+        assert await memory_emerge(config, argparse.Namespace(agent=1)) == 0
         assert "skipped" in capsys.readouterr().out
         assert fake.messages_requests() == []
 
@@ -128,14 +128,14 @@ async def test_memory_emerge_and_summarize_commands(tmp_path: Path, capsys: pyte
                 ("user", "I really like green tea in the morning", 9), ("assistant", "Noted!", 2),
                 ("user", "And I go running every Sunday with Bob", 9), ("assistant", "Great.", 2)])
         fake.reply_text('{"should_update": true, "reason": "habit", "memory_content": "# Memory\\n- green tea"}')
-        assert await _memory_emerge(config, argparse.Namespace(agent=1)) == 0
+        assert await memory_emerge(config, argparse.Namespace(agent=1)) == 0
         assert "MEMORY.md updated" in capsys.readouterr().out
         fake.reply_text('{"should_update": true, "reason": "running", "daily_entry": "- runs on Sundays",'
                         ' "memory_update": "", "profile_update": ""}')
-        done = await _memory_summarize(config, argparse.Namespace(agent=1, conversation="console:me"))
+        done = await memory_summarize(config, argparse.Namespace(agent=1, conversation="console:me"))
         assert done == 0, capsys.readouterr()
         assert "completed" in capsys.readouterr().out
-        assert await _memory_summarize(config, argparse.Namespace(agent=1, conversation="nope")) == 1
+        assert await memory_summarize(config, argparse.Namespace(agent=1, conversation="nope")) == 1
         async with open_core(config) as core:
             assert (await core.workspace.get(1, "MEMORY.md")).content == "# Memory\n- green tea"
             notes = [f.content for f in await core.workspace.list(1, "memory/") if "2026-04-01" not in f.filename]
