@@ -53,3 +53,21 @@ async def test_a_memory_edit_names_the_version_it_read(tmp_path: Path) -> None:
     assert after["data"]["content"] == "- likes tea\n"  # the stale edit overwrote nothing
     assert new[0] == 200 and new[1]["data"]["created"] and again[0] == 409
     assert [b[0] for b in bad] == [400, 400, 400] and wrong_name[0] in (400, 404)
+
+
+async def test_reading_and_listing_files_answer_as_before_from_the_workspace(tmp_path: Path) -> None:
+    async for api in _open(tmp_path):
+        await api.call("PUT", "/api/v1/memory/1/files/notes/trip.md", json={"content": "Kyoto", "version": 0})
+        status, listed = await api.call("GET", "/api/v1/memory/1/files?prefix=notes/")
+        _, read = await api.call("GET", "/api/v1/memory/1/files/notes/trip.md")
+        missing = await api.call("GET", "/api/v1/memory/1/files/notes/none.md")
+        outside = await api.call("GET", "/api/v1/memory/1/files/..%2Fsecret.md")
+        not_markdown = await api.call("GET", "/api/v1/memory/1/files/notes.txt")
+    assert status == 200 and [f["filename"] for f in listed["data"]["files"]] == ["notes/trip.md"]
+    assert listed["data"]["count"] == 1 and set(listed["data"]["files"][0]) == {
+        "filename", "enabled", "fileSize", "updateTime"}
+    assert list(read["data"]) == ["agentId", "filename", "enabled", "fileSize", "content", "updateTime",
+                                  "version", "fileId"]
+    assert (read["data"]["content"], read["data"]["version"]) == ("Kyoto", 1)
+    assert [missing[0], outside[0], not_markdown[0]] == [404, 404, 404]
+    assert "notes/none.md" in missing[1]["msg"]

@@ -95,3 +95,10 @@ def test_a_file_version_has_one_writer() -> None:
                      if re.search(r"UPDATE mate_workspace_file SET (content|deleted)|INTO mate_workspace_file(_history)?\(",
                                   path.read_text(encoding="utf-8")))
     assert writers == ["bot/storage/bulk_load.py", "bot/storage/file_versions.py"]
+
+
+def test_the_api_reads_memory_files_from_the_workspace_not_the_models_tool() -> None:
+    # One service per feature for every door: the HTTP API asks the workspace service, and never
+    # runs the model's tool to parse the JSON it writes for the model.
+    server = (ROOT / "bot" / "app" / "api" / "server.py").read_text(encoding="utf-8")
+    assert "memory_tool" not in server and "json.loads(result.content)" not in server

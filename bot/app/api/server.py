@@ -28,9 +28,10 @@ from bot.storage.people import OWNER_PERSON_ID
 from bot.core.text import clean_text, is_blank
 from bot.app.api.names import named_agents, named_conversations
 from channels.base import InboundMessage, IncomingFile
-from memory.workspace.filenames import validate_workspace_filename
+from bot.core.prompts import PromptLibrary
+from memory.workspace.filenames import FilenameExtensionError, validate_workspace_filename
 from memory.recall.search import DEFAULT_LIMIT, MAX_LIMIT, query_problem
-from memory.workspace.tool import DEFAULT_MAX_CONTENT_BYTES, LIST_TOOL, READ_TOOL
+from memory.workspace.tool import DEFAULT_MAX_CONTENT_BYTES
 
 log = logging.getLogger(__name__)
 
@@ -203,11 +204,10 @@ async def summarize(request: web.Request) -> web.Response:
 async def list_files(request: web.Request) -> web.Response:
     rt = request.app[_RUNTIME]
     agent_id = await _agent_id(request)
-    arguments: dict[str, Any] = {"agentId": agent_id}
-    if prefix := request.query.get("prefix"):
-        arguments["filenamePrefix"] = prefix
-    result = await rt.memory_tool.call(agent_id, LIST_TOOL, arguments)
-    return _ok(json.loads(result.content))
+    files = await rt.core.workspace.list(agent_id, request.query.get("prefix", ""))
+    return _ok({"agentId": agent_id, "count": len(files), "files": [
+        {"filename": f.filename, "enabled": f.enabled, "fileSize": f.file_size, "updateTime": f.update_time}
+        for f in files]})
 
 
 async def search(request: web.Request) -> web.Response:
@@ -228,19 +228,25 @@ async def search(request: web.Request) -> web.Response:
 async def read_file(request: web.Request) -> web.Response:
     rt = request.app[_RUNTIME]
     agent_id = await _agent_id(request)
-    filename = request.match_info["filename"]
-    result = await rt.memory_tool.call(agent_id, READ_TOOL, {"agentId": agent_id, "filename": filename})
-    if result.is_error:
-        raise _NotFound(json.loads(result.content).get("error", "not found"))
-    data = json.loads(result.content)
-    record = await rt.core.workspace.get(agent_id, data["filename"])
+    filename = _workspace_name(rt.core.prompts, request.match_info["filename"])
+    record = await rt.core.workspace.get(agent_id, filename)
     if record is None:
-        raise _NotFound(rt.core.prompts.text("tool_error_not_found", filename=data["filename"]))
+        raise _NotFound(rt.core.prompts.text("tool_error_not_found", filename=filename))
     # Content and version from one read: an editor's save names the version of what it shows.
     # fileId: which file this is, so a save can never land in another agent's file of that name.
-    data.update(content=record.content, fileSize=record.file_size, enabled=record.enabled,
-                updateTime=record.update_time, version=record.version, agentId=agent_id, fileId=record.id)
-    return _ok(data)
+    return _ok({"agentId": agent_id, "filename": record.filename, "enabled": record.enabled,
+                "fileSize": record.file_size, "content": record.content, "updateTime": record.update_time,
+                "version": record.version, "fileId": record.id})
+
+
+def _workspace_name(prompts: PromptLibrary, raw: str) -> str:
+    """A file name the workspace accepts, or the not-found answer saying why not (as the model's tool says it)."""
+    try:
+        return validate_workspace_filename(raw)
+    except FilenameExtensionError:
+        raise _NotFound(prompts.text("tool_error_extension")) from None
+    except WorkspaceError as error:
+        raise _NotFound(prompts.text("tool_error_name", reason=str(error))) from None
 
 
 async def file_history(request: web.Request) -> web.Response:
