@@ -13,6 +13,8 @@ from pathlib import Path
 
 import yaml
 
+from tests.support.eventually import eventually
+
 READY_LINE = "matebot ready"
 POLL = 0.05
 # How long a process may take to start or a command to finish before the test fails: a bound
@@ -29,12 +31,7 @@ def free_port() -> int:
 
 
 async def wait_for(condition: Callable[[], bool], timeout: float, what: str) -> None:
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while not condition():
-        if loop.time() > deadline:
-            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
-        await asyncio.sleep(POLL)
+    await eventually(condition, what, timeout)
 
 
 def clean_env(**extra: str) -> dict[str, str]:

@@ -20,6 +20,7 @@ from bot.schedule.reminders.delivery import ChannelOutbox, ReminderDelivery
 from bot.schedule.timer import TaskTimer
 from channels.discord.adapter import DiscordChannel
 from channels.telegram.adapter import TelegramChannel
+from tests.support.eventually import eventually
 from tests.conftest import make_config
 from tests.fakes.anthropic import FakeAnthropic, RecordedRequest, Script, TextReply, is_memory_extraction
 from tests.fakes.discord import FakeDiscord
@@ -90,11 +91,7 @@ class World:
         return [str(s["text"]) for s in self.tg.sent if str(s["chat_id"]) == str(chat_id)]
 
     async def until(self, done: Callable[[], bool], what: str, timeout: float = 15) -> None:
-        loop = asyncio.get_running_loop()
-        give_up = loop.time() + timeout
-        while not done():
-            assert loop.time() < give_up, f"timed out waiting for {what}"
-            await asyncio.sleep(0.02)
+        await eventually(done, what, timeout)
 
     async def tell(self, chat_id: int, text: str, *, user_id: int | None = None, group: bool = False,
                    name: str = "Alice") -> str:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -23,6 +23,7 @@ from bot.app.runtime import Runtime, open_runtime
 from channels.base import InboundMessage
 from channels.discord.adapter import DiscordChannel
 from channels.telegram.adapter import TelegramChannel
+from tests.support.eventually import eventually
 from tests.conftest import make_config
 from tests.fakes.anthropic import FakeAnthropic
 from tests.fakes.discord import FakeDiscord
@@ -222,15 +223,6 @@ def push_sticker(tg: FakeTelegram, *, chat_id: int, user_id: int, reply_to_bot: 
     return int(update["update_id"])
 
 
-async def until(predicate: Callable[[], bool], what: str, timeout: float = 60.0) -> None:
-    """Bounded polling for a condition (generous: the machine may be busy)."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while not predicate():
-        assert loop.time() < deadline, f"timed out waiting for {what}"
-        await asyncio.sleep(0.01)
-
-
 # group-policy, require-mention, then per sticker: (chat, sender, replying to the bot, what is sent)
 STICKERS: dict[str, tuple[dict[str, Any], list[tuple[int, int, bool, str | None]]]] = {
     "allowlists": ({"dm-policy": "allowlist", "group-policy": "allowlist", "allowed-groups": [LISTED, "-101"]}, [
@@ -273,7 +265,7 @@ async def test_the_telegram_adapter_answers_stickers_as_the_policy_says(tmp_path
                 last = max(push_sticker(tg, chat_id=chat, user_id=sender, reply_to_bot=replying)
                            for chat, sender, replying, _ in stickers)
                 # A sticker is confirmed once handled, after any answer was sent.
-                await until(lambda: tg.confirmed_below > last, "every sticker to be confirmed")
+                await eventually(lambda: tg.confirmed_below > last, "every sticker to be confirmed")
             finally:
                 await channel.stop()
                 await task

@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import io
 import json
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -25,6 +25,7 @@ from channels.base import IncomingFile, InboundMessage, ReplyStream
 from channels.console import ConsoleChannel, _Printed
 from channels.telegram.adapter import TelegramChannel
 from memory.workspace.service import MEMORY_FILE
+from tests.support.eventually import eventually
 from tests.conftest import make_config
 from tests.fakes.anthropic import FakeAnthropic, TextReply
 from tests.fakes.telegram import FakeTelegram
@@ -80,16 +81,6 @@ async def chat(
                 await task
 
 
-async def until(condition: Callable[[], bool], what: str, timeout: float = 30.0) -> None:
-    """Polls `condition` (bounded), failing with `what` when it never holds."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while not condition():
-        if loop.time() > deadline:
-            raise AssertionError(f"never happened: {what}")
-        await asyncio.sleep(POLL)
-
-
 def sent_to(env: Env, chat_id: int) -> list[str]:
     return [str(s["text"]) for s in env.tg.sent if int(s["chat_id"]) == chat_id]
 
@@ -99,7 +90,7 @@ async def say(env: Env, text: str, *, user: int, chat_id: int | None = None, cha
     chat_id = user if chat_id is None else chat_id
     before = len(sent_to(env, chat_id))
     env.tg.push_text(text, chat_id=chat_id, user_id=user, chat_type=chat_type, first_name=f"user{user}")
-    await until(lambda: len(sent_to(env, chat_id)) > before, f"an answer to {text!r}")
+    await eventually(lambda: len(sent_to(env, chat_id)) > before, f"an answer to {text!r}")
     return sent_to(env, chat_id)[before]
 
 
@@ -113,7 +104,7 @@ async def test_a_flood_of_an_answer_reaches_telegram_cut_at_max_reply_chars(tmp_
         assert env.config.mate.channels.max_reply_chars == limit
         env.llm.reply_text(FLOOD)
         env.tg.push_text("tell me everything", chat_id=ADMIN, user_id=ADMIN)
-        await until(lambda: any(text.endswith(CUT) for text in sent_to(env, ADMIN)), "the cut marker")
+        await eventually(lambda: any(text.endswith(CUT) for text in sent_to(env, ADMIN)), "the cut marker")
         await env.settle()  # nothing more comes after it
         texts = sent_to(env, ADMIN)
 
@@ -157,7 +148,7 @@ async def test_a_typed_message_is_answered_while_a_voice_note_is_transcribed(tmp
         env.llm.reply_text("Answer to the typed message.")
         env.llm.reply_text("Answer to the voice note.")
         env.tg.push_voice(spoken("remind me to buy milk"), duration=3, chat_id=ADMIN, user_id=ADMIN)
-        await until(lambda: len(stt.requests) == 1, "the voice note at the transcription endpoint")
+        await eventually(lambda: len(stt.requests) == 1, "the voice note at the transcription endpoint")
         env.tg.push_text("are you there?", chat_id=ADMIN, user_id=ADMIN)
         try:
             [typed] = await env.tg.wait_for_sent(1)
@@ -178,7 +169,7 @@ async def test_a_typed_message_is_answered_while_a_voice_note_is_transcribed(tmp
 async def test_a_chats_voice_notes_are_answered_in_the_order_they_came(tmp_path: Path) -> None:
     async with FakeTranscription(hang=True) as stt, chat(tmp_path, stt=stt) as env:
         env.tg.push_voice(spoken("first note"), duration=3, chat_id=ADMIN, user_id=ADMIN)
-        await until(lambda: len(stt.requests) == 1, "the first note at the transcription endpoint")
+        await eventually(lambda: len(stt.requests) == 1, "the first note at the transcription endpoint")
         env.tg.push_voice(spoken("second note"), duration=3, chat_id=ADMIN, user_id=ADMIN)
         try:
             await env.settle()
@@ -277,7 +268,7 @@ async def test_the_history_keeps_the_reply_as_cut_not_the_flood(tmp_path: Path, 
         else:
             env.llm.reply_text(FLOOD)
         answer = await say(env, "tell me everything", user=ADMIN)
-        await until(lambda: any(CUT in text for text in sent_to(env, ADMIN)), "the cut marker")
+        await eventually(lambda: any(CUT in text for text in sent_to(env, ADMIN)), "the cut marker")
         rows = await env.rt.core.repos.messages.after(f"tg:{ADMIN}", 0)
 
     kept = rows[-1]
@@ -385,11 +376,11 @@ async def test_a_voice_note_waiting_behind_another_keeps_the_time_it_came(tmp_pa
     async with FakeTranscription(hang=True) as stt, chat(tmp_path, stt=stt, clock=clock) as env:
         router = env.rt.router
         first = asyncio.create_task(router.handle(voice_message("first note", "501")))
-        await until(lambda: len(stt.requests) == 1, "the first note at the transcription endpoint")
+        await eventually(lambda: len(stt.requests) == 1, "the first note at the transcription endpoint")
         clock.now = second_came
         second = asyncio.create_task(router.handle(voice_message("second note", "502")))
         lanes = router._voice_lanes._locks
-        await until(lambda: lanes.get(f"tg:{ADMIN}", (None, 0))[1] == 2, "the second note waiting")
+        await eventually(lambda: lanes.get(f"tg:{ADMIN}", (None, 0))[1] == 2, "the second note waiting")
         clock.now = second_came + timedelta(minutes=30)  # the first note's transcription took long
         stt.release()
         await asyncio.gather(first, second)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -19,6 +19,7 @@ from bot.storage.embeddings import SqliteEmbeddingRepository
 from channels.base import InboundMessage
 from memory.recall.embeddings import EmbeddingBackfill, EndpointHealth, OpenAIEmbeddingClient, api_root
 from memory.recall.search import MemorySearchService
+from tests.support.eventually import eventually
 from tests.conftest import make_config
 from tests.fakes.embeddings import FakeEmbeddings
 
@@ -26,21 +27,6 @@ WAIT = 60.0  # bound of every wait for a condition: generous for a loaded 2-core
 KEY = "emb-secret-key-123"
 PHOTOS = "[Ann] I took lots of photographs at the lake last weekend"
 FILLER = [f"[Bob] message number {n} about the weather, lunch and the traffic" for n in range(30)]
-
-
-async def until(condition: Callable[[], Any], what: str, timeout: float = WAIT) -> None:
-    """Polls an async or plain condition until it is true (bounded)."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while True:
-        value = condition()
-        if asyncio.iscoroutine(value):
-            value = await value
-        if value:
-            return
-        if loop.time() > deadline:
-            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
-        await asyncio.sleep(0.05)
 
 
 def config_with(tmp_path: Path, fake: FakeEmbeddings, model: str = "ngram-1", **mate: Any) -> Any:
@@ -110,17 +96,17 @@ async def test_new_messages_and_files_get_vectors_in_the_background(tmp_path: Pa
     async with FakeEmbeddings(api_key=KEY) as fake, runtime(tmp_path, fake) as rt:
         files = {key for f in await rt.core.workspace.list(1) if f.content.strip()
                  for key in await piece_keys(rt, f.id)}
-        await until(lambda: _all_of(rt, files, "ngram-1"), "the seeded files' vectors")
+        await eventually(lambda: _all_of(rt, files, "ngram-1"), "the seeded files' vectors")
         reply = await rt.router.handle(InboundMessage("console", "me", "me", "me", PHOTOS))
         assert reply is not None and not reply.failure
         [hit] = (await MemorySearchService(rt.core.repos.search).search(1, "photographs lake", limit=1))["results"]
-        await until(lambda: _has(rt, 1, hit["messageId"] * 2), "the new message's vector")
+        await eventually(lambda: _has(rt, 1, hit["messageId"] * 2), "the new message's vector")
         await rt.core.workspace.write(1, "MEMORY.md", "# Core memory\n- Ann's camera is a Leica")
         memory = await rt.core.workspace.get(1, "MEMORY.md")
         assert memory is not None
-        await until(lambda: "# Core memory\n- Ann's camera is a Leica" in fake.texts(), "the edited file embedded")
+        await eventually(lambda: "# Core memory\n- Ann's camera is a Leica" in fake.texts(), "the edited file embedded")
         [edited] = await piece_keys(rt, memory.id)
-        await until(lambda: _has(rt, 1, edited), "the edited file's vector")
+        await eventually(lambda: _has(rt, 1, edited), "the edited file's vector")
     assert files and PHOTOS in fake.texts()
     assert all(r.model == "ngram-1" and r.authorization == f"Bearer {KEY}" for r in fake.requests)
 
@@ -188,7 +174,7 @@ def test_fusion_weighs_the_words_ranking_more_and_lifts_rows_both_hold() -> None
 async def test_fusion_finds_a_paraphrase_the_words_miss(tmp_path: Path) -> None:
     async with FakeEmbeddings(api_key=KEY) as fake, runtime(tmp_path, fake) as rt:
         ids = await group_talk(rt, "tg:-1", 1, *FILLER[:15], PHOTOS, *FILLER[15:])
-        await until(lambda: _all_of(rt, {i * 2 for i in ids}, "ngram-1"), "every message's vector")
+        await eventually(lambda: _all_of(rt, {i * 2 for i in ids}, "ngram-1"), "every message's vector")
         lexical = await MemorySearchService(rt.core.repos.search).search(1, "photography")
         fused = await rt.search.search(1, "photography")
         plain = await MemorySearchService(rt.core.repos.search).search(1, "weather lunch")
@@ -206,8 +192,8 @@ async def test_vectors_never_bring_another_agents_rows(tmp_path: Path) -> None:
         await rt.core.agents.ensure_configured()
         mine = await group_talk(rt, "tg:-1", 1, *FILLER[:10])
         theirs = await group_talk(rt, "tg:-2", 2, PHOTOS, "[Cy] photography is my hobby, photographs daily")
-        await until(lambda: _all_of(rt, {m * 2 for m in mine}, "ngram-1"), "agent 1's vectors")
-        await until(lambda: _all_of(rt, {m * 2 for m in theirs}, "ngram-1", agent_id=2), "agent 2's vectors")
+        await eventually(lambda: _all_of(rt, {m * 2 for m in mine}, "ngram-1"), "agent 1's vectors")
+        await eventually(lambda: _all_of(rt, {m * 2 for m in theirs}, "ngram-1", agent_id=2), "agent 2's vectors")
         result = await rt.search.search(1, "photography photographs", limit=20)
         keys_of_1 = await vector_keys(rt, 1)
         notes = await rt.search.search(2, "photography", source="notes")
@@ -225,11 +211,11 @@ async def test_endpoint_down_search_stays_lexical_with_one_log_line(tmp_path: Pa
     caplog.set_level(logging.INFO)
     async with FakeEmbeddings(api_key=KEY) as fake, runtime(tmp_path, fake) as rt:
         ids = await group_talk(rt, "tg:-1", 1, *FILLER[:5], "[Ann] the wifi password hint is green owl")
-        await until(lambda: _has(rt, 1, ids[-1] * 2), "the vectors")
+        await eventually(lambda: _has(rt, 1, ids[-1] * 2), "the vectors")
         fake.fail_status = 503
         answered = len(fake.requests)
         await group_talk(rt, "tg:-2", 1, "[Ann] my locker number is 4411")
-        await until(lambda: len(fake.requests) >= answered + 3, "the backfill to fail three times", timeout=WAIT)
+        await eventually(lambda: len(fake.requests) >= answered + 3, "the backfill to fail three times", timeout=WAIT)
         queries = ("wifi password", "locker", "owl")
         results = [await rt.search.search(1, query) for query in queries]
         lexical = [await MemorySearchService(rt.core.repos.search).search(1, query) for query in queries]
@@ -246,7 +232,7 @@ async def test_a_search_does_not_wait_for_an_endpoint_that_never_answers(tmp_pat
                                                                          caplog: pytest.LogCaptureFixture) -> None:
     async with FakeEmbeddings(api_key=KEY) as fake, runtime(tmp_path, fake) as rt:
         ids = await group_talk(rt, "tg:-1", 1, "[Ann] the wifi password hint is green owl")
-        await until(lambda: _has(rt, 1, ids[0] * 2), "the vector")
+        await eventually(lambda: _has(rt, 1, ids[0] * 2), "the vector")
         fake.hang = True  # takes the request and never answers
         lexical = await MemorySearchService(rt.core.repos.search).search(1, "wifi password")
         result = await asyncio.wait_for(rt.search.search(1, "wifi password"), WAIT)
@@ -266,7 +252,7 @@ async def test_an_unreachable_endpoint_leaves_chat_and_search_working(tmp_path: 
     fake.port = free_port()
     async with runtime(tmp_path, fake) as rt:
         reply = await rt.router.handle(InboundMessage("console", "me", "me", "me", "my bike lock code is 9921"))
-        await until(lambda: any(r.name == "memory.recall.embeddings" for r in caplog.records), "the failure's log line")
+        await eventually(lambda: any(r.name == "memory.recall.embeddings" for r in caplog.records), "the failure's log line")
         result = await rt.search.search(1, "bike lock")
     assert reply is not None and not reply.failure
     assert result["count"] >= 1 and "9921" in result["results"][0]["snippet"]
@@ -279,10 +265,10 @@ async def test_another_model_makes_every_vector_again(tmp_path: Path) -> None:
     async with FakeEmbeddings(api_key=KEY) as fake:
         async with runtime(tmp_path, fake) as rt:
             ids = await group_talk(rt, "tg:-1", 1, PHOTOS, *FILLER[:3])
-            await until(lambda: _has(rt, 1, ids[-1] * 2), "the first model's vectors")
+            await eventually(lambda: _has(rt, 1, ids[-1] * 2), "the first model's vectors")
             first = await vector_keys(rt, 1)
         async with runtime(tmp_path, fake, model="ngram-2") as rt:
-            await until(lambda: _all_of(rt, first, "ngram-2"), "the second model's vectors")
+            await eventually(lambda: _all_of(rt, first, "ngram-2"), "the second model's vectors")
             old = await vector_keys(rt, 1, "ngram-1")
             found = await rt.search.search(1, "photography")
     assert [r.model for r in fake.requests].count("ngram-2") >= 1
@@ -321,10 +307,10 @@ async def test_the_daemon_finds_a_paraphrase_and_keeps_the_key_out_of_its_log(tm
                 return any("photographs" in r["snippet"] for r in body["data"]["results"])
 
             await say("I took lots of photographs at the lake last weekend")
-            await until(found, "the paraphrase to be found through the daemon's API")
+            await eventually(found, "the paraphrase to be found through the daemon's API")
             fake.fail_status = 503
             await say("my locker number is 4411")
-            await until(lambda: running.logged("search finds by words alone"), "the failure's log line")
+            await eventually(lambda: running.logged("search finds by words alone"), "the failure's log line")
             async with http.get(f"{running.base}/api/v1/memory/1/search", headers=running.auth,
                                 params={"q": "locker"}) as response:
                 lexical = await response.json()
@@ -364,7 +350,7 @@ async def test_an_incognito_message_is_never_sent_to_the_endpoint(tmp_path: Path
         await group_talk(rt, "tg:-5", 1, "[Ann] the lake was lovely")
         assert await rt.core.repos.incognito.start("tg:-5")
         await group_talk(rt, "tg:-5", 1, "[Ann] my bank pin is 4321", "[Ann] and the dog is called Rex")
-        await until(lambda: "[Ann] the lake was lovely" in fake.texts(), "the message before incognito embedded")
+        await eventually(lambda: "[Ann] the lake was lovely" in fake.texts(), "the message before incognito embedded")
         pending = await SqliteEmbeddingRepository(rt.core.db).missing_messages("ngram-1", 0, 100)
     assert not [p for p in pending if "pin" in p.text or "Rex" in p.text]
     assert not [t for t in fake.texts() if "4321" in t or "Rex" in t]

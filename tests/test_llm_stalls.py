@@ -19,6 +19,7 @@ from bot.core.errors import LLMBusy
 from bot.llm import AnthropicClient
 from bot.app.runtime import Runtime, open_runtime
 from channels.base import InboundMessage
+from tests.support.eventually import eventually
 from tests.conftest import make_config
 from tests.fakes.anthropic import FakeAnthropic, RecordedRequest, Script, StalledReply, TextReply, untimed
 from tests.test_prompt_caching import Recorder
@@ -41,14 +42,6 @@ async def running(tmp_path: Path, fake: FakeAnthropic, **llm: Any) -> AsyncItera
     async with AnthropicClient(config.mate.llm) as client, open_runtime(
             config, llm=client, with_memory_worker=False) as rt:
         yield rt
-
-
-async def until(condition: Callable[[], bool], what: str) -> None:
-    """Poll `condition` until it holds; fail after LIMIT seconds."""
-    deadline = time.monotonic() + LIMIT
-    while not condition():
-        assert time.monotonic() < deadline, f"still waiting for {what}"
-        await asyncio.sleep(0.01)
 
 
 def said(recorded: RecordedRequest) -> str:
@@ -86,7 +79,7 @@ async def test_a_stream_that_only_pings_is_given_up_after_timeout_seconds(
         async with asyncio.timeout(LIMIT):
             reply = await ask(rt, "me", "stuck: tell me everything")
         took = time.monotonic() - began
-        await until(lambda: fake.stalled_open == 0, "the client to hang up on the stuck streams")
+        await eventually(lambda: fake.stalled_open == 0, "the client to hang up on the stuck streams")
         stored = await user_messages(rt)
 
     assert (reply.failure, reply.text) == ("llm", rt.core.prompts.text("llm_error"))
@@ -117,7 +110,7 @@ async def test_two_stuck_streams_no_longer_keep_a_new_message_waiting(tmp_path: 
     fake.responder = stuck_when_asked(StalledReply(beat_every=BEAT))
     async with running(tmp_path, fake, **{"max-concurrency": 2}) as rt:
         stuck = [asyncio.create_task(ask(rt, who, f"stuck: question from {who}")) for who in ("ann", "bob")]
-        await until(lambda: fake.stalled_open == 2, "both slots to be taken by stuck streams")
+        await eventually(lambda: fake.stalled_open == 2, "both slots to be taken by stuck streams")
         began = time.monotonic()
         async with asyncio.timeout(LIMIT):
             third = await ask(rt, "cat", "hello")
@@ -161,7 +154,7 @@ async def test_a_message_that_finds_every_slot_taken_gets_the_busy_apology(tmp_p
         started = [asyncio.Event(), asyncio.Event()]
         endless = [asyncio.create_task(stream_chat(http, url, f"stuck: story {n}", started[n])) for n in (0, 1)]
         try:
-            await until(lambda: all(e.is_set() for e in started), "both endless answers to be streaming")
+            await eventually(lambda: all(e.is_set() for e in started), "both endless answers to be streaming")
             began = time.monotonic()
             async with asyncio.timeout(LIMIT):
                 async with http.post(f"{url}/api/v1/chat/1", json={"message": "hello"}) as response:
@@ -195,15 +188,15 @@ async def test_memory_work_waits_for_a_slot_instead_of_failing(tmp_path: Path, f
     fake.responder = stuck_when_asked(StalledReply(text="Once", beat_every=BEAT, beat_text=" more", release=release))
     async with running(tmp_path, fake, **{"max-concurrency": 1}) as rt:
         busy = asyncio.create_task(ask(rt, "a", "stuck: a long story"))
-        await until(lambda: fake.stalled_open == 1, "the endless answer to hold the only slot")
+        await eventually(lambda: fake.stalled_open == 1, "the endless answer to hold the only slot")
         memory = asyncio.create_task(rt.llm.complete(LLMRequest(
             model="m", system="s", messages=[{"role": "user", "content": "extract"}], max_tokens=50,
             purpose="memory")))
         chat = asyncio.create_task(rt.llm.complete(LLMRequest(
             model="m", system="s", messages=[{"role": "user", "content": "hello"}], max_tokens=50)))
-        await until(chat.done, "the chat request to give up")
+        await eventually(chat.done, "the chat request to give up")
         began = time.monotonic()
-        await until(lambda: time.monotonic() - began > TIMEOUT * 1.5, "past timeout-seconds once more")
+        await eventually(lambda: time.monotonic() - began > TIMEOUT * 1.5, "past timeout-seconds once more")
         assert not memory.done()  # still waiting, well past timeout-seconds
         release.set()
         async with asyncio.timeout(LIMIT):

@@ -29,6 +29,7 @@ from channels.discord.adapter import DiscordChannel
 from channels.telegram.adapter import TelegramChannel
 from memory.recall.tool import SEARCH_TOOL
 from memory.workspace.tool import READ_TOOL
+from tests.support.eventually import eventually
 from tests.conftest import make_config
 from tests.fakes.anthropic import FakeAnthropic, RecordedRequest, Script, TextReply, ToolUseReply, is_memory_extraction
 from tests.fakes.discord import FakeDiscord
@@ -97,11 +98,7 @@ class World:
         raise AssertionError(f"no chat request with {marker}")
 
     async def until(self, done: Callable[[], bool], what: str, timeout: float = 20) -> None:
-        loop = asyncio.get_running_loop()
-        give_up = loop.time() + timeout
-        while not done():
-            assert loop.time() < give_up, f"timed out waiting for {what}"
-            await asyncio.sleep(0.02)
+        await eventually(done, what, timeout)
 
     async def answered(self, marker: str) -> None:
         await self.until(lambda: any(marker in json.dumps(r.body["messages"][-1]) for r in self.chats()), marker)

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
+
+from tests.support.eventually import eventually
 
 from bot.schedule.scheduler import CronScheduler, parse_cron
 from bot.storage import Database, Repositories
@@ -60,14 +62,6 @@ async def recorded_run(repos: Repositories, job_id: int) -> CronJobRecord:
             return stored
         await asyncio.sleep(0.01)
     raise AssertionError(f"job {job_id} was never marked run")
-
-
-async def eventually(check: Callable[[], bool], timeout: float = 2.0) -> None:
-    deadline = asyncio.get_running_loop().time() + timeout
-    while not check():
-        if asyncio.get_running_loop().time() > deadline:
-            raise AssertionError("condition not reached in time")
-        await asyncio.sleep(0.01)
 
 
 async def test_text_job_fires_and_records_the_run(repos: Repositories) -> None:

@@ -6,7 +6,6 @@ The real TelegramChannel polls the fake Bot API, which hands out the raw update 
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
 from pathlib import Path
@@ -14,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from tests.support.eventually import eventually
 from tests.test_telegram_adapter import ADMIN, FRIEND, TOKEN, running
 
 SECRET = "PAYLOAD-SECRET-do-not-log"  # text inside the bad update that must never reach the log
@@ -47,14 +47,6 @@ def _date_out_of_range() -> dict[str, Any]:
     return {"message": {**_message(SECRET, ADMIN), "date": 10**20}}
 
 
-async def _until(predicate: Any, timeout: float = 60.0) -> None:
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while not predicate():
-        assert loop.time() < deadline, "condition not met in time"
-        await asyncio.sleep(0.01)
-
-
 def _telegram_lines(caplog: pytest.LogCaptureFixture) -> list[logging.LogRecord]:
     return [r for r in caplog.records if r.name.startswith(("channels.telegram", "telegram"))
             and r.levelno >= logging.WARNING]
@@ -82,7 +74,7 @@ async def test_an_unreadable_update_between_two_good_ones_is_skipped_and_named_o
         sent = await env.tg.wait_for_sent(2)
         assert sorted(s["chat_id"] for s in sent) == sorted([ADMIN, FRIEND])
         assert [first, bad_id, second] in env.tg.handed_out  # one answer held all three
-        await _until(lambda: env.tg.confirmed_below > second)  # Telegram was told to forget the bad one
+        await eventually(lambda: env.tg.confirmed_below > second)  # Telegram was told to forget the bad one
         env.tg.push_text("later", chat_id=ADMIN, user_id=ADMIN)
         await env.tg.wait_for_sent(3)  # polling goes on
     assert len(env.llm_requests()) == 3  # the bad update never reached the model
@@ -120,7 +112,7 @@ async def test_a_getupdates_answer_that_is_not_a_list_is_retried_and_not_called_
     async with running(tmp_path) as env:
         await env.tg.wait_for_call("getUpdates")
         env.tg.answer_next("getUpdates", {"update_id": 1, "text": SECRET})
-        await _until(lambda: _telegram_lines(caplog))  # a later poll got the odd answer
+        await eventually(lambda: _telegram_lines(caplog))  # a later poll got the odd answer
         env.tg.push_text("still there?", chat_id=ADMIN, user_id=ADMIN)
         await env.tg.wait_for_sent(1)  # retried on a fresh client, then answered
     [line] = _telegram_lines(caplog)

@@ -15,6 +15,7 @@ from bot.app.daemon import run_daemon
 from bot.core.prompts import PromptLibrary
 from bot.app.runtime import Runtime
 from bot.app.services import Services
+from tests.support.eventually import eventually
 from tests.conftest import make_config
 from tests.fakes.anthropic import FakeAnthropic, RecordedRequest, Script, TextReply, is_memory_extraction
 from tests.fakes.telegram import FakeTelegram
@@ -71,12 +72,7 @@ class Trust:
 
     @staticmethod
     async def until(condition: Any, what: str, timeout: float = 20.0) -> None:
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + timeout
-        while not condition():
-            if loop.time() > deadline:
-                raise AssertionError(f"timed out waiting for {what}")
-            await asyncio.sleep(POLL)
+        await eventually(condition, what, timeout)
 
     async def settled(self, extractions: int) -> None:
         """The model was asked for `extractions` extractions in all, and the memory work is done."""
