@@ -31,7 +31,7 @@ def free_port() -> int:
 
 
 async def wait_for(condition: Callable[[], bool], timeout: float, what: str) -> None:
-    await eventually(condition, what, timeout)
+    await eventually(condition, what, timeout, poll=POLL)  # a process: no need to look more often
 
 
 def clean_env(**extra: str) -> dict[str, str]:

@@ -91,7 +91,7 @@ class World:
         return [str(s["text"]) for s in self.tg.sent if str(s["chat_id"]) == str(chat_id)]
 
     async def until(self, done: Callable[[], bool], what: str, timeout: float = 15) -> None:
-        await eventually(done, what, timeout)
+        await eventually(done, what, timeout, poll=0.02)
 
     async def tell(self, chat_id: int, text: str, *, user_id: int | None = None, group: bool = False,
                    name: str = "Alice") -> str:

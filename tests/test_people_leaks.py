@@ -98,7 +98,7 @@ class World:
         raise AssertionError(f"no chat request with {marker}")
 
     async def until(self, done: Callable[[], bool], what: str, timeout: float = 20) -> None:
-        await eventually(done, what, timeout)
+        await eventually(done, what, timeout, poll=0.02)
 
     async def answered(self, marker: str) -> None:
         await self.until(lambda: any(marker in json.dumps(r.body["messages"][-1]) for r in self.chats()), marker)

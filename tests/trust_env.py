@@ -72,7 +72,7 @@ class Trust:
 
     @staticmethod
     async def until(condition: Any, what: str, timeout: float = 20.0) -> None:
-        await eventually(condition, what, timeout)
+        await eventually(condition, what, timeout, poll=POLL)
 
     async def settled(self, extractions: int) -> None:
         """The model was asked for `extractions` extractions in all, and the memory work is done."""

@@ -12,9 +12,10 @@ POLL = 0.01
 TIMEOUT = 60.0
 
 
-async def eventually(condition: Callable[[], object], what: str = "the condition", timeout: float = TIMEOUT) -> None:
-    """Poll `condition` (plain, or returning an awaitable) until it is true; fail naming `what`
-    once `timeout` seconds have passed."""
+async def eventually(condition: Callable[[], object], what: str = "the condition", timeout: float = TIMEOUT,
+                     *, poll: float = POLL) -> None:
+    """Poll `condition` (plain, or returning an awaitable) every `poll` seconds until it is true;
+    fail naming `what` once `timeout` seconds have passed."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout
     while True:
@@ -25,4 +26,4 @@ async def eventually(condition: Callable[[], object], what: str = "the condition
             return
         if loop.time() > deadline:
             raise AssertionError(f"timed out after {timeout:g} s waiting for {what}")
-        await asyncio.sleep(POLL)
+        await asyncio.sleep(poll)
