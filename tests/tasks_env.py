@@ -136,7 +136,9 @@ async def world(
             "channels": channels, **mate}
         config = make_config(tmp_path, **settings)
         client = await stack.enter_async_context(AnthropicClient(config.mate.llm))
-        rt = await stack.enter_async_context(open_runtime(config, llm=client))
+        chosen = clock or (lambda: datetime.now(timezone.utc))
+        # The tools, storage and the timer keep one time: a test's stepped clock, or this moment's.
+        rt = await stack.enter_async_context(open_runtime(config, llm=client, clock=chosen))
         holder: list[World] = []
         fake_llm.responder = _reminders_first(holder)
         outbox = ChannelOutbox(ready_wait=10)
@@ -158,7 +160,6 @@ async def world(
             assert discord_channel.client is not None
             await asyncio.wait_for(discord_channel.client.wait_until_ready(), 10)
         delivery = ReminderDelivery(rt.router, outbox, rt.core.prompts, rt.access, rt.core.repos)
-        chosen = clock or (lambda: datetime.now(timezone.utc))
         timer = await stack.enter_async_context(TaskTimer(
             rt.core.repos.tasks, rt.tasks, delivery, catch_up_minutes=config.mate.tasks.catch_up_minutes,
             clock=chosen, max_sleep=max_sleep))

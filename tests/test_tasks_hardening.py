@@ -4,7 +4,6 @@ one log line; a time out of range is refused with a reason the model can pass on
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
 from collections.abc import AsyncIterator
@@ -24,6 +23,7 @@ from bot.schedule.reminders.tool import SCHEDULE_TOOL
 from tests.conftest import make_config
 from tests.fakes.anthropic import FakeAnthropic, TextReply, ToolUseReply
 from tests.fakes.telegram import FakeTelegram
+from tests.support.eventually import eventually
 from tests.tasks_env import FRIEND, GROUP, OWNER, SteppedClock, World, tool_results, world
 
 LINKED = 55  # another Telegram account of the owner, linked through mate.people
@@ -37,9 +37,13 @@ def telegram(tg: FakeTelegram, *, admins: list[int], allowed: list[int]) -> dict
                          "group-policy": "open", "require-mention": False}}
 
 
+# The day these tests live in (a Wednesday): the tools, storage and the timer all keep it.
+TODAY = datetime(2026, 3, 4, 9, 0, tzinfo=timezone.utc)
+
+
 def tomorrow() -> str:
-    """A time the tools accept whatever the day: the tools read the real clock, the timer the test's."""
-    return (datetime.now(timezone.utc) + timedelta(days=1)).strftime("%Y-%m-%dT%H:%M:00")
+    """A time the tools accept: a day after TODAY."""
+    return (TODAY + timedelta(days=1)).strftime("%Y-%m-%dT%H:%M:00")
 
 
 async def schedule(w: World, chat_id: int, what: str, at: str, *, group: bool = False, user_id: int | None = None,
@@ -72,7 +76,8 @@ async def test_a_reminder_of_an_account_no_longer_admin_is_cancelled_not_run_on_
     caplog.set_level(logging.INFO)
     at = tomorrow()
     async with fakes() as (llm, tg):
-        async with world(tmp_path, llm=llm, tg=tg, channels=telegram(tg, admins=[OWNER], allowed=[FRIEND])) as w:
+        async with world(tmp_path, llm=llm, tg=tg, clock=SteppedClock(TODAY),
+                         channels=telegram(tg, admins=[OWNER], allowed=[FRIEND])) as w:
             await w.rt.core.workspace.write(1, "MEMORY.md", f"# Memory\n{OWNERS_SECRET}\n")
             await schedule(w, OWNER, "call the bank", at)
             await schedule(w, FRIEND, "water the plants", at)
@@ -129,7 +134,8 @@ async def test_a_reminder_of_an_account_no_longer_linked_to_the_owner_is_cancell
     async with fakes() as (llm, tg):
         channels = telegram(tg, admins=[OWNER], allowed=[FRIEND, LINKED])
         linked = [{"name": "Olga", "ids": [f"telegram:{OWNER}", f"telegram:{LINKED}"]}]
-        async with world(tmp_path, llm=llm, tg=tg, channels=channels, people=linked) as w:
+        async with world(tmp_path, llm=llm, tg=tg, clock=SteppedClock(TODAY),
+                         channels=channels, people=linked) as w:
             await w.rt.core.workspace.write(1, "MEMORY.md", f"# Memory\n{OWNERS_SECRET}\n")
             await schedule(w, LINKED, "feed the cat", at)
             await schedule(w, OWNER, "call the bank", at)
@@ -156,7 +162,8 @@ async def test_a_group_reminder_that_needed_an_admin_is_cancelled_when_its_maker
     caplog.set_level(logging.INFO)
     at = tomorrow()
     async with fakes() as (llm, tg):
-        async with world(tmp_path, llm=llm, tg=tg, channels=telegram(tg, admins=[OWNER], allowed=[])) as w:
+        async with world(tmp_path, llm=llm, tg=tg, clock=SteppedClock(TODAY),
+                         channels=telegram(tg, admins=[OWNER], allowed=[])) as w:
             await schedule(w, GROUP, "stand-up", at, group=True, user_id=OWNER)
             [task] = await live(w)
         tg.sent.clear()
@@ -202,7 +209,7 @@ async def test_a_task_whose_check_fails_is_skipped_and_the_tasks_due_after_it_st
     caplog.set_level(logging.INFO)
     at = tomorrow()
     async with fakes() as (llm, tg):
-        clock = SteppedClock(datetime.now(timezone.utc))
+        clock = SteppedClock(TODAY)
         async with world(tmp_path, llm=llm, tg=tg, clock=clock,
                          channels=telegram(tg, admins=[OWNER], allowed=[])) as w:
             await schedule(w, GROUP, "stand-up", at, group=True, user_id=OWNER)  # first: it comes first
@@ -230,7 +237,8 @@ async def test_a_routing_change_cancels_the_reminders_without_creating_the_new_r
     async with fakes() as (llm, tg):
         channels = telegram(tg, admins=[OWNER], allowed=[FRIEND])
         fixed = [{"channel": "*", "chat": "*", "agent": 1}]
-        async with world(tmp_path, llm=llm, tg=tg, channels=channels, routing=fixed) as w:
+        async with world(tmp_path, llm=llm, tg=tg, clock=SteppedClock(TODAY),
+                         channels=channels, routing=fixed) as w:
             await schedule(w, GROUP, "stand-up", at, group=True, user_id=OWNER)
             await schedule(w, FRIEND, "water the plants", at)
             await schedule(w, OWNER, "call the bank", at)
@@ -238,7 +246,8 @@ async def test_a_routing_change_cancels_the_reminders_without_creating_the_new_r
             agents = len(await w.rt.core.repos.agents.list())
         caplog.clear()
 
-        async with world(tmp_path, llm=llm, tg=tg, channels=channels) as w:  # per-chat and per-person again
+        async with world(tmp_path, llm=llm, tg=tg, clock=SteppedClock(TODAY),
+                         channels=channels) as w:  # per-chat and per-person again
             assert [t.created_by for t in await live(w) if t.chat.chat_id == str(OWNER)] == [str(OWNER)]
             assert [t for t in await live(w) if t.chat.chat_id != str(OWNER)] == []
             assert len(await w.rt.core.repos.agents.list()) == agents
@@ -262,11 +271,8 @@ async def test_the_daemons_task_timer_keeps_the_runtimes_clock(tmp_path: Path) -
             async with AsyncExitStack() as stack:
                 services = await start_services(config, rt, stack)
                 assert services.channels == () and services.api is None
-                loop = asyncio.get_running_loop()
-                give_up = loop.time() + 15
-                while not any("water the plants" in json.dumps(r.body) for r in llm.requests):
-                    assert loop.time() < give_up, "the task due at the runtime's time did not run"
-                    await asyncio.sleep(0.02)
+                await eventually(lambda: any("water the plants" in json.dumps(r.body) for r in llm.requests),
+                                 "the task due at the runtime's time to run")
             assert task_id is not None
             ran = await rt.core.repos.tasks.get(task_id)
     assert ran is not None and ran.last_run_time == iso(moment) and not ran.enabled
