@@ -62,7 +62,7 @@ async def _runtime(tmp: Path, mode: str, latency: float, concurrency: int) -> As
             tune_garbage_collector()  # as the daemon does once started
             yield rt
         return
-    from tests.fakes.anthropic import FakeAnthropic
+    from tests.support.fakes.anthropic import FakeAnthropic
 
     os.environ.setdefault("NO_PROXY", "127.0.0.1,localhost")
     os.environ.setdefault("no_proxy", "127.0.0.1,localhost")

@@ -23,7 +23,7 @@ from mate_llm_usage. User messages of 20-60 words, answers of 60-150 words, `--g
 seconds between turns on the fake's cache clock (a gap over 5 minutes would expire the cache).
 Every 10th extraction updates MEMORY.md, which changes the workspace part of the system prompt
 as real memory growth does. The same burst runs again on OpenAI-compatible Chat Completions
-(the fake of tests/fakes/openai_chat.py: automatic prefix caching from 1 024 tokens in
+(the fake of tests/support/fakes/openai_chat.py: automatic prefix caching from 1 024 tokens in
 128-token steps, no cache writes billed); its figures are under "openai". Target (SPEC): cost_ratio <= 0.25 for chat calls. Not included:
 output tokens, latency, compaction (200 turns stay under the default window's compaction
 trigger; the JSON says how many tokens the last request had).
@@ -61,8 +61,8 @@ def _billed(rows: Sequence[UsageTotals], purpose: str) -> float:
 
 
 async def _run(turns: int, gap: float, cached: bool, seed: int, api: str = "anthropic") -> dict[str, Any]:
-    from tests.fakes.anthropic import FakeAnthropic, RecordedRequest, Script, TextReply, system_text
-    from tests.fakes.openai_chat import FakeOpenAIChat, messages_view
+    from tests.support.fakes.anthropic import FakeAnthropic, RecordedRequest, Script, TextReply, system_text
+    from tests.support.fakes.openai_chat import FakeOpenAIChat, messages_view
 
     rng = random.Random(seed)
     clock = [time.monotonic()]

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bench.cost_day_model import CHAT, PURPOSES, Answered
-from tests.fakes.anthropic_billing import CACHE_TTL_S, prompt_blocks
+from tests.support.fakes.anthropic_billing import CACHE_TTL_S, prompt_blocks
 
 # Billed-equivalent input tokens per token, as the API prices them against uncached input.
 INPUT_RATE = 1.0

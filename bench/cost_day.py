@@ -44,12 +44,12 @@ from bench.cost_day_model import Answered, DayModel, PlantedFact
 from bench.memory_soak_facts import FactMaker
 from bench.sim_clock import SimClock
 from bot.conversation.agents import EMERGENCE_JOB_NAME
-from bot.schedule.cron_runner import DaemonCronJobRunner
+from bot.schedule.system_tasks import SystemTaskRunner
 from bot.app.runtime import Runtime, open_runtime
 from bot.core.records import ConversationRecord
 from channels.base import InboundMessage
 from memory.workspace.service import MEMORY_FILE, PROFILE_FILE, daily_note_name
-from tests.fakes.anthropic_billing import estimate_tokens as api_tokens
+from tests.support.fakes.anthropic_billing import estimate_tokens as api_tokens
 
 START = datetime(2026, 3, 4, 7, 30, tzinfo=timezone.utc)  # a Wednesday, 07:30; the bench's zone is UTC
 REVIEW_HOUR = 2  # the default emergence-cron "0 2 * * *": the night after the day
@@ -157,8 +157,8 @@ async def _seed_state(rt: Runtime, conversation: ConversationRecord, rng: random
 
 async def run_day(turns: list[Turn], facts: dict[str, PlantedFact], *, cached: bool, seed: int,
                   history_tokens: int = HISTORY_TOKENS, api: str = "anthropic") -> DayRun:
-    from tests.fakes.anthropic import FakeAnthropic
-    from tests.fakes.openai_chat import FakeOpenAIChat
+    from tests.support.fakes.anthropic import FakeAnthropic
+    from tests.support.fakes.openai_chat import FakeOpenAIChat
 
     os.environ.setdefault("NO_PROXY", "127.0.0.1,localhost")
     os.environ.setdefault("no_proxy", "127.0.0.1,localhost")
@@ -203,14 +203,11 @@ async def run_day(turns: list[Turn], facts: dict[str, PlantedFact], *, cached: b
                         await settle()
                     night = (turns[-1].at + timedelta(days=1)).replace(hour=REVIEW_HOUR, minute=0, second=0)
                     await clock.advance_to(night, settle)
-                    jobs = [j for j in await rt.core.repos.cron_jobs.for_agent(AGENT_ID) if j.name == EMERGENCE_JOB_NAME]
-                    runner = DaemonCronJobRunner(rt.router, services.emergence, rt.consolidation_turns,
-                                                 rt.core.repos.search_index)
+                    jobs = [j for j in await rt.core.repos.tasks.system_tasks(AGENT_ID) if j.name == EMERGENCE_JOB_NAME]
+                    runner = SystemTaskRunner(rt.router, services.emergence, rt.consolidation_turns,
+                                              rt.core.repos.search_index)
                     for job in jobs:
-                        if job.task_type == "emergence":
-                            await runner.run_emergence_job(job)
-                        else:
-                            await runner.run_text_job(job)
+                        await runner(job)
                     await settle()
                 finally:
                     loop.cancel()

@@ -9,8 +9,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from bench._common import sentence
-from tests.fakes.anthropic import RecordedRequest, Script, TextReply, ToolUseReply, system_text
-from tests.fakes.openai_chat import PATH as CHAT_COMPLETIONS, messages_view
+from tests.support.fakes.anthropic import RecordedRequest, Script, TextReply, ToolUseReply, system_text
+from tests.support.fakes.openai_chat import PATH as CHAT_COMPLETIONS, messages_view
 
 # What a request is for, told by the daemon's own prompts (locale en, the bench's config).
 CHAT, EXTRACTION, COMPACTION, EMERGENCE = "chat", "extraction", "compaction", "emergence"

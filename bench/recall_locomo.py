@@ -23,7 +23,7 @@ Targets: shown_at_5 >= 0.92, recall_at_5 >= 0.65, p95_ms <= 30.
 Not included: the model writing its own query, or its answer from the results.
 
 With `--embeddings BASE_URL [--embeddings-model NAME]` (an OpenAI-compatible embeddings
-server, e.g. `python -m tests.fakes.embeddings` or scripts/embeddings_server.py), every
+server, e.g. `python -m tests.support.fakes.embeddings` or scripts/embeddings_server.py), every
 message first gets its vector through the daemon's backfill, then the questions go through
 the fused search; the line adds `embeddings` (model, vectors, backfill seconds). p50/p95
 then include the query's round trip to that server. Its key, if it wants one: $EMBEDDINGS_API_KEY.

@@ -42,8 +42,8 @@ FIRST_CHAT = 1000
 
 
 async def measure(count: int, per_second: int, model_ms: float) -> dict[str, Any]:
-    from tests.fakes.anthropic import FakeAnthropic
-    from tests.fakes.telegram import FakeTelegram
+    from tests.support.fakes.anthropic import FakeAnthropic
+    from tests.support.fakes.telegram import FakeTelegram
 
     with tempfile.TemporaryDirectory() as folder:
         async with FakeAnthropic(default_text="Time for it!", latency=model_ms / 1000) as llm, \

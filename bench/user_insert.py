@@ -52,8 +52,8 @@ def _answer(tokens: int) -> str:
 
 
 async def _chat(ttft: float, rate: float, tokens: int, messages: int) -> list[dict[str, float]]:
-    from tests.fakes.anthropic import FakeAnthropic
-    from tests.fakes.telegram import FakeTelegram
+    from tests.support.fakes.anthropic import FakeAnthropic
+    from tests.support.fakes.telegram import FakeTelegram
 
     os.environ.setdefault("NO_PROXY", "127.0.0.1,localhost")
     os.environ.setdefault("no_proxy", "127.0.0.1,localhost")

@@ -2,7 +2,7 @@
 
 What each piece of Markdown becomes (bold, italic, code, links, headings, lists, what is
 escaped, how the rest degrades) is written down once, in docs/markdown.md; the web page
-(bot/app/web/index.html) renders by the same rules, and tests/test_markdown_rules.py holds
+(bot/app/web/index.html) renders by the same rules, and tests/core/test_markdown_rules.py holds
 both to that document's examples.
 """
 

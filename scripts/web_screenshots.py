@@ -25,7 +25,7 @@ from bot.app.api.server import ApiServer
 from bot.llm import AnthropicClient
 from bot.app.runtime import open_runtime
 from tests.conftest import make_config
-from tests.fakes.anthropic import FakeAnthropic
+from tests.support.fakes.anthropic import FakeAnthropic
 
 TOKEN = "screenshot-token-123"
 ANSWER = ("Here is your week, **Ada**:\n\n- Monday: dentist at `15:00`\n- Wednesday: Hannah's flight to Lisbon\n"

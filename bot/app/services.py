@@ -6,17 +6,13 @@ import logging
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from bot.core.config import Config
 from bot.core.errors import MateError
 from bot.app.runtime import Runtime
 from bot.schedule.reminders.delivery import ChannelOutbox, ReminderDelivery
-from bot.schedule.timer import TaskTimer
+from bot.schedule.timer import SystemRun, TaskTimer
 from channels.base import Channel
-
-if TYPE_CHECKING:  # imported where it is started: a daemon without memory never loads APScheduler
-    from bot.schedule.scheduler import CronScheduler
 
 log = logging.getLogger(__name__)
 
@@ -31,13 +27,12 @@ class ApiAddress:
 
 @dataclass(frozen=True, slots=True)
 class Services:
-    """What start_services started: the chat channels to supervise, and the API, the scheduler and
-    the reminders' timer where they run (closed by the stack). `outbox` is where reminders are
-    sent: the channels, and the console once the daemon starts it."""
+    """What start_services started: the chat channels to supervise, and the API and the timer of
+    scheduled tasks (closed by the stack). `outbox` is where reminders are sent: the channels, and
+    the console once the daemon starts it."""
 
     channels: tuple[Channel, ...]
     api: ApiAddress | None
-    scheduler: CronScheduler | None
     outbox: ChannelOutbox
     timer: TaskTimer
 
@@ -58,14 +53,12 @@ async def start_services(config: Config, rt: Runtime, stack: AsyncExitStack) -> 
         except OSError as exc:
             raise MateError(f"cannot listen on {mate.api.host}:{mate.api.port}: {exc.strerror}") from None
         api = ApiAddress(server.port, token)
-    scheduler = None
+    system: SystemRun | None = None
     if rt.memory_services is not None:
-        from bot.schedule.cron_runner import DaemonCronJobRunner
-        from bot.schedule.scheduler import CronScheduler
+        from bot.schedule.system_tasks import SystemTaskRunner
 
-        runner = DaemonCronJobRunner(rt.router, rt.memory_services.emergence, rt.consolidation_turns,
-                                     rt.core.repos.search_index)
-        scheduler = await stack.enter_async_context(CronScheduler(rt.core.repos, runner, timezone=mate.timezone))
+        system = SystemTaskRunner(rt.router, rt.memory_services.emergence, rt.consolidation_turns,
+                                  rt.core.repos.search_index, clock=rt.clock)
     channels: list[Channel] = []
     if mate.channels.telegram.enabled:
         from channels.telegram.adapter import TelegramChannel
@@ -83,5 +76,6 @@ async def start_services(config: Config, rt: Runtime, stack: AsyncExitStack) -> 
         outbox.add(channel)
     delivery = ReminderDelivery(rt.router, outbox, rt.core.prompts, rt.access, rt.core.repos)
     timer = await stack.enter_async_context(TaskTimer(
-        rt.core.repos.tasks, rt.tasks, delivery, catch_up_minutes=mate.tasks.catch_up_minutes, clock=rt.clock))
-    return Services(tuple(channels), api, scheduler, outbox, timer)
+        rt.core.repos.tasks, rt.tasks, delivery, catch_up_minutes=mate.tasks.catch_up_minutes, system=system,
+        timezone=mate.timezone, clock=rt.clock))
+    return Services(tuple(channels), api, outbox, timer)

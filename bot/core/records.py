@@ -82,23 +82,6 @@ class WorkspaceFileRecord:
 
 
 @dataclass(frozen=True, slots=True)
-class CronJobRecord:
-    id: int
-    agent_id: int
-    name: str
-    cron_expression: str
-    timezone: str
-    task_type: str
-    trigger_message: str
-    enabled: bool
-    last_run_time: str | None
-    next_run_time: str | None
-    update_time: str
-    # Last, with a default, so records built before it existed still construct.
-    create_time: str = ""
-
-
-@dataclass(frozen=True, slots=True)
 class PendingMemoryRecord:
     conversation_id: str
     agent_id: int

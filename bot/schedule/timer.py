@@ -1,11 +1,15 @@
-"""TaskTimer: runs each reminder once at its time, catches up after downtime, marks older runs missed,
-and cancels those whose maker lost the access or route they were made with."""
+"""TaskTimer: the one timer of scheduled tasks, reminders and each agent's system tasks (the nightly
+consolidation). It runs each task once at its time and catches up after downtime by one rule: the
+latest run missed in a row runs once, if it is not later than its kind allows (a reminder:
+`catch-up-minutes`, then it is marked missed and its chat hears of it; a system task: always).
+Reminders whose maker lost the access or route they were made with are cancelled."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import logging
+from collections.abc import Awaitable, Callable
 from datetime import datetime, timedelta
 from types import TracebackType
 from typing import Protocol
@@ -15,7 +19,7 @@ from bot.storage.tasks import ChatRef
 from bot.storage.tasks import SqliteTaskRepository, TaskRecord
 from bot.schedule.reminders.delivery import MaySchedule
 from bot.schedule.reminders.service import TaskService
-from bot.schedule.timing import latest_due, next_fire, parse_cron
+from bot.schedule.timing import latest_due, next_fire, parse_cron, parse_at
 
 log = logging.getLogger(__name__)
 
@@ -23,8 +27,11 @@ MAX_SLEEP = 30.0  # the clock is read again at least this often (a suspended hos
 STOP_GRACE = 5.0
 
 
+SystemRun = Callable[[TaskRecord], Awaitable[None]]  # runs one system task (SystemTaskRunner)
+
+
 class FireTask(Protocol):
-    """Delivers one task's run; False when it could not start (the daemon is stopping)."""
+    """Delivers one reminder's run; False when it could not start (the daemon is stopping)."""
 
     async def __call__(self, task: TaskRecord) -> bool: ...
 
@@ -43,17 +50,26 @@ class TaskTimer:
 
     def __init__(
         self, store: SqliteTaskRepository, service: TaskService, fire: FireTask, *, catch_up_minutes: float,
-        clock: Clock = utc_now, max_sleep: float = MAX_SLEEP,
+        system: SystemRun | None = None, timezone: str = "UTC", clock: Clock = utc_now,
+        max_sleep: float = MAX_SLEEP, stop_grace: float = STOP_GRACE,
     ) -> None:
         self._store = store
         self._service = service
         self._fire = fire
+        self._system = system  # None: system tasks wait (a daemon without memory has none to run)
         self._catch_up = timedelta(minutes=catch_up_minutes)
+        self._timezone = timezone  # for a system task whose row names no zone
         self._clock = clock
         self._max_sleep = max_sleep
+        self._stop_grace = stop_grace
         self._loop: asyncio.Task[None] | None = None
         self._firing: set[asyncio.Task[None]] = set()
         self._held: dict[int, datetime] = {}  # task id -> when its failed check is tried again
+        self._skipped: set[int] = set()  # tasks whose unreadable schedule was already logged
+
+    @property
+    def runs_system_tasks(self) -> bool:
+        return self._system is not None
 
     async def __aenter__(self) -> TaskTimer:
         await self.start()
@@ -78,7 +94,7 @@ class TaskTimer:
             with contextlib.suppress(asyncio.CancelledError):
                 await loop
         if self._firing:
-            _, pending = await asyncio.wait(self._firing, timeout=STOP_GRACE)
+            _, pending = await asyncio.wait(self._firing, timeout=self._stop_grace)
             for task in pending:
                 task.cancel()
             await asyncio.gather(*pending, return_exceptions=True)
@@ -94,7 +110,7 @@ class TaskTimer:
             await self._service.changes.wait(delay)
 
     async def _delay(self) -> float:
-        upcoming = await self._store.next_due()
+        upcoming = await self._store.next_due(system=self.runs_system_tasks)
         if upcoming is None:
             return self._max_sleep
         now = self._clock()
@@ -110,7 +126,7 @@ class TaskTimer:
         """When the next task that is not held back is due, or a hold ends: what is due now is
         held, and waking for it every few milliseconds would only skip it again."""
         horizon = now + timedelta(seconds=self._max_sleep)
-        times = [parse_iso(t.next_run_time) for t in await self._store.due(iso(horizon))
+        times = [parse_iso(t.next_run_time) for t in await self._store.due(iso(horizon), system=self.runs_system_tasks)
                  if t.next_run_time is not None and t.id not in self._held]
         return min([*times, *self._held.values(), horizon])
 
@@ -118,9 +134,10 @@ class TaskTimer:
         """Start every task due now (each in its own task); how many were started. A task whose
         check fails is skipped, not run, and tried again after `max_sleep`: the others go on."""
         now = self._clock()
+        await self._schedule_new()
         self._held = {task_id: until for task_id, until in self._held.items() if until > now}
         started = 0
-        for task in await self._store.due(iso(now)):
+        for task in await self._store.due(iso(now), system=self.runs_system_tasks):
             if task.id in self._held:
                 continue
             try:
@@ -131,6 +148,29 @@ class TaskTimer:
                 log.warning("task %s not run: checking or recording its run failed (%s: %s); tried again in %.0f s",
                             task.id, type(exc).__name__, exc, self._max_sleep)
         return started
+
+    async def _schedule_new(self) -> None:
+        """Give each new task its first run: the first fire after it last ran, or after it was made
+        if it never ran. A fire that passed meanwhile is due now, so a task added or left unscheduled
+        while the daemon was down is caught up once, not for the days before it existed."""
+        for task in await self._store.unscheduled(system=self.runs_system_tasks):
+            if task.id in self._skipped:
+                continue
+            try:
+                first = self._first_run(task)
+            except (ValueError, KeyError) as exc:
+                self._skipped.add(task.id)
+                log.warning("task %s (%s) skipped: %r: %s", task.id, task.name, task.cron, exc)
+                continue
+            if first is not None:
+                await self._store.set_next_run(task.id, iso(first))
+
+    def _first_run(self, task: TaskRecord) -> datetime | None:
+        if not task.cron:
+            return parse_at(task.run_at, task.timezone or self._timezone) if task.run_at else None
+        seen = [parse_iso(t) for t in (task.last_run_time, task.create_time) if t]
+        trigger = parse_cron(task.cron, task.timezone or self._timezone)
+        return next_fire(trigger, max(seen) if seen else self._clock())
 
     async def vet_pending(self) -> int:
         """Cancel the pending tasks whose makers lost the access or route they had (the config
@@ -166,13 +206,13 @@ class TaskTimer:
         assert task.next_run_time is not None
         try:
             due = parse_iso(task.next_run_time)
-            trigger = parse_cron(task.cron, task.timezone) if task.cron else None
+            trigger = parse_cron(task.cron, task.timezone or self._timezone) if task.cron else None
         except (ValueError, KeyError) as exc:  # a hand-edited row: stop it rather than retry it forever
             log.warning("task %s disabled: %s", task.id, exc)
             await self._store.miss(task.id, task.next_run_time, None)
             return False
         # Checked before anything is recorded or said in the chat, a missed-run notice included.
-        if await self._cancel_if_lost(task):
+        if task.is_reminder and await self._cancel_if_lost(task):
             return False
         following: datetime | None = None
         if trigger is not None:
@@ -180,7 +220,7 @@ class TaskTimer:
             following = next_fire(trigger, now)
         next_text = iso(following) if following is not None else None
         late = now - due
-        if late > self._catch_up:
+        if task.is_reminder and late > self._catch_up:
             if await self._store.miss(task.id, task.next_run_time, next_text):
                 self._service.note_missed(task)
                 log.info("task %s missed its run of %s (%.0f min late); its chat hears of it once",
@@ -198,10 +238,25 @@ class TaskTimer:
     async def _deliver(self, task: TaskRecord, claimed_next: str | None) -> None:
         assert task.next_run_time is not None
         try:
-            started = await self._fire(task)
-        except Exception:  # boundary: one task's failure must not touch the others
-            log.exception("task %s failed", task.id)
+            if task.is_reminder:
+                started = await self._fire(task)
+            else:
+                assert self._system is not None
+                await self._system(task)
+                started = True
+        except asyncio.CancelledError:
+            # A reminder's cut turn is stored: start-up recovery answers it. A system task's run
+            # is put back, so the next start runs it whole.
+            if not task.is_reminder:
+                await self._put_back(task, claimed_next)
+            raise
+        except Exception:  # boundary: one task's failure must not touch the others; its run stays recorded
+            log.exception("task %s (%s) failed", task.id, task.name)
             return
         if not started:
-            await self._store.release(task.id, task.next_run_time, claimed_next)
-            log.info("task %s put back: the daemon is stopping; it runs at the next start", task.id)
+            await self._put_back(task, claimed_next)
+
+    async def _put_back(self, task: TaskRecord, claimed_next: str | None) -> None:
+        assert task.next_run_time is not None
+        await self._store.release(task.id, task.next_run_time, claimed_next, task.last_run_time)
+        log.info("task %s put back: the daemon is stopping; it runs at the next start", task.id)

@@ -13,7 +13,6 @@ from bot.storage.database import Database
 from bot.storage.file_history import SqliteFileHistoryRepository
 from bot.storage.incognito import SqliteIncognitoRepository
 from bot.storage.proposals import SqliteProposalRepository
-from bot.storage.jobs import SqliteCronJobRepository
 from bot.storage.memory_commit import SqliteMemoryCommitRepository
 from bot.storage.people import SqlitePersonRepository
 from bot.storage.memory_state import (
@@ -35,7 +34,6 @@ class Repositories:
     conversations: SqliteConversationRepository
     messages: SqliteMessageRepository
     workspace_files: SqliteWorkspaceFileRepository
-    cron_jobs: SqliteCronJobRepository
     memory_pending: SqliteMemoryPendingRepository
     memory_runs: SqliteMemoryRunRepository
     memory_commits: SqliteMemoryCommitRepository
@@ -55,7 +53,6 @@ class Repositories:
             conversations=SqliteConversationRepository(db),
             messages=SqliteMessageRepository(db),
             workspace_files=SqliteWorkspaceFileRepository(db),
-            cron_jobs=SqliteCronJobRepository(db),
             memory_pending=SqliteMemoryPendingRepository(db),
             memory_runs=SqliteMemoryRunRepository(db),
             memory_commits=SqliteMemoryCommitRepository(db),

@@ -1,4 +1,6 @@
-"""SQL for the reminders people schedule in a chat: mate_cron_job rows of task type `reminder`."""
+"""SQL for scheduled tasks, the rows of mate_cron_job: the reminders people schedule in a chat
+(task type `reminder`) and the system tasks of each agent (the nightly consolidation: `text` or
+`emergence`). One timer runs both (bot/schedule/timer.py)."""
 
 from __future__ import annotations
 
@@ -8,15 +10,19 @@ from typing import Any
 
 from bot.storage.database import Database
 
-_TASK_NAME = "reminder"
+REMINDER = "reminder"
 
 _COLUMNS = (
     "id, agent_id, trigger_message, cron_expression, timezone, run_at, target_channel, target_chat_id, "
-    "target_thread_id, created_by, created_by_name, enabled, next_run_time, last_run_time, missed_time, create_time"
+    "target_thread_id, created_by, created_by_name, enabled, next_run_time, last_run_time, missed_time, "
+    "create_time, name, task_type"
 )
 # A chat is the channel, the chat and the thread (a forum topic is a chat of its own).
 _IN_CHAT = "target_channel = ? AND target_chat_id = ? AND target_thread_id IS ?"
 _LIVE = "task_type = 'reminder' AND enabled = 1"
+_SYSTEM = "task_type <> 'reminder'"
+# What the timer may run: every kind, or reminders only (a daemon without memory runs no system task).
+_RUNNABLE = {True: "enabled = 1", False: _LIVE}
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,6 +53,12 @@ class TaskRecord:
     last_run_time: str | None
     missed_time: str | None  # a run that was too late to make, not yet mentioned in the chat
     create_time: str
+    name: str = REMINDER
+    kind: str = REMINDER  # the row's task_type: reminder, or a system task's text / emergence
+
+    @property
+    def is_reminder(self) -> bool:
+        return self.kind == REMINDER
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,12 +81,13 @@ def _record(row: Any) -> TaskRecord:
         chat=ChatRef(row["target_channel"] or "", row["target_chat_id"] or "", row["target_thread_id"]),
         created_by=row["created_by"] or "", created_by_name=row["created_by_name"] or "",
         enabled=bool(row["enabled"]), next_run_time=row["next_run_time"], last_run_time=row["last_run_time"],
-        missed_time=row["missed_time"], create_time=row["create_time"],
+        missed_time=row["missed_time"], create_time=row["create_time"], name=row["name"], kind=row["task_type"],
     )
 
 
 class SqliteTaskRepository:
-    """Reminder tasks; the nightly consolidation jobs in the same table are never touched here."""
+    """Every scheduled task. The chat-facing reads and cancels see reminders only; the timer's
+    reads (`due`, `claim`, ...) see system tasks too when asked to run them."""
 
     def __init__(self, db: Database) -> None:
         self._db = db
@@ -92,7 +105,7 @@ class SqliteTaskRepository:
             "created_by_name, create_time, update_time) "
             "SELECT ?, ?, ?, ?, 'reminder', ?, 1, ?, ?, ?, ?, ?, ?, ?, ?, ? "
             f"WHERE (SELECT COUNT(*) FROM mate_cron_job WHERE {_LIVE} AND {_IN_CHAT}) < ?",
-            (task.agent_id, _TASK_NAME, task.cron, task.timezone, task.message, task.next_run_time, task.run_at,
+            (task.agent_id, REMINDER, task.cron, task.timezone, task.message, task.next_run_time, task.run_at,
              *chat, task.created_by, task.created_by_name, now, now, *chat, limit),
         )
         return result.lastrowid if result.rowcount else None
@@ -135,14 +148,45 @@ class SqliteTaskRepository:
             (*chat.params(), created_by, agent_id))
         return result.rowcount
 
-    async def due(self, now: str) -> builtins.list[TaskRecord]:
-        rows = await self._db.fetchall(
-            f"SELECT {_COLUMNS} FROM mate_cron_job WHERE {_LIVE} AND next_run_time <= ? ORDER BY next_run_time, id",
-            (now,))
+    async def add_system(
+        self, agent_id: int, name: str, cron: str, timezone: str, kind: str, message: str, *, enabled: bool = True,
+    ) -> int:
+        """A system task of `agent_id` (the timer computes its first run)."""
+        now = self._db.now()
+        result = await self._db.execute(
+            "INSERT INTO mate_cron_job(agent_id, name, cron_expression, timezone, task_type, "
+            "trigger_message, enabled, create_time, update_time) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (agent_id, name, cron, timezone, kind, message, int(enabled), now, now),
+        )
+        return result.lastrowid
+
+    async def system_tasks(self, agent_id: int | None = None) -> builtins.list[TaskRecord]:
+        """System tasks of one agent (None: of every agent), enabled or not, by id."""
+        where, params = (f"{_SYSTEM} AND agent_id = ?", (agent_id,)) if agent_id is not None else (_SYSTEM, ())
+        rows = await self._db.fetchall(f"SELECT {_COLUMNS} FROM mate_cron_job WHERE {where} ORDER BY id", params)
         return [_record(r) for r in rows]
 
-    async def next_due(self) -> str | None:
-        row = await self._db.fetchone(f"SELECT MIN(next_run_time) FROM mate_cron_job WHERE {_LIVE}")
+    async def unscheduled(self, *, system: bool) -> builtins.list[TaskRecord]:
+        """Enabled tasks with no next run yet: new system tasks, or rows added by hand."""
+        rows = await self._db.fetchall(
+            f"SELECT {_COLUMNS} FROM mate_cron_job WHERE {_RUNNABLE[system]} AND next_run_time IS NULL ORDER BY id")
+        return [_record(r) for r in rows]
+
+    async def set_next_run(self, task_id: int, next_run_time: str) -> bool:
+        """A first next run, set only where none is (False: set meanwhile, or gone)."""
+        result = await self._db.execute(
+            "UPDATE mate_cron_job SET next_run_time = ? WHERE id = ? AND next_run_time IS NULL",
+            (next_run_time, task_id))
+        return result.rowcount > 0
+
+    async def due(self, now: str, *, system: bool = False) -> builtins.list[TaskRecord]:
+        rows = await self._db.fetchall(
+            f"SELECT {_COLUMNS} FROM mate_cron_job WHERE {_RUNNABLE[system]} AND next_run_time <= ? "
+            "ORDER BY next_run_time, id", (now,))
+        return [_record(r) for r in rows]
+
+    async def next_due(self, *, system: bool = False) -> str | None:
+        row = await self._db.fetchone(f"SELECT MIN(next_run_time) FROM mate_cron_job WHERE {_RUNNABLE[system]}")
         return row[0] if row and row[0] else None
 
     async def claim(self, task_id: int, due: str, next_run_time: str | None, *, ran: str) -> bool:
@@ -150,24 +194,24 @@ class SqliteTaskRepository:
         was cancelled meanwhile. A one-shot task (no next run) is disabled by it."""
         result = await self._db.execute(
             "UPDATE mate_cron_job SET last_run_time = ?, next_run_time = ?, enabled = ?, update_time = ? "
-            f"WHERE id = ? AND {_LIVE} AND next_run_time = ?",
+            "WHERE id = ? AND enabled = 1 AND next_run_time = ?",
             (ran, next_run_time, int(next_run_time is not None), self._db.now(), task_id, due),
         )
         return result.rowcount > 0
 
-    async def release(self, task_id: int, due: str, claimed_next: str | None) -> None:
-        """Undo a claim whose run never started (the daemon was stopping): start-up makes it up."""
+    async def release(self, task_id: int, due: str, claimed_next: str | None, last_run_time: str | None) -> None:
+        """Undo a claim whose run never started or was cut by a stop: start-up makes it up."""
         await self._db.execute(
-            "UPDATE mate_cron_job SET next_run_time = ?, enabled = 1, update_time = ? "
-            "WHERE id = ? AND task_type = 'reminder' AND next_run_time IS ?",
-            (due, self._db.now(), task_id, claimed_next),
+            "UPDATE mate_cron_job SET next_run_time = ?, last_run_time = ?, enabled = 1, update_time = ? "
+            "WHERE id = ? AND next_run_time IS ?",
+            (due, last_run_time, self._db.now(), task_id, claimed_next),
         )
 
     async def miss(self, task_id: int, due: str, next_run_time: str | None) -> bool:
         """Record a run that is too late to make: it is mentioned in its chat once, then forgotten."""
         result = await self._db.execute(
             "UPDATE mate_cron_job SET missed_time = ?, next_run_time = ?, enabled = ?, update_time = ? "
-            f"WHERE id = ? AND {_LIVE} AND next_run_time = ?",
+            "WHERE id = ? AND enabled = 1 AND next_run_time = ?",
             (due, next_run_time, int(next_run_time is not None), self._db.now(), task_id, due),
         )
         return result.rowcount > 0

@@ -1,0 +1,160 @@
+"""Reminders end to end in one process: the real runtime, Telegram (and Discord) adapters on their
+fakes, the fake Messages API, and the real TaskTimer on a clock the test may move."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator, Callable
+from contextlib import AsyncExitStack, asynccontextmanager
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import discord
+
+from bot.llm import AnthropicClient
+from bot.app.runtime import Runtime, open_runtime
+from bot.schedule.reminders.delivery import ChannelOutbox, ReminderDelivery
+from bot.schedule.timer import TaskTimer
+from channels.discord.adapter import DiscordChannel
+from channels.telegram.adapter import TelegramChannel
+from tests.support.eventually import eventually
+from tests.conftest import make_config
+from tests.support.fakes.anthropic import FakeAnthropic, RecordedRequest, Script, TextReply, is_memory_extraction
+from tests.support.fakes.discord import FakeDiscord
+from tests.support.fakes.telegram import FakeTelegram
+
+OWNER = 42  # a Telegram admin
+FRIEND = 7  # on the Telegram allowlist
+MEMBER = 9  # in the group only
+GROUP = -1001
+OWNER_DC, FRIEND_DC = "70", "80"
+SCHEDULED_MARK = "[Scheduled"  # how the reminder turn's instruction starts (prompts/en/tasks)
+
+
+def utc(*args: int) -> datetime:
+    return datetime(*args, tzinfo=timezone.utc)  # type: ignore[misc]
+
+
+def last_text(recorded: RecordedRequest) -> str:
+    content = recorded.body["messages"][-1]["content"]
+    return content if isinstance(content, str) else json.dumps(content, ensure_ascii=False)
+
+
+def tool_names(recorded: RecordedRequest) -> list[str]:
+    return [tool["name"] for tool in recorded.body.get("tools", [])]
+
+
+def tool_results(recorded: RecordedRequest) -> list[dict[str, Any]]:
+    content = recorded.body["messages"][-1]["content"]
+    return [b for b in content if isinstance(b, dict) and b.get("type") == "tool_result"] \
+        if isinstance(content, list) else []
+
+
+@dataclass
+class World:
+    rt: Runtime
+    llm: FakeAnthropic
+    tg: FakeTelegram
+    dc: FakeDiscord | None
+    timer: TaskTimer
+    clock: Callable[[], datetime]
+    # What the model answers to a reminder's turn (after `hold`, when set).
+    reminder_reply: Callable[[str], Script] = field(default=lambda instruction: TextReply("It is time!"))
+
+    def chats(self) -> list[RecordedRequest]:
+        return [r for r in self.llm.requests if r.path == "/v1/messages"
+                and not is_memory_extraction(r.body)]
+
+    def reminder_turns(self) -> list[RecordedRequest]:
+        return [r for r in self.chats() if SCHEDULED_MARK in last_text(r)]
+
+    def sent_to(self, chat_id: int) -> list[str]:
+        return [str(s["text"]) for s in self.tg.sent if str(s["chat_id"]) == str(chat_id)]
+
+    async def until(self, done: Callable[[], bool], what: str, timeout: float = 15) -> None:
+        await eventually(done, what, timeout, poll=0.02)
+
+    async def tell(self, chat_id: int, text: str, *, user_id: int | None = None, group: bool = False,
+                   name: str = "Alice") -> str:
+        """A Telegram message from `user_id` (default: the chat) and the bot's answer to it."""
+        before = len(self.sent_to(chat_id))
+        self.tg.push_text(text, chat_id=chat_id, user_id=user_id or chat_id, first_name=name,
+                          chat_type="group" if group else "private")
+        await self.until(lambda: len(self.sent_to(chat_id)) > before, f"the answer to {text!r}")
+        return self.sent_to(chat_id)[before]
+
+
+def _reminders_first(world: list[World]) -> Callable[[RecordedRequest], Script | None]:
+    def respond(recorded: RecordedRequest) -> Script | None:
+        if world and recorded.path == "/v1/messages" and SCHEDULED_MARK in last_text(recorded):
+            return world[0].reminder_reply(last_text(recorded))
+        return None  # the test's queue, then the default text
+
+    return respond
+
+
+@asynccontextmanager
+async def world(
+    tmp_path: Path, *, clock: Callable[[], datetime] | None = None, discord_too: bool = False,
+    max_sleep: float = 0.05, llm: FakeAnthropic | None = None, tg: FakeTelegram | None = None,
+    **mate: Any,
+) -> AsyncIterator[World]:
+    """Everything a reminder goes through, on fakes; `mate` overrides configuration keys."""
+    async with AsyncExitStack() as stack:
+        fake_llm = llm or await stack.enter_async_context(FakeAnthropic(default_text="ok"))
+        fake_tg = tg or await stack.enter_async_context(FakeTelegram())
+        fake_dc = await stack.enter_async_context(FakeDiscord()) if discord_too else None
+        channels: dict[str, Any] = {
+            "telegram": {"enabled": True, "token": fake_tg.token, "base-url": fake_tg.base_url,
+                         "admins": [str(OWNER)], "allowed-users": [str(FRIEND)], "group-policy": "open",
+                         "require-mention": False}}
+        if fake_dc is not None:
+            channels["discord"] = {"enabled": True, "token": "TOKEN", "admins": [OWNER_DC],
+                                   "allowed-users": [FRIEND_DC], "allowed-guilds": ["100"],
+                                   "api-base-url": fake_dc.api_base, "gateway-url": fake_dc.gateway_url}
+        settings: dict[str, Any] = {
+            "llm": {"api-key": "k", "base-url": fake_llm.url, "max-retries": 0, "stream": False},
+            "channels": channels, **mate}
+        config = make_config(tmp_path, **settings)
+        client = await stack.enter_async_context(AnthropicClient(config.mate.llm))
+        chosen = clock or (lambda: datetime.now(timezone.utc))
+        # The tools, storage and the timer keep one time: a test's stepped clock, or this moment's.
+        rt = await stack.enter_async_context(open_runtime(config, llm=client, clock=chosen))
+        holder: list[World] = []
+        fake_llm.responder = _reminders_first(holder)
+        outbox = ChannelOutbox(ready_wait=10)
+        telegram = TelegramChannel(config.mate.channels.telegram, rt.router.handle, rt.core.prompts,
+                                   access=rt.access.telegram, poll_timeout=0.2)
+        outbox.add(telegram)
+        tasks = [asyncio.create_task(telegram.run(), name="test-telegram")]
+        stack.push_async_callback(_stop, telegram, tasks[0])
+        if fake_dc is not None:
+            from tests.channels.test_people_leaks import FastClient
+
+            discord_channel = DiscordChannel(
+                config.mate.channels.discord, rt.router.handle, rt.core.prompts, access=rt.access.discord,
+                client_factory=lambda **kw: FastClient(guild_ready_timeout=0.05, **kw))
+            outbox.add(discord_channel)
+            dc_task = asyncio.create_task(discord_channel.run(), name="test-discord")
+            stack.push_async_callback(_stop, discord_channel, dc_task)
+            await fake_dc.wait_ready()
+            assert discord_channel.client is not None
+            await asyncio.wait_for(discord_channel.client.wait_until_ready(), 10)
+        delivery = ReminderDelivery(rt.router, outbox, rt.core.prompts, rt.access, rt.core.repos)
+        timer = await stack.enter_async_context(TaskTimer(
+            rt.core.repos.tasks, rt.tasks, delivery, catch_up_minutes=config.mate.tasks.catch_up_minutes,
+            clock=chosen, max_sleep=max_sleep))
+        opened = World(rt, fake_llm, fake_tg, fake_dc, timer, chosen)
+        holder.append(opened)
+        yield opened
+
+
+async def _stop(channel: TelegramChannel | DiscordChannel, task: asyncio.Task[None]) -> None:
+    await channel.stop()
+    await asyncio.wait_for(task, 10)
+
+
+__all__ = ["discord"]
