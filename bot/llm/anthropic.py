@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
 from collections.abc import Callable
@@ -22,29 +21,24 @@ from bot.llm.anthropic_messages import (
     text_of,
     usage_only,
 )
-from bot.llm.attempts import AskAgain, StreamingSwitch, answer_with_retries
+from bot.llm.attempts import AskAgain, CallPolicy, answer_with_retries
 from bot.llm.failures import (
     RETRY_STATUSES,
-    NotStreamed,
     Retryable,
     is_prompt_too_long,
+    no_events,
     retry_after,
+    stream_within,
     transport_errors,
     whole_answer_within,
 )
 from bot.llm.port import LLMRequest, LLMResponse, TextListener
 from bot.llm.safe_text import safe
-from bot.llm.slots import CallSlots
-from bot.core.redaction import Redactor
-from bot.core.retry import MODEL_API
 
 if TYPE_CHECKING:
     import anthropic
 
 log = logging.getLogger(__name__)
-
-# The longest a streamed answer may take in all: the SDK's own limit for one request.
-STREAM_DEADLINE_S = 600.0
 
 
 class AnthropicClient:
@@ -66,16 +60,10 @@ class AnthropicClient:
         if config.base_url:
             options["base_url"] = config.base_url
         self._sdk = sdk or anthropic.AsyncAnthropic(**options)
+        self._policy = CallPolicy.of(config, clock)
         self._timeout = config.timeout_seconds
-        # A retry-after longer than timeout-seconds is not waited out: the user gets the
-        # apology now instead of an hour of "typing...".
-        self._retry = replace(MODEL_API, attempts=config.max_retries + 1, longest_wait=config.timeout_seconds)
-        self._slots = CallSlots(config.max_concurrency, config.timeout_seconds)
-        # Upstream error texts end up in logs, replies and run records; a proxy may echo the key.
-        self._redact = Redactor([config.api_key])
-        # Streaming: off for a while when the server keeps showing it cannot (bot/llm/attempts.py).
+        self._redact = self._policy.redact
         # Caching: off for good when the server shows it cannot do it (local servers, proxies).
-        self._streaming = StreamingSwitch(clock)
         self._caching = config.cache != "off"
         self._long_cache = True  # the 1-hour lifetime (`ttl`), which servers that cache may still not know
 
@@ -115,7 +103,7 @@ class AnthropicClient:
                 params, uncached = request_params(replace(request, cache=False)), True
                 raise AskAgain from None
 
-        return await answer_with_retries(ask, on_text, self._retry, self._streaming)
+        return await answer_with_retries(ask, on_text, self._policy)
 
     async def _once(self, params: dict[str, Any], on_text: TextListener | None, bounded: bool) -> LLMResponse:
         started: list[Any] = []  # the streamed message_start: what a broken answer was billed
@@ -130,7 +118,7 @@ class AnthropicClient:
                       bounded: bool) -> LLMResponse:
         anthropic = self._errors
         try:
-            async with self._slots.held(bounded):
+            async with self._policy.slots.held(bounded):
                 if on_text is None:
                     # httpx's read timeout restarts with every byte: a server that dribbles its
                     # body would hold the call forever. timeout-seconds bounds the whole answer.
@@ -169,30 +157,19 @@ class AnthropicClient:
         # The SDK drops pings before we see them, but they restart its read timeout: a
         # server that sends only pings would hold this call (and its slot) until the
         # whole-answer deadline. So the gap between the events we do see is bounded too.
-        loop = asyncio.get_running_loop()
-        gap = asyncio.timeout(self._timeout)
         try:
-            async with asyncio.timeout(max(STREAM_DEADLINE_S, self._timeout)), gap:
-                async with self._sdk.messages.stream(**params) as stream:
-                    async for event in stream:
-                        gap.reschedule(loop.time() + self._timeout)
-                        if event.type == "message_start":
-                            started.append(event.message)
-                        elif event.type == "content_block_start" and event.content_block.type == "text":
-                            text_of(event.content_block.text)  # the SDK adds the deltas to it
-                        elif event.type == "text" and event.text:
-                            on_text(safe(text_of(event.text)))
-                    if not started:
-                        kind = stream.response.headers.get("content-type", "")
-                        if "text/event-stream" not in kind:  # a plain body: the server does not stream
-                            raise NotStreamed()
-                        raise Retryable("the model's answer stream was empty")
-                    message = await stream.get_final_message()
-        except TimeoutError:
-            if gap.expired():  # a stalled stream is a timeout like any other: retried
-                raise Retryable(f"the model's answer stream went silent for {self._timeout:g} s") from None
-            # Not retried: the user has waited long enough for this answer.
-            raise LLMError("the model's answer took too long") from None
+            async with stream_within(self._timeout) as heard, self._sdk.messages.stream(**params) as stream:
+                async for event in stream:
+                    heard()
+                    if event.type == "message_start":
+                        started.append(event.message)
+                    elif event.type == "content_block_start" and event.content_block.type == "text":
+                        text_of(event.content_block.text)  # the SDK adds the deltas to it
+                    elif event.type == "text" and event.text:
+                        on_text(safe(text_of(event.text)))
+                if not started:
+                    raise no_events(stream.response.headers)
+                message = await stream.get_final_message()
         except (RuntimeError, IndexError, AttributeError, TypeError, KeyError) as exc:
             # The SDK's event accumulation trips over events out of order or malformed.
             raise LLMError(f"malformed stream from the model API: {type(exc).__name__}") from None

@@ -12,10 +12,15 @@ import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, replace
 
+from bot.core.config import LlmConfig
 from bot.core.errors import LLMError, StreamBroken
+from bot.core.redaction import Redactor
+from bot.core.retry import MODEL_API
 from bot.llm.failures import NotStreamed, Retryable
 from bot.llm.port import LLMResponse, TextListener
+from bot.llm.slots import CallSlots
 from bot.core.retry import Backoff
 
 log = logging.getLogger(__name__)
@@ -65,10 +70,33 @@ class StreamingSwitch:
         self._failures = 0
 
 
+@dataclass(frozen=True, slots=True)
+class CallPolicy:
+    """What both protocols' clients apply to every call, from `mate.llm`."""
+
+    timeout: float
+    retry: Backoff
+    slots: CallSlots
+    redact: Redactor  # upstream error texts end up in logs, replies and run records; a proxy may echo the key
+    streaming: StreamingSwitch
+
+    @classmethod
+    def of(cls, config: LlmConfig, clock: Callable[[], float] = time.monotonic) -> CallPolicy:
+        return cls(
+            timeout=config.timeout_seconds,
+            # A retry-after longer than timeout-seconds is not waited out: the user gets the
+            # apology now instead of an hour of "typing...".
+            retry=replace(MODEL_API, attempts=config.max_retries + 1, longest_wait=config.timeout_seconds),
+            slots=CallSlots(config.max_concurrency, config.timeout_seconds),
+            redact=Redactor([config.api_key]),
+            streaming=StreamingSwitch(clock),
+        )
+
+
 async def answer_with_retries(
-    ask: Callable[[TextListener | None], Awaitable[LLMResponse]], on_text: TextListener | None,
-    policy: Backoff, streaming: StreamingSwitch,
+    ask: Callable[[TextListener | None], Awaitable[LLMResponse]], on_text: TextListener | None, calls: CallPolicy,
 ) -> LLMResponse:
+    policy, streaming = calls.retry, calls.streaming
     shown: list[str] = []
 
     def listen(text: str) -> None:

@@ -5,10 +5,11 @@ from __future__ import annotations
 import asyncio
 import importlib
 import re
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any
 
+from bot.core.errors import LLMError
 from bot.llm.port import LLMResponse
 
 # Anthropic; OpenAI, vLLM, DeepSeek; llama.cpp ("the request exceeds the available context size").
@@ -72,3 +73,31 @@ async def whole_answer_within(seconds: float) -> AsyncIterator[None]:
             yield
     except TimeoutError:
         raise Retryable("the model did not answer in time") from None
+
+
+# The longest a streamed answer may take in all: the SDKs' own limit for one request.
+STREAM_DEADLINE_S = 600.0
+
+
+@asynccontextmanager
+async def stream_within(seconds: float) -> AsyncIterator[Callable[[], None]]:
+    """A streamed call bounded twice: `seconds` of silence between events (retried, as a stalled
+    server is), and STREAM_DEADLINE_S in all (not retried: the user has waited long enough).
+    Yields what to call at each event heard."""
+    loop = asyncio.get_running_loop()
+    gap = asyncio.timeout(seconds)
+    try:
+        async with asyncio.timeout(max(STREAM_DEADLINE_S, seconds)), gap:
+            yield lambda: gap.reschedule(loop.time() + seconds)
+    except TimeoutError:
+        if gap.expired():
+            raise Retryable(f"the model's answer stream went silent for {seconds:g} s") from None
+        raise LLMError("the model's answer took too long") from None
+
+
+def no_events(headers: Any) -> Exception:
+    """What a stream that ended with no event means: a plain body is a server that does not
+    stream; an event stream with nothing in it is a broken answer, asked again."""
+    if "text/event-stream" not in headers.get("content-type", ""):
+        return NotStreamed()
+    return Retryable("the model's answer stream was empty")

@@ -8,39 +8,35 @@ OpenAI, OpenRouter, DeepSeek, Ollama's /v1, llama.cpp, vLLM and LM Studio all se
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
 from collections.abc import Callable
 import re
-from dataclasses import replace
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 from bot.core.config import LlmConfig
 from bot.core.errors import LLMError, PromptTooLong, RequestRejected
-from bot.llm.attempts import AskAgain, StreamingSwitch, answer_with_retries
+from bot.llm.attempts import AskAgain, CallPolicy, answer_with_retries
 from bot.llm.failures import (
     RETRY_STATUSES,
     NotStreamed,
     Retryable,
     is_prompt_too_long,
+    no_events,
     retry_after,
+    stream_within,
     transport_errors,
     whole_answer_within,
 )
 from bot.llm.openai_messages import StreamedAnswer, chat_params, error_kind, error_text, read_completion
 from bot.llm.port import LLMRequest, LLMResponse, TextListener
-from bot.llm.slots import CallSlots
-from bot.core.redaction import Redactor
-from bot.core.retry import MODEL_API
 
 if TYPE_CHECKING:
     import openai
 
 log = logging.getLogger(__name__)
 
-STREAM_DEADLINE_S = 600.0  # the longest a streamed answer may take in all
 _NAMES_STREAMING = re.compile(r"\bstream(ing)?\b", re.I)
 
 
@@ -67,13 +63,10 @@ class OpenAIClient:
         if config.base_url.strip():
             options["base_url"] = api_root(config.base_url.strip())
         self._sdk = sdk or openai.AsyncOpenAI(**options)
+        self._policy = CallPolicy.of(config, clock)
         self._timeout = config.timeout_seconds
-        self._retry = replace(MODEL_API, attempts=config.max_retries + 1, longest_wait=config.timeout_seconds)
-        self._slots = CallSlots(config.max_concurrency, config.timeout_seconds)
-        self._redact = Redactor([config.api_key])
-        # Streaming is off for a while when the server keeps refusing it (bot/llm/attempts.py);
-        # the options below are turned off (or renamed) for good when the server refuses them.
-        self._streaming = StreamingSwitch(clock)
+        self._redact = self._policy.redact
+        # Turned off (or renamed) for good when the server refuses them.
         self._stream_usage = True  # stream_options.include_usage
         self._max_tokens_key = "max_tokens"
 
@@ -96,7 +89,7 @@ class OpenAIClient:
                     raise RequestRejected(f"request rejected: {refused}") from None
                 raise AskAgain from None
 
-        return await answer_with_retries(ask, on_text, self._retry, self._streaming)
+        return await answer_with_retries(ask, on_text, self._policy)
 
     def _adapt(self, what: str) -> bool:
         """Stop sending what the server refused; False when there is nothing left to change."""
@@ -114,7 +107,7 @@ class OpenAIClient:
         openai = self._errors
         streamed = on_text is not None
         try:
-            async with self._slots.held(bounded):
+            async with self._policy.slots.held(bounded):
                 if on_text is None:
                     # httpx's read timeout restarts with every byte: a server that dribbles its
                     # body would hold the call forever. timeout-seconds bounds the whole answer.
@@ -163,30 +156,21 @@ class OpenAIClient:
         return LLMError(text)
 
     async def _streamed(self, params: dict[str, Any], on_text: TextListener) -> LLMResponse:
-        loop = asyncio.get_running_loop()
-        gap = asyncio.timeout(self._timeout)
         answer = StreamedAnswer()
         body = {**params, "stream": True}
         if self._stream_usage:
             body["stream_options"] = {"include_usage": True}
         try:
-            async with asyncio.timeout(max(STREAM_DEADLINE_S, self._timeout)), gap:
+            async with stream_within(self._timeout) as heard:
                 stream = await self._sdk.chat.completions.create(**body)
                 async with stream:
                     async for chunk in stream:
-                        gap.reschedule(loop.time() + self._timeout)
+                        heard()
                         text = answer.add(chunk)
                         if text:
                             on_text(text)
                     if not answer.chunks:
-                        kind = stream.response.headers.get("content-type", "")
-                        if "text/event-stream" not in kind:  # a plain body: the server does not stream
-                            raise NotStreamed()
-                        raise Retryable("the model's answer stream was empty")
-        except TimeoutError:
-            if gap.expired():
-                raise Retryable(f"the model's answer stream went silent for {self._timeout:g} s") from None
-            raise LLMError("the model's answer took too long") from None
+                        raise no_events(stream.response.headers)
         except (AttributeError, TypeError, KeyError, IndexError) as exc:
             raise LLMError(f"malformed stream from the model API: {type(exc).__name__}") from None
         if answer.finish_reason is None:  # the stream ended before the last chunk

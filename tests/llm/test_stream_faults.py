@@ -117,9 +117,9 @@ async def test_an_answer_that_never_ends_is_cut_at_the_deadline(
 ) -> None:
     import time
 
-    import bot.llm.anthropic
+    import bot.llm.failures
 
-    monkeypatch.setattr(bot.llm.anthropic, "STREAM_DEADLINE_S", 0.6)
+    monkeypatch.setattr(bot.llm.failures, "STREAM_DEADLINE_S", 0.6)
     fake.tokens_per_s = 5.0  # every piece arrives well inside the read timeout
     options = {"llm": {"api-key": "k", "base-url": fake.url, "max-retries": 0, "timeout-seconds": 0.5}}
     async with running(tmp_path, fake, **options) as rt:
