@@ -270,9 +270,7 @@ class SqliteMessageRepository:
         roles: Sequence[str] | None = None, remembered_only: bool = False,
     ) -> list[MessageRecord]:
         """The newest `limit` messages in (after_id, upto_id], returned oldest first."""
-        where, params = _range(conversation_id, after_id, upto_id, roles, remembered_only)
-        rows = await self._db.fetchall(
-            f"SELECT {_MESSAGE_COLUMNS} FROM mate_message WHERE {where} ORDER BY id DESC LIMIT ?", [*params, limit])
+        rows = await self._page(conversation_id, limit, after_id, upto_id, roles, remembered_only, newest=True)
         return [_message(r) for r in reversed(rows)]
 
     async def window_page(
@@ -293,10 +291,17 @@ class SqliteMessageRepository:
         roles: Sequence[str] | None = None, remembered_only: bool = False,
     ) -> list[MessageRecord]:
         """The oldest `limit` messages in (after_id, upto_id], oldest first."""
-        where, params = _range(conversation_id, after_id, upto_id, roles, remembered_only)
-        rows = await self._db.fetchall(
-            f"SELECT {_MESSAGE_COLUMNS} FROM mate_message WHERE {where} ORDER BY id LIMIT ?", [*params, limit])
+        rows = await self._page(conversation_id, limit, after_id, upto_id, roles, remembered_only, newest=False)
         return [_message(r) for r in rows]
+
+    async def _page(
+        self, conversation_id: str, limit: int, after_id: int, upto_id: int | None, roles: Sequence[str] | None,
+        remembered_only: bool, *, newest: bool,
+    ) -> list[Any]:
+        where, params = _range(conversation_id, after_id, upto_id, roles, remembered_only)
+        order = "DESC" if newest else "ASC"
+        return await self._db.fetchall(
+            f"SELECT {_MESSAGE_COLUMNS} FROM mate_message WHERE {where} ORDER BY id {order} LIMIT ?", [*params, limit])
 
     async def count(
         self, conversation_id: str, *, after_id: int = 0, upto_id: int | None = None,
