@@ -2,20 +2,15 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import AsyncIterator
-from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
 
 from bot.app.core import Core, open_core
-from bot.core.clock import Clock
-from bot.core.config import Config, parse_config
-
-# A Wednesday: rows written "now" by a pinned clock are dated on no weekend and on no date a
-# test names (the search index finds rows by their weekday, and the suite runs on any day).
-PINNED_START = datetime(2026, 3, 4, 12, 0, tzinfo=timezone.utc)
+from bot.core.config import Config
+# Re-exported for the modules that still import them from here; new code imports tests.support.config.
+from tests.support.config import PINNED_START, make_config, pinned_clock
 
 
 @pytest.fixture(autouse=True)
@@ -28,24 +23,6 @@ def _loopback_without_proxy(monkeypatch: pytest.MonkeyPatch) -> None:
     for name in ("ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL", "MATE_CONFIG", "MATE_API_TOKEN"):
         monkeypatch.delenv(name, raising=False)
 
-
-def make_config(tmp_path: Path, **mate: object) -> Config:
-    """A Config whose database lives in tmp_path; `mate` overrides keys (kebab-case dicts)."""
-    data: dict[str, object] = {"database": {"path": str(tmp_path / "mate.db")}, "timezone": "UTC"}
-    data.update(mate)
-    return parse_config({"mate": data}, environ={})
-
-
-def pinned_clock(start: datetime = PINNED_START) -> Clock:
-    """A clock that starts at `start` and runs on with this machine's monotonic time."""
-    origin = time.monotonic()
-
-    def now() -> datetime:
-        return datetime.fromtimestamp(start.timestamp() + time.monotonic() - origin, timezone.utc)
-
-    return now
-
-
 @pytest.fixture
 def config(tmp_path: Path) -> Config:
     return make_config(tmp_path)
@@ -55,3 +32,6 @@ def config(tmp_path: Path) -> Config:
 async def core(config: Config) -> AsyncIterator[Core]:
     async with open_core(config) as opened:
         yield opened
+
+
+__all__ = ["PINNED_START", "make_config", "pinned_clock"]

@@ -10,7 +10,7 @@ import pytest
 
 from bot.__main__ import main
 from bot.app.core import open_core
-from tests.conftest import make_config
+from tests.support.config import make_config
 
 
 def test_backup_copies_the_database_and_new_media_files(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

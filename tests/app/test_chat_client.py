@@ -8,7 +8,7 @@ from pathlib import Path
 
 from bot.app.cli.chat_client import attach, daemon_running
 from bot.app.instance_lock import DatabaseLock
-from tests.conftest import make_config
+from tests.support.config import make_config
 from tests.app.test_api import _open
 
 

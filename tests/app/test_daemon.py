@@ -13,7 +13,7 @@ import pytest
 from bot.app.daemon import run_daemon
 from bot.app.runtime import Runtime
 from bot.app.services import Services
-from tests.conftest import make_config
+from tests.support.config import make_config
 from tests.support.fakes.anthropic import FakeAnthropic
 from tests.support.fakes.telegram import FakeTelegram
 

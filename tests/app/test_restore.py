@@ -16,7 +16,7 @@ import yaml
 
 from bot.__main__ import main
 from bot.app.core import open_core
-from tests.conftest import make_config
+from tests.support.config import make_config
 from tests.support.daemon_process import PROCESS_TIMEOUT, Daemon, daemon, free_port, matebot, start_or_exit
 
 

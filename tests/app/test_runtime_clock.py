@@ -15,7 +15,7 @@ import pytest
 from bot.llm import AnthropicClient
 from bot.app.runtime import open_runtime
 from channels.base import InboundMessage
-from tests.conftest import make_config
+from tests.support.config import make_config
 from tests.support.fakes.anthropic import FakeAnthropic, system_text
 
 MOMENT = datetime(2031, 5, 6, 9, 15, tzinfo=timezone.utc)  # a Tuesday

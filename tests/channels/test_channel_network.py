@@ -20,7 +20,7 @@ from bot.app.runtime import open_runtime
 from channels.base import CHANNEL_OK, CHANNEL_RETRYING
 from channels.discord.adapter import DiscordChannel
 from channels.telegram.adapter import STOPPED_CONFLICT
-from tests.conftest import make_config
+from tests.support.config import make_config
 from tests.support.fakes.anthropic import FakeAnthropic
 from tests.support.fakes.telegram import FakeTelegram
 from tests.channels.test_telegram_adapter import ADMIN, running

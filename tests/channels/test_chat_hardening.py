@@ -26,7 +26,7 @@ from channels.console import ConsoleChannel, _Printed
 from channels.telegram.adapter import TelegramChannel
 from memory.workspace.service import MEMORY_FILE
 from tests.support.eventually import eventually
-from tests.conftest import make_config
+from tests.support.config import make_config
 from tests.support.fakes.anthropic import FakeAnthropic, TextReply
 from tests.support.fakes.telegram import FakeTelegram
 from tests.support.fakes.transcription import FakeTranscription, spoken

@@ -19,7 +19,7 @@ from bot.app.runtime import Runtime, open_runtime
 from channels.base import InboundMessage, OutboundMessage, Stored
 from channels.discord.adapter import DiscordChannel
 from memory.workspace.service import MEMORY_FILE
-from tests.conftest import make_config
+from tests.support.config import make_config
 from tests.support.fakes.anthropic import FakeAnthropic, untimed
 from tests.support.fakes.discord import FakeDiscord
 

@@ -30,7 +30,7 @@ from channels.telegram.adapter import TelegramChannel
 from memory.recall.tool import SEARCH_TOOL
 from memory.workspace.tool import READ_TOOL
 from tests.support.eventually import eventually
-from tests.conftest import make_config
+from tests.support.config import make_config
 from tests.support.fakes.anthropic import FakeAnthropic, RecordedRequest, Script, TextReply, ToolUseReply, is_memory_extraction
 from tests.support.fakes.discord import FakeDiscord
 from tests.support.fakes.telegram import FakeTelegram

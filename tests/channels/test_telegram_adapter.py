@@ -23,7 +23,7 @@ from bot.app.runtime import Runtime, open_runtime
 from channels.base import InboundMessage, OutboundMessage, Stored
 from channels.formatting import utf16_len
 from channels.telegram.adapter import STOPPED_INVALID_TOKEN, TelegramChannel, build_bot, render_chunks
-from tests.conftest import make_config
+from tests.support.config import make_config
 from tests.support.fakes.anthropic import FakeAnthropic, TextReply
 from tests.support.fakes.telegram import FakeTelegram
 

@@ -11,7 +11,7 @@ import pytest
 
 from bot.app.core import open_core
 from bot.core.errors import ConfigError
-from tests.conftest import make_config
+from tests.support.config import make_config
 
 REPO = Path(__file__).resolve().parents[2]
 

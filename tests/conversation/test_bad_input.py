@@ -16,7 +16,7 @@ from bot.core.prompts import PromptLibrary
 from bot.conversation.router import MAX_MESSAGE_CHARS
 from bot.app.runtime import Runtime, open_runtime
 from channels.base import InboundMessage
-from tests.conftest import make_config
+from tests.support.config import make_config
 from tests.support.fakes.anthropic import FakeAnthropic, RecordedRequest, Script, TextReply, untimed
 
 REPLY = "fine, thanks"

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from bot.app.runtime import open_runtime
 from channels.base import InboundMessage
-from tests.conftest import make_config
+from tests.support.config import make_config
 
 
 async def ask(tmp_path: Path, text: str, channel: str = "console", **llm: object) -> str:

@@ -13,7 +13,7 @@ from bot.core.config import parse_config
 from bot.core.errors import ConfigError
 from bot.conversation.people import OWNER_NAME, PersonDirectory
 from memory.extraction.people_profiles import newest_first, profile_filename, profiles_block
-from tests.conftest import make_config
+from tests.support.config import make_config
 
 
 def channels(admin_tg: str = "100", admin_dc: str = "900") -> dict[str, object]:

@@ -16,7 +16,7 @@ from bot.storage.migrations import MIGRATIONS
 from bot.storage.search_text import FUNCTION_NAME, spaced
 from channels.base import InboundMessage
 from memory.extraction.people_profiles import profile_filename
-from tests.conftest import make_config
+from tests.support.config import make_config
 from tests.support.fakes.anthropic import FakeAnthropic
 
 OWNER, FRIEND = "42", "7"

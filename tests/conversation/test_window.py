@@ -16,7 +16,7 @@ from bot.llm.tokens import PER_MESSAGE_OVERHEAD, TIME_LABEL_TOKENS, TokenEstimat
 from bot.llm import AnthropicClient
 from bot.app.runtime import Runtime, open_runtime
 from channels.base import InboundMessage
-from tests.conftest import make_config
+from tests.support.config import make_config
 from tests.support.fakes.anthropic import (
     ErrorReply, FakeAnthropic, RecordedRequest, Script, TextReply, ToolUseReply, system_text, untimed,
 )

@@ -15,7 +15,7 @@ from bot.llm import AnthropicClient, LLMRequest, LLMResponse
 from bot.app.runtime import Runtime, open_runtime
 from bot.core.records import MessageRecord
 from channels.base import InboundMessage
-from tests.conftest import make_config
+from tests.support.config import make_config
 from tests.support.fakes.anthropic import FakeAnthropic
 
 CID = "console:me"

@@ -17,7 +17,7 @@ import pytest
 from bot.core.prompts import PromptLibrary
 from bot.app.runtime import Runtime
 from channels.base import Channel, InboundMessage, ReplyStream
-from tests.conftest import make_config
+from tests.support.config import make_config
 from tests.llm.test_llm_package import _cycles, _graph
 
 if TYPE_CHECKING:

@@ -10,7 +10,7 @@ from bot.schedule.system_tasks import SystemTaskRunner
 from bot.llm import AnthropicClient
 from bot.app.runtime import open_runtime
 from channels.base import InboundMessage
-from tests.conftest import make_config
+from tests.support.config import make_config
 from tests.support.fakes.anthropic import FakeAnthropic, RecordedRequest, TextReply, untimed, is_memory_extraction
 from tests.memory.test_recall import talk
 from tests.storage.test_search_index import segments

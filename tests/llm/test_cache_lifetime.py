@@ -15,7 +15,7 @@ from bot.core.config import LlmConfig, parse_config
 from bot.core.errors import ConfigError
 from bot.llm import AnthropicClient, LLMRequest
 from bot.app.runtime import Runtime, open_runtime
-from tests.conftest import make_config
+from tests.support.config import make_config
 from tests.support.fakes.anthropic import FakeAnthropic, RecordedRequest, is_memory_extraction
 from tests.support.fakes.anthropic_billing import cache_problem
 from tests.conversation.test_window import blocks, chat

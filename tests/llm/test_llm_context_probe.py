@@ -15,7 +15,7 @@ from aiohttp import web
 
 from bot.llm.context_probe import OLLAMA_DEFAULT_CONTEXT, probe_context, server_root
 from bot.app.runtime import open_runtime
-from tests.conftest import make_config
+from tests.support.config import make_config
 
 PROBE_LOGGER = "bot.llm.context_probe"
 

@@ -19,7 +19,7 @@ from channels.base import InboundMessage
 from memory.workspace.tool import WRITE_TOOL
 from memory.extraction.summarization import MemorySummarizationService
 from memory.worker import MemoryWorker
-from tests.conftest import make_config
+from tests.support.config import make_config
 from tests.support.fakes.anthropic import FakeAnthropic, RecordedRequest, Script, TextReply, is_memory_extraction
 
 CID = "console:me"

@@ -22,7 +22,7 @@ from bot.core.config import LlmConfig, parse_config
 from bot.core.errors import LLMError
 from bot.llm import AnthropicClient, LLMRequest, OpenAIClient
 from bot.app.runtime import Runtime, open_runtime
-from tests.conftest import make_config
+from tests.support.config import make_config
 from tests.support.fakes.anthropic import CustomReply, FakeAnthropic, RecordedRequest
 from tests.support.fakes.anthropic_stall import DribbleReply
 from tests.support.fakes.openai_chat import FakeOpenAIChat

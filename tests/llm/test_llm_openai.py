@@ -17,7 +17,7 @@ from bot.core.errors import LLMError, PromptTooLong, StreamBroken
 from bot.llm import LLMRequest, OpenAIClient, TextToolCallClient, UsageRecordingClient
 from bot.llm.openai import api_root
 from bot.app.core import open_core
-from tests.conftest import make_config
+from tests.support.config import make_config
 from tests.support.fakes.anthropic import RecordedRequest, TextReply, ToolUseReply
 from tests.support.fakes.openai_chat import FakeOpenAIChat
 

@@ -21,7 +21,7 @@ from bot.llm.usage import UsageRecordingClient
 from bot.app.runtime import Runtime, open_runtime
 from channels.base import InboundMessage
 from memory.workspace.tool import READ_TOOL
-from tests.conftest import make_config
+from tests.support.config import make_config
 from tests.support.fakes.anthropic import FakeAnthropic, RecordedRequest, Script, TextReply, ToolUseReply, system_text
 from tests.support.fakes.openai_chat import FakeOpenAIChat, system_of
 

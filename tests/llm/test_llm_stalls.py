@@ -20,7 +20,7 @@ from bot.llm import AnthropicClient
 from bot.app.runtime import Runtime, open_runtime
 from channels.base import InboundMessage
 from tests.support.eventually import eventually
-from tests.conftest import make_config
+from tests.support.config import make_config
 from tests.support.fakes.anthropic import FakeAnthropic, RecordedRequest, Script, StalledReply, TextReply, untimed
 from tests.llm.test_prompt_caching import Recorder
 

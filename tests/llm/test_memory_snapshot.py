@@ -16,7 +16,7 @@ from bot.llm.memory_snapshot import MAX_NOTE_CHARS, MemorySnapshots, injected_fi
 from bot.llm import AnthropicClient
 from bot.core.prompts import PromptLibrary
 from bot.app.runtime import Runtime, open_runtime
-from tests.conftest import make_config
+from tests.support.config import make_config
 from tests.support.fakes.anthropic import FakeAnthropic
 from tests.llm.test_cache_lifetime import START, Moment, chat_requests, lifetimes
 from tests.memory.test_memory_extraction import memory_reply

@@ -23,7 +23,7 @@ from bot.media.transcription import OpenAITranscriber, TranscriptionFailed
 from bot.media.voice import VoiceNoteReader
 from channels.base import IncomingFile
 from channels.telegram.adapter import TelegramChannel
-from tests.conftest import make_config
+from tests.support.config import make_config
 from tests.support.fakes.anthropic import FakeAnthropic
 from tests.support.fakes.telegram import FakeTelegram
 from tests.support.fakes.transcription import FakeTranscription, spoken

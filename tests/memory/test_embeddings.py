@@ -20,7 +20,7 @@ from channels.base import InboundMessage
 from memory.recall.embeddings import EmbeddingBackfill, EndpointHealth, OpenAIEmbeddingClient, api_root
 from memory.recall.search import MemorySearchService
 from tests.support.eventually import eventually
-from tests.conftest import make_config
+from tests.support.config import make_config
 from tests.support.fakes.embeddings import FakeEmbeddings
 
 WAIT = 60.0  # bound of every wait for a condition: generous for a loaded 2-core machine

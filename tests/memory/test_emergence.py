@@ -16,7 +16,7 @@ from bot.app.core import Core, open_core
 from bot.llm import AnthropicClient
 from memory.consolidation.emergence import MemoryEmergenceService
 from memory.workspace.service import MEMORY_FILE
-from tests.conftest import make_config
+from tests.support.config import make_config
 from tests.support.fakes.anthropic import FakeAnthropic, system_text
 
 AGENT = 1

@@ -15,7 +15,7 @@ from bot.llm import AnthropicClient
 from bot.app.runtime import open_runtime
 from memory.consolidation.emergence import MemoryEmergenceService
 from memory.workspace.service import MEMORY_FILE
-from tests.conftest import make_config
+from tests.support.config import make_config
 from tests.support.fakes.anthropic import FakeAnthropic
 from tests.memory.test_emergence import AGENT, NOW, Env, reply
 

@@ -22,7 +22,7 @@ from bot.core.prompts import PromptLibrary
 from bot.app.runtime import Runtime, open_runtime
 from memory.extraction.frame import shares_chat_prompt
 from memory.workspace.service import MEMORY_FILE, PROFILE_FILE
-from tests.conftest import make_config
+from tests.support.config import make_config
 from tests.support.fakes.anthropic import FakeAnthropic, RecordedRequest, is_memory_extraction, system_text
 from tests.llm.test_cache_lifetime import Moment
 from tests.memory.test_memory_extraction import memory_reply

@@ -18,7 +18,7 @@ from bot.core.retry import MEMORY_MODEL_CALL
 from memory.events import ConversationCompletedEvent
 from bot.core.clock import Clock
 from memory.extraction.summarization import MemorySummarizationService
-from tests.conftest import make_config
+from tests.support.config import make_config
 from tests.support.fakes.anthropic import FakeAnthropic
 
 CONVERSATION = "console:me"

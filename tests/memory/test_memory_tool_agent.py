@@ -12,7 +12,7 @@ import pytest
 from bot.llm import AnthropicClient
 from bot.app.runtime import Runtime, open_runtime
 from channels.base import InboundMessage
-from tests.conftest import make_config
+from tests.support.config import make_config
 from tests.support.fakes.anthropic import FakeAnthropic
 
 

@@ -17,7 +17,7 @@ from bot.core.clock import parse_iso
 from bot.schedule.system_tasks import SystemTaskRunner
 from bot.app.runtime import open_runtime
 from channels.base import InboundMessage
-from tests.conftest import make_config
+from tests.support.config import make_config
 from tests.support.fakes.anthropic import ErrorReply, ToolUseReply
 from tests.support.trust_env import FRIEND, Trust, running_bot
 

@@ -14,7 +14,7 @@ from bot.core.retry import Backoff
 from memory.events import ConversationCompletedEvent
 from memory.extraction.summarization import MemorySummarizationService
 from memory.worker import MemoryWorker
-from tests.conftest import make_config
+from tests.support.config import make_config
 from tests.support.fakes.anthropic import FakeAnthropic
 from tests.memory.test_memory_extraction import (
     CONVERSATION, MemoryEnv, add_messages, between, chat, memory_env, memory_reply, user_prompt,

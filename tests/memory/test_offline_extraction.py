@@ -14,7 +14,7 @@ from bot.core.config import Config
 from bot.app.daemon import run_daemon
 from bot.app.runtime import Runtime
 from channels.base import InboundMessage
-from tests.conftest import make_config
+from tests.support.config import make_config
 from tests.support.fakes.anthropic import FakeAnthropic, RecordedRequest, Script, TextReply, is_memory_extraction
 from tests.memory.test_memory_extraction import between, user_prompt
 

@@ -12,7 +12,7 @@ import pytest
 
 from bot.app.core import Core, open_core
 from memory.recall.search import MAX_QUERY_CHARS, MemorySearchService, SearchQueryRefused, names_in, speaker, word_terms
-from tests.conftest import make_config, pinned_clock
+from tests.support.config import make_config, pinned_clock
 
 
 @pytest.fixture

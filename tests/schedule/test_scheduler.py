@@ -19,7 +19,7 @@ from bot.schedule.reminders.service import TaskService
 from bot.schedule.timer import TaskTimer
 from bot.schedule.timing import parse_cron
 from bot.storage.tasks import TaskRecord
-from tests.conftest import make_config
+from tests.support.config import make_config
 from tests.support.clock import SteppedClock
 from tests.support.eventually import eventually
 

@@ -22,7 +22,7 @@ from bot.storage.migrations import LATEST_VERSION, MIGRATIONS
 from bot.storage.search_text import FUNCTION_NAME as SPACED_FUNCTION, spaced
 from bot.storage.tasks import ChatRef
 from bot.schedule.reminders.service import Sender
-from tests.conftest import make_config
+from tests.support.config import make_config
 
 TOKEN = "api-token-tasks"
 ANA = ChatRef("telegram", "7")

@@ -16,7 +16,7 @@ from bot.storage.tasks import ChatRef, TaskRecord
 from bot.schedule.reminders.service import Sender, TaskService
 from bot.schedule.reminders.tool import SCHEDULE_TOOL, ChatTaskTools
 from channels.base import InboundMessage
-from tests.conftest import make_config
+from tests.support.config import make_config
 from tests.support.fakes.anthropic import ErrorReply
 from tests.support.fakes.telegram import FakeTelegram
 from tests.support.clock import SteppedClock

@@ -15,7 +15,7 @@ from bot.storage.database import Database
 from bot.storage.search import SqliteSearchRepository
 from bot.storage.search_text import query_dates
 from memory.recall.search import MemorySearchService
-from tests.conftest import make_config, pinned_clock
+from tests.support.config import make_config, pinned_clock
 from tests.memory.test_recall import CHATTER, talk
 
 T = TypeVar("T")

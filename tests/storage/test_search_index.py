@@ -8,7 +8,7 @@ from bot.app.core import Core, open_core
 from bot.storage.bulk_load import NewConversation, NewMessage, SqliteBulkLoader
 from bot.storage.search_index import SEARCH_TABLES
 from memory.recall.search import MemorySearchService
-from tests.conftest import make_config
+from tests.support.config import make_config
 from tests.memory.test_recall import talk
 
 STAMP = "2026-08-01 09:00:00"

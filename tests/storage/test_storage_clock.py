@@ -16,7 +16,7 @@ from bot.app.runtime import open_runtime
 from bot.storage.database import Database
 from bot.storage.migrations import LATEST_VERSION
 from memory.recall.search import MemorySearchService
-from tests.conftest import make_config, pinned_clock
+from tests.support.config import make_config, pinned_clock
 
 # 5 January 2031 is a Sunday.
 A_SUNDAY = datetime(2031, 1, 5, 9, 30, tzinfo=timezone.utc)

@@ -21,7 +21,7 @@ from bot.schedule.timer import TaskTimer
 from channels.discord.adapter import DiscordChannel
 from channels.telegram.adapter import TelegramChannel
 from tests.support.eventually import eventually
-from tests.conftest import make_config
+from tests.support.config import make_config
 from tests.support.fakes.anthropic import FakeAnthropic, RecordedRequest, Script, TextReply, is_memory_extraction
 from tests.support.fakes.discord import FakeDiscord
 from tests.support.fakes.telegram import FakeTelegram

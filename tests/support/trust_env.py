@@ -16,7 +16,7 @@ from bot.core.prompts import PromptLibrary
 from bot.app.runtime import Runtime
 from bot.app.services import Services
 from tests.support.eventually import eventually
-from tests.conftest import make_config
+from tests.support.config import make_config
 from tests.support.fakes.anthropic import FakeAnthropic, RecordedRequest, Script, TextReply, is_memory_extraction
 from tests.support.fakes.telegram import FakeTelegram
 
