@@ -147,7 +147,7 @@ async def test_console_prints_the_answer_as_it_arrives(tmp_path: Path) -> None:
 
     from channels.console import ConsoleChannel
     from tests.support.fakes.anthropic import FakeAnthropic, TextReply
-    from tests.conversation.test_window import running as pipeline
+    from tests.support.runtime import running as pipeline
 
     writes: list[str] = []
 

@@ -10,7 +10,9 @@ import pytest
 
 from bot.llm.tokens import PER_MESSAGE_OVERHEAD, TIME_LABEL_TOKENS
 from tests.support.fakes.anthropic import FakeAnthropic
-from tests.conversation.test_window import CID, blank_workspace, blocks, chat, estimate_without_current, running, texts
+from tests.support.messages import blocks, texts
+from tests.support.runtime import chat, running
+from tests.support.window import CID, blank_workspace, estimate_without_current
 
 
 @pytest.fixture

@@ -12,7 +12,8 @@ import pytest
 from bot.conversation.router import RoutedReply
 from channels.base import InboundMessage
 from tests.support.fakes.anthropic import FakeAnthropic, RecordedRequest, Script, TextReply, system_text, untimed
-from tests.conversation.test_window import blocks, chat, running
+from tests.support.messages import blocks
+from tests.support.runtime import chat, running
 
 TELEGRAM = {"telegram": {"group-policy": "open", "require-mention": True}}
 

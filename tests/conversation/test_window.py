@@ -3,149 +3,20 @@
 from __future__ import annotations
 
 import re
-from collections import deque
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from bot.conversation.agent import local_today_text
-from bot.llm.tokens import PER_MESSAGE_OVERHEAD, TIME_LABEL_TOKENS, TokenEstimator
-from bot.llm import AnthropicClient
-from bot.app.runtime import Runtime, open_runtime
-from channels.base import InboundMessage
-from tests.support.config import make_config
+from bot.llm.tokens import PER_MESSAGE_OVERHEAD, TIME_LABEL_TOKENS
+from bot.app.runtime import Runtime
 from tests.support.fakes.anthropic import (
-    ErrorReply, FakeAnthropic, RecordedRequest, Script, TextReply, ToolUseReply, system_text, untimed,
+    ErrorReply, FakeAnthropic, Script, TextReply, ToolUseReply, system_text,
 )
-
-CID = "console:me"
-BUDGET = 2850  # room for the tool definitions (eight for the owner: memory and tasks) and the seeded workspace
-RATIO = 0.75
-TRIGGER = int(BUDGET * RATIO)
-SUMMARY_1 = "SUMMARY-ONE: the user likes zebras."
-SUMMARY_2 = "SUMMARY-TWO: zebras and yaks were discussed."
-
-
-class ScriptedModel:
-    """Responder: summary requests and chat requests from separate queues.
-
-    Every reply reports usage input_tokens=0, which the calibration ignores, so the
-    factor stays 1.0 and the thresholds computed by the tests are exact.
-    """
-
-    def __init__(self, rt: Runtime) -> None:
-        window = rt.core.config.mate.agent.conversation.window
-        self.summary_system = rt.core.prompts.render(
-            "context/conversation-summary-system", max_tokens=window.summary_max_tokens)
-        self.summaries: deque[Script] = deque()
-        self.chats: deque[Script] = deque()
-        self.summary_requests: list[dict[str, Any]] = []
-        self.chat_requests: list[dict[str, Any]] = []
-
-    def __call__(self, recorded: RecordedRequest) -> Script | None:
-        if recorded.path != "/v1/messages":
-            return None
-        if system_text(recorded.body) == self.summary_system:
-            self.summary_requests.append(recorded.body)
-            return self.summaries.popleft() if self.summaries else TextReply("a summary", input_tokens=0)
-        self.chat_requests.append(recorded.body)
-        n = len(self.chat_requests)
-        return self.chats.popleft() if self.chats else TextReply(f"ans-{n:02d}", input_tokens=0)
-
-
-@asynccontextmanager
-async def running(tmp_path: Path, fake: FakeAnthropic, **mate: Any) -> AsyncIterator[Runtime]:
-    mate.setdefault("llm", {"api-key": "k", "base-url": fake.url, "max-retries": 0})
-    config = make_config(tmp_path, **mate)
-    async with AnthropicClient(config.mate.llm) as llm, open_runtime(config, llm=llm, with_memory_worker=False) as rt:
-        yield rt
-
-
-def window_config(pairs: int = 2, budget: int = BUDGET) -> dict[str, Any]:
-    return {"conversation": {"window": {
-        "default-max-input-tokens": budget, "compact-trigger-ratio": RATIO, "preserve-recent-pairs": pairs}}}
-
-
-async def blank_workspace(rt: Runtime, agent_id: int = 1) -> None:
-    """Empty core files keep the system prompt small and stable."""
-    for name in ("AGENTS.md", "SOUL.md", "PROFILE.md", "MEMORY.md"):
-        await rt.core.workspace.write(agent_id, name, "")
-
-
-async def chat(rt: Runtime, text: str, sender: str = "me") -> str:
-    reply = await rt.router.handle(InboundMessage("console", sender, sender, sender, text))
-    assert reply is not None
-    return reply.text
-
-
-def sized(tokens: TokenEstimator, n: int, tag: str) -> str:
-    """A text of exactly n tokens starting with tag."""
-    base = tokens.count_text(tag)
-    assert n >= base
-    text = tag + " w" * (n - base)
-    assert tokens.count_text(text) == n
-    return text
-
-
-def blocks(message: dict[str, Any]) -> list[dict[str, Any]]:
-    content = message["content"]
-    return [{"type": "text", "text": content}] if isinstance(content, str) else content
-
-
-def texts(message: dict[str, Any]) -> list[str]:
-    return [untimed(b["text"]) for b in blocks(message) if b["type"] == "text"]
-
-
-def plain(message: dict[str, Any]) -> dict[str, Any]:
-    """A message as it read before prompt caching and time labels: no cache_control keys, a
-    text block that was only made a list to carry a breakpoint is a string again, and a
-    user message loses its leading "[YYYY-MM-DD HH:MM]" label (as text or as its own block)."""
-    content = message["content"]
-    if isinstance(content, list):
-        marked = bool(content) and "cache_control" in content[-1]
-        content = [{k: v for k, v in b.items() if k != "cache_control"} for b in content]
-        if message["role"] == "user" and len(content) > 1 and content[0].get("type") == "text" \
-                and content[0]["text"] and not untimed(content[0]["text"]):
-            content = content[1:]
-        if marked and len(content) == 1 and set(content[0]) == {"type", "text"} and content[0]["type"] == "text":
-            content = content[0]["text"]
-    if message["role"] == "user" and isinstance(content, str):
-        content = untimed(content)
-    return {**message, "content": content}
-
-
-def flat(messages: list[dict[str, Any]]) -> list[tuple[str, str]]:
-    """(role, text) per text block, in order: compares layouts whatever the merging."""
-    return [(m["role"], t) for m in messages for t in texts(m)]
-
-
-def assert_alternating(messages: list[dict[str, Any]]) -> None:
-    assert messages[0]["role"] == "user"
-    for before, after in zip(messages, messages[1:]):
-        assert before["role"] != after["role"], messages
-
-
-def owner_tools(rt: Runtime) -> list[dict[str, Any]]:
-    """The tools of the owner's console turn: the agent's own, then the task tools the owner gets."""
-    from bot.schedule.reminders.tool import TurnTaskTools
-
-    console = InboundMessage("console", "me", "me", "me", "")
-    return rt.agent.tool_definitions(TurnTaskTools(rt.tasks, rt.core.prompts).tools_for(console))
-
-
-async def estimate_without_current(rt: Runtime, conversation_id: str = CID) -> int:
-    """What S5 counts before the current message: system + injection + tools + summary + history."""
-    system = await rt.agent.system_prompt(1, "Mate")
-    total = rt.tokens.count_text(system) + rt.tokens.count_tools(owner_tools(rt))
-    conversation = await rt.core.repos.conversations.get(conversation_id)
-    assert conversation is not None
-    if conversation.summary:
-        total += rt.tokens.count_message(rt.window.summary_message(conversation.summary))
-    history = await rt.core.repos.messages.after(conversation_id, conversation.summary_upto_message_id)
-    return total + sum(r.token_count + PER_MESSAGE_OVERHEAD for r in history)
+from tests.support.messages import assert_alternating, blocks, flat, plain, texts
+from tests.support.window import BUDGET, CID, SUMMARY_1, SUMMARY_2, ScriptedModel, TRIGGER, blank_workspace, estimate_without_current, owner_tools, sized, window_config
+from tests.support.runtime import chat, running
 
 
 async def three_exchanges(rt: Runtime) -> None:

@@ -15,9 +15,9 @@ import pytest
 from bot.llm.tokens import PER_MESSAGE_OVERHEAD, TIME_LABEL_TOKENS
 from bot.app.runtime import Runtime
 from tests.support.fakes.anthropic import FakeAnthropic, TextReply
-from tests.conversation.test_window import (
-    CID, SUMMARY_1, ScriptedModel, assert_alternating, blank_workspace, chat, flat, running, sized, texts,
-)
+from tests.support.messages import assert_alternating, flat, texts
+from tests.support.runtime import chat, running
+from tests.support.window import CID, SUMMARY_1, ScriptedModel, blank_workspace, sized
 
 WORKING = 1000
 LIMIT = 200_000  # the model's limit: its 0.75 share (150 000) is never reached here

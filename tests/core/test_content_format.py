@@ -6,7 +6,9 @@ from pathlib import Path
 
 from bot.core.content.transcript import build_transcript
 from tests.support.fakes.anthropic import FakeAnthropic
-from tests.conversation.test_window import CID, blocks, chat, plain, running
+from tests.support.messages import blocks, plain
+from tests.support.runtime import chat, running
+from tests.support.window import CID
 
 JSON_LOOKING_REPLY = '[{"type": "fruit", "name": "apple"}]'
 

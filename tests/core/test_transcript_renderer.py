@@ -11,7 +11,8 @@ import pytest
 from bot.app.runtime import Runtime
 from bot.core.content.transcript import build_transcript
 from tests.support.fakes.anthropic import FakeAnthropic
-from tests.conversation.test_window import CID, ScriptedModel, blank_workspace, chat, running, window_config
+from tests.support.runtime import chat, running
+from tests.support.window import CID, ScriptedModel, blank_workspace, window_config
 
 
 @pytest.fixture

@@ -18,7 +18,8 @@ from bot.app.runtime import Runtime, open_runtime
 from tests.support.config import make_config
 from tests.support.fakes.anthropic import FakeAnthropic, RecordedRequest, is_memory_extraction
 from tests.support.fakes.anthropic_billing import cache_problem
-from tests.conversation.test_window import blocks, chat
+from tests.support.messages import blocks
+from tests.support.runtime import chat
 
 START = datetime(2026, 3, 4, 9, 0, tzinfo=timezone.utc)
 LONG_FACT = "My garden has " + ", ".join(f"plant number {i}" for i in range(400)) + "."

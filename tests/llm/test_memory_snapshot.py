@@ -20,7 +20,8 @@ from tests.support.config import make_config
 from tests.support.fakes.anthropic import FakeAnthropic
 from tests.llm.test_cache_lifetime import START, Moment, chat_requests, lifetimes
 from tests.memory.test_memory_extraction import memory_reply
-from tests.conversation.test_window import blocks, chat
+from tests.support.messages import blocks
+from tests.support.runtime import chat
 
 CONVERSATION = "console:me"
 NOTE_START = "[Memory updated since this conversation started"

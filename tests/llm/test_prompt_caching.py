@@ -10,7 +10,9 @@ import pytest
 
 from bot.core.clock import iso, utc_now
 from tests.support.fakes.anthropic import FakeAnthropic, TextReply, system_text, untimed
-from tests.conversation.test_window import CID, blocks, chat, running
+from tests.support.messages import blocks
+from tests.support.runtime import chat, running
+from tests.support.window import CID
 
 LABEL = re.compile(r"^\[\d{4}-\d{2}-\d{2} \d{2}:\d{2}\] ")
 

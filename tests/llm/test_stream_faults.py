@@ -13,7 +13,7 @@ from aiohttp import web
 from channels.base import InboundMessage
 from tests.support.fakes.anthropic import ErrorReply, FakeAnthropic, RecordedRequest, TextReply
 from tests.llm.test_prompt_caching import Recorder
-from tests.conversation.test_window import running
+from tests.support.runtime import running
 
 LONG = "My garden has " + ", ".join(f"plant number {i}" for i in range(400)) + "."
 

@@ -13,7 +13,7 @@ from bot.llm.text_tool_calls import text_tool_call
 from tests.support.fakes.anthropic import FakeAnthropic
 from tests.llm.test_prompt_caching import Recorder
 from tests.llm.test_stream_faults import ask
-from tests.conversation.test_window import running
+from tests.support.runtime import running
 
 OFFERED = {"read_workspace_memory_file", "write_workspace_memory_file"}
 READ = {"agentId": 1, "filename": "MEMORY.md"}

@@ -27,7 +27,7 @@ from tests.support.fakes.anthropic import FakeAnthropic, RecordedRequest, is_mem
 from tests.llm.test_cache_lifetime import Moment
 from tests.memory.test_memory_extraction import memory_reply
 from channels.base import InboundMessage
-from tests.conversation.test_window import chat
+from tests.support.runtime import chat
 
 CONVERSATION = "console:me"
 # Long enough for the provider to cache the prefix (it caches 1 024 tokens or more).

@@ -196,7 +196,7 @@ async def test_a_version_6_index_gets_its_substring_scope(tmp_path: Path) -> Non
 
 async def test_the_model_can_search_through_the_tool(tmp_path: Path) -> None:
     from tests.support.fakes.anthropic import FakeAnthropic
-    from tests.conversation.test_window import chat, running
+    from tests.support.runtime import chat, running
 
     async with FakeAnthropic() as fake, running(tmp_path, fake) as rt:
         fake.reply_text("noted")
