@@ -23,12 +23,13 @@ from channels.telegram.adapter import STOPPED_CONFLICT
 from tests.support.config import make_config
 from tests.support.fakes.anthropic import FakeAnthropic
 from tests.support.fakes.telegram import FakeTelegram
-from tests.channels.test_telegram_adapter import ADMIN, running
+from tests.support.telegram_env import ADMIN, running
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore", DeprecationWarning)
     from tests.support.fakes.discord import FakeDiscord
-from tests.channels.test_discord_adapter import ALLOWED, fast_client
+from tests.support.discord_env import ALLOWED
+from tests.support.runtime import fast_client
 
 
 async def _until(predicate: object, timeout: float = 5.0) -> float:

@@ -30,7 +30,7 @@ from tests.support.config import make_config
 from tests.support.fakes.anthropic import FakeAnthropic, TextReply
 from tests.support.fakes.telegram import FakeTelegram
 from tests.support.fakes.transcription import FakeTranscription, spoken
-from tests.channels.test_telegram_adapter import ADMIN, FRIEND, GROUP, TOKEN, Env
+from tests.support.telegram_env import ADMIN, Env, FRIEND, GROUP, TOKEN
 
 PROMPTS = PromptLibrary("en")
 CUT = PROMPTS.text("reply_cut")

@@ -5,101 +5,21 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import discord
-import discord.gateway
-import discord.http
 import pytest
 
-from bot.conversation.router import RoutedReply
-from bot.app.runtime import Runtime, open_runtime
-from channels.base import InboundMessage, OutboundMessage, Stored
-from channels.discord.adapter import DiscordChannel
+from channels.base import OutboundMessage
 from memory.workspace.service import MEMORY_FILE
-from tests.support.config import make_config
-from tests.support.fakes.anthropic import FakeAnthropic, untimed
-from tests.support.fakes.discord import FakeDiscord
-
-ADMIN = "7"
-ALLOWED = "42"
-DEFAULT_BASE = discord.http.Route.BASE
-DEFAULT_GATEWAY = discord.gateway.DiscordWebSocket.DEFAULT_GATEWAY
-
-
-class FastClient(discord.Client):
-    async def before_identify_hook(self, shard_id: int | None, *, initial: bool = False) -> None:
-        pass  # discord.py sleeps 5 s before every re-IDENTIFY
-
-
-def fast_client(**kwargs: Any) -> discord.Client:
-    # A short guild_ready_timeout skips discord.py's 2 s wait for more GUILD_CREATEs.
-    return FastClient(guild_ready_timeout=0.05, **kwargs)
-
-
-class RecordingHandler:
-    """The real router's handle(), remembering what the adapter passed in."""
-
-    def __init__(self, rt: Runtime) -> None:
-        self._rt = rt
-        self.inbound: list[InboundMessage] = []
-        self.stored_callbacks: list[Stored | None] = []
-
-    async def __call__(
-        self, message: InboundMessage, *, stored: Stored | None = None, stream: Any = None,
-    ) -> RoutedReply | None:
-        self.inbound.append(message)
-        self.stored_callbacks.append(stored)
-        return await self._rt.router.handle(message, stored=stored, stream=stream)
-
-
-@dataclass
-class Env:
-    dc: FakeDiscord
-    fa: FakeAnthropic
-    rt: Runtime
-    channel: DiscordChannel
-    handler: RecordingHandler
-
-    def text(self, key: str, **values: Any) -> str:
-        return self.rt.core.prompts.text(key, **values)
+from tests.support.fakes.anthropic import untimed
+from tests.support.discord_env import ADMIN, ALLOWED, Env, open_env
 
 
 @pytest.fixture
 async def env(tmp_path: Path) -> AsyncIterator[Env]:
     async for opened in open_env(tmp_path, stream=False):
         yield opened
-
-
-async def open_env(tmp_path: Path, *, stream: bool, media: dict[str, Any] | None = None) -> AsyncIterator[Env]:
-    async with FakeAnthropic() as fa, FakeDiscord() as dc:
-        config = make_config(
-            tmp_path, media=media or {},
-            # Whole replies: these tests read the message sent; streaming has its own tests.
-            llm={"provider": "anthropic", "api-key": "test-key", "base-url": fa.url, "max-retries": 0,
-                 "stream": stream},
-            channels={"discord": {
-                "enabled": True, "token": "TOKEN", "admins": [ADMIN], "allowed-users": [ALLOWED],
-                "allowed-guilds": ["100"], "api-base-url": dc.api_base, "gateway-url": dc.gateway_url,
-            }},
-        )
-        async with open_runtime(config) as rt:
-            handler = RecordingHandler(rt)
-            channel = DiscordChannel(config.mate.channels.discord, handler, rt.core.prompts,
-                                     client_factory=fast_client)
-            task = asyncio.create_task(channel.run(), name="discord")
-            await dc.wait_ready()
-            assert channel.client is not None
-            await asyncio.wait_for(channel.client.wait_until_ready(), 5)
-            try:
-                yield Env(dc, fa, rt, channel, handler)
-            finally:
-                await channel.stop()
-                await asyncio.wait_for(task, 5)  # run() returns once the client is closed
-    assert discord.http.Route.BASE == DEFAULT_BASE
-    assert discord.gateway.DiscordWebSocket.DEFAULT_GATEWAY == DEFAULT_GATEWAY
 
 
 async def test_guild_mention_is_answered_in_channel(env: Env) -> None:

@@ -11,7 +11,7 @@ from typing import Any
 from PIL import Image
 
 from tests.media.test_media import PDF, picture
-from tests.channels.test_telegram_adapter import ADMIN, FRIEND, GROUP, running
+from tests.support.telegram_env import ADMIN, FRIEND, GROUP, running
 
 
 def sent_blocks(fake_llm: Any, index: int = -1) -> list[dict[str, Any]]:
@@ -98,7 +98,7 @@ async def test_what_telegram_cannot_give_us_gets_a_polite_answer(tmp_path: Path)
 
 
 async def test_discord_image_attachments_reach_the_model(tmp_path: Path) -> None:
-    from tests.channels.test_discord_adapter import open_env
+    from tests.support.discord_env import open_env
 
     async for env in open_env(tmp_path, stream=False):
         env.fa.reply_text("Two pictures.")

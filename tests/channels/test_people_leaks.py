@@ -9,7 +9,6 @@ tool, search, /memory commands and the web API.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import re
 from collections.abc import AsyncIterator, Callable
@@ -19,18 +18,14 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
-import discord
 import pytest
 
 from bot.app.api.server import ApiServer
-from bot.llm import AnthropicClient
-from bot.app.runtime import Runtime, open_runtime
-from channels.discord.adapter import DiscordChannel
-from channels.telegram.adapter import TelegramChannel
+from bot.app.runtime import Runtime
 from memory.recall.tool import SEARCH_TOOL
 from memory.workspace.tool import READ_TOOL
 from tests.support.eventually import eventually
-from tests.support.config import make_config
+from tests.support.runtime import discord_channel, running, telegram_channel
 from tests.support.fakes.anthropic import FakeAnthropic, RecordedRequest, Script, TextReply, ToolUseReply, is_memory_extraction
 from tests.support.fakes.discord import FakeDiscord
 from tests.support.fakes.telegram import FakeTelegram
@@ -112,17 +107,12 @@ class World:
             assert outcome.status == "completed", (c.id, outcome)
 
 
-class FastClient(discord.Client):
-    async def before_identify_hook(self, shard_id: int | None, *, initial: bool = False) -> None:
-        pass  # discord.py waits 5 s before each IDENTIFY
-
-
 @asynccontextmanager
 async def world(tmp_path: Path) -> AsyncIterator[World]:
     async with FakeAnthropic() as llm, FakeTelegram() as tg, FakeDiscord() as dc:
         llm.responder = keep_everything
-        config = make_config(
-            tmp_path,
+        async with running(
+            tmp_path, llm, memory_worker=True,
             llm={"api-key": "k", "base-url": llm.url, "max-retries": 0, "stream": False},
             memory={"min-messages-for-summarize": 0, "min-user-message-length": 0},
             api={"port": 0, "token": "api-token-1"},
@@ -133,24 +123,10 @@ async def world(tmp_path: Path) -> AsyncIterator[World]:
                 "discord": {"enabled": True, "token": "TOKEN", "admins": [OWNER_DC], "allowed-users": [SAM_DC],
                             "allowed-guilds": ["100"], "api-base-url": dc.api_base, "gateway-url": dc.gateway_url},
             },
-        )
-        async with AnthropicClient(config.mate.llm) as client, open_runtime(config, llm=client) as rt, \
-                ApiServer(rt, config.mate.api, "api-token-1") as server:
-            telegram = TelegramChannel(config.mate.channels.telegram, rt.router.handle, rt.core.prompts,
-                                       access=rt.access.telegram, poll_timeout=0.2)
-            discord_channel = DiscordChannel(config.mate.channels.discord, rt.router.handle, rt.core.prompts,
-                                             access=rt.access.discord,
-                                             client_factory=lambda **kw: FastClient(guild_ready_timeout=0.05, **kw))
-            tasks = [asyncio.create_task(telegram.run()), asyncio.create_task(discord_channel.run())]
-            await dc.wait_ready()
-            assert discord_channel.client is not None
-            await asyncio.wait_for(discord_channel.client.wait_until_ready(), 10)
-            try:
-                yield World(rt, llm, tg, dc, f"http://127.0.0.1:{server.port}")
-            finally:
-                await telegram.stop()
-                await discord_channel.stop()
-                await asyncio.wait_for(asyncio.gather(*tasks), 10)
+        ) as rt, ApiServer(rt, rt.core.config.mate.api, "api-token-1") as server, \
+                telegram_channel(rt, access=rt.access.telegram), \
+                discord_channel(rt, dc, access=rt.access.discord):
+            yield World(rt, llm, tg, dc, f"http://127.0.0.1:{server.port}")
 
 
 def others(*mine: str) -> list[str]:

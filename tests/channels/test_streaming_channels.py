@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.channels.test_telegram_adapter import ADMIN, FRIEND, GROUP, running
+from tests.support.telegram_env import ADMIN, FRIEND, GROUP, running
 
 ANSWER = " ".join(f"word{i}" for i in range(120)) + " **done**"
 
@@ -200,7 +200,7 @@ def test_console_prints_what_a_reply_opens_with_after_the_streamed_answer_not_th
 
 
 async def test_discord_edits_one_message_in_place(tmp_path: Path) -> None:
-    from tests.channels.test_discord_adapter import open_env
+    from tests.support.discord_env import open_env
 
     async for env in open_env(tmp_path, stream=True):
         env.fa.tokens_per_s = 60.0

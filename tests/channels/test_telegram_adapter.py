@@ -6,86 +6,22 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from bot.conversation.commands.names import COMMANDS
-from bot.core.config import Config, TelegramConfig, parse_config
+from bot.core.config import TelegramConfig, parse_config
 from bot.core.errors import MateError
-from bot.llm import AnthropicClient
 from bot.conversation.router import RoutedReply
-from bot.app.runtime import Runtime, open_runtime
+from bot.app.runtime import Runtime
 from channels.base import InboundMessage, OutboundMessage, Stored
 from channels.formatting import utf16_len
-from channels.telegram.adapter import STOPPED_INVALID_TOKEN, TelegramChannel, build_bot, render_chunks
-from tests.support.config import make_config
-from tests.support.fakes.anthropic import FakeAnthropic, TextReply
+from channels.telegram.adapter import STOPPED_INVALID_TOKEN, build_bot, render_chunks
+from tests.support.fakes.anthropic import TextReply
 from tests.support.fakes.telegram import FakeTelegram
-
-ADMIN = 42
-FRIEND = 7
-STRANGER = 555
-GROUP = -1001
-TOKEN = FakeTelegram.token
-
-Handler = Callable[..., Awaitable[RoutedReply | None]]  # (message, *, stored) as the router takes it
-
-
-@dataclass
-class Env:
-    tg: FakeTelegram
-    llm: FakeAnthropic
-    rt: Runtime
-    config: Config
-    channel: TelegramChannel
-    task: asyncio.Task[None]
-
-    def llm_requests(self) -> list[dict[str, Any]]:
-        return self.llm.messages_requests()
-
-    async def settle(self) -> None:
-        """Wait until the channel polls, the fake has handed out every pushed update and they are confirmed."""
-        await self.tg.wait_for_call("getUpdates")
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + 5
-        while self.tg._updates and loop.time() < deadline:
-            await asyncio.sleep(0.02)
-        await asyncio.sleep(0.1)
-
-
-@asynccontextmanager
-async def running(
-    tmp_path: Path, *, memory_worker: bool = False, handler: Callable[[Runtime], Handler] | None = None,
-    tg: FakeTelegram | None = None, group_policy: str = "open",
-) -> AsyncIterator[Env]:
-    async with FakeAnthropic(default_text="hello from the model") as fake_llm:
-        async with tg or FakeTelegram() as fake_tg:
-            config = make_config(
-                tmp_path,
-                # Room for the long answers some tests script (the fake cuts at max_tokens).
-                llm={"api-key": "k", "base-url": fake_llm.url, "max-retries": 0, "max-output-tokens": 8192},
-                channels={"telegram": {"enabled": True, "token": TOKEN, "base-url": fake_tg.base_url,
-                                       "admins": [str(ADMIN)], "allowed-users": [str(FRIEND)],
-                                       "group-policy": group_policy}},
-            )
-            async with AnthropicClient(config.mate.llm) as llm, \
-                    open_runtime(config, llm=llm, with_memory_worker=memory_worker) as rt:
-                channel = TelegramChannel(
-                    config.mate.channels.telegram, handler(rt) if handler else rt.router.handle,
-                    rt.core.prompts, poll_timeout=0.2, backoff_base=0.05, backoff_max=0.2,
-                    busy_poll_interval=0.05,
-                )
-                task = asyncio.create_task(channel.run())
-                try:
-                    yield Env(fake_tg, fake_llm, rt, config, channel, task)
-                finally:
-                    await channel.stop()
-                    await task
+from tests.support.telegram_env import ADMIN, FRIEND, GROUP, STRANGER, TOKEN, Handler, running
 
 
 async def test_direct_message_is_answered_with_typing(tmp_path: Path) -> None:

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from tests.support.eventually import eventually
-from tests.channels.test_telegram_adapter import ADMIN, FRIEND, TOKEN, running
+from tests.support.telegram_env import ADMIN, FRIEND, TOKEN, running
 
 SECRET = "PAYLOAD-SECRET-do-not-log"  # text inside the bad update that must never reach the log
 

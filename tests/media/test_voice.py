@@ -27,7 +27,7 @@ from tests.support.config import make_config
 from tests.support.fakes.anthropic import FakeAnthropic
 from tests.support.fakes.telegram import FakeTelegram
 from tests.support.fakes.transcription import FakeTranscription, spoken
-from tests.channels.test_telegram_adapter import ADMIN, GROUP, TOKEN, Env
+from tests.support.telegram_env import ADMIN, Env, GROUP, TOKEN
 
 SECRET = "sk-voice-secret-0123456789"
 
@@ -263,7 +263,7 @@ async def test_a_silent_voice_note_is_answered_without_the_model(tmp_path: Path)
 
 
 async def test_discord_voice_messages_and_audio_attachments_are_transcribed(tmp_path: Path) -> None:
-    from tests.channels.test_discord_adapter import open_env
+    from tests.support.discord_env import open_env
 
     async with FakeTranscription() as stt:
         media = {"transcription": transcription_settings(stt), "max-audio-minutes": 2}

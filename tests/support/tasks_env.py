@@ -3,7 +3,6 @@ fakes, the fake Messages API, and the real TaskTimer on a clock the test may mov
 
 from __future__ import annotations
 
-import asyncio
 import json
 from collections.abc import AsyncIterator, Callable
 from contextlib import AsyncExitStack, asynccontextmanager
@@ -12,16 +11,11 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-import discord
-
-from bot.llm import AnthropicClient
-from bot.app.runtime import Runtime, open_runtime
+from bot.app.runtime import Runtime
 from bot.schedule.reminders.delivery import ChannelOutbox, ReminderDelivery
 from bot.schedule.timer import TaskTimer
-from channels.discord.adapter import DiscordChannel
-from channels.telegram.adapter import TelegramChannel
 from tests.support.eventually import eventually
-from tests.support.config import make_config
+from tests.support.runtime import discord_channel, running, telegram_channel
 from tests.support.fakes.anthropic import FakeAnthropic, RecordedRequest, Script, TextReply, is_memory_extraction
 from tests.support.fakes.discord import FakeDiscord
 from tests.support.fakes.telegram import FakeTelegram
@@ -115,34 +109,20 @@ async def world(
             channels["discord"] = {"enabled": True, "token": "TOKEN", "admins": [OWNER_DC],
                                    "allowed-users": [FRIEND_DC], "allowed-guilds": ["100"],
                                    "api-base-url": fake_dc.api_base, "gateway-url": fake_dc.gateway_url}
-        settings: dict[str, Any] = {
-            "llm": {"api-key": "k", "base-url": fake_llm.url, "max-retries": 0, "stream": False},
-            "channels": channels, **mate}
-        config = make_config(tmp_path, **settings)
-        client = await stack.enter_async_context(AnthropicClient(config.mate.llm))
         chosen = clock or (lambda: datetime.now(timezone.utc))
         # The tools, storage and the timer keep one time: a test's stepped clock, or this moment's.
-        rt = await stack.enter_async_context(open_runtime(config, llm=client, clock=chosen))
+        rt = await stack.enter_async_context(running(
+            tmp_path, fake_llm, memory_worker=True, clock=chosen,
+            llm={"api-key": "k", "base-url": fake_llm.url, "max-retries": 0, "stream": False},
+            **{"channels": channels, **mate}))
+        config = rt.core.config
         holder: list[World] = []
         fake_llm.responder = _reminders_first(holder)
         outbox = ChannelOutbox(ready_wait=10)
-        telegram = TelegramChannel(config.mate.channels.telegram, rt.router.handle, rt.core.prompts,
-                                   access=rt.access.telegram, poll_timeout=0.2)
+        telegram, _ = await stack.enter_async_context(telegram_channel(rt, access=rt.access.telegram))
         outbox.add(telegram)
-        tasks = [asyncio.create_task(telegram.run(), name="test-telegram")]
-        stack.push_async_callback(_stop, telegram, tasks[0])
         if fake_dc is not None:
-            from tests.channels.test_people_leaks import FastClient
-
-            discord_channel = DiscordChannel(
-                config.mate.channels.discord, rt.router.handle, rt.core.prompts, access=rt.access.discord,
-                client_factory=lambda **kw: FastClient(guild_ready_timeout=0.05, **kw))
-            outbox.add(discord_channel)
-            dc_task = asyncio.create_task(discord_channel.run(), name="test-discord")
-            stack.push_async_callback(_stop, discord_channel, dc_task)
-            await fake_dc.wait_ready()
-            assert discord_channel.client is not None
-            await asyncio.wait_for(discord_channel.client.wait_until_ready(), 10)
+            outbox.add(await stack.enter_async_context(discord_channel(rt, fake_dc, access=rt.access.discord)))
         delivery = ReminderDelivery(rt.router, outbox, rt.core.prompts, rt.access, rt.core.repos)
         timer = await stack.enter_async_context(TaskTimer(
             rt.core.repos.tasks, rt.tasks, delivery, catch_up_minutes=config.mate.tasks.catch_up_minutes,
@@ -150,11 +130,3 @@ async def world(
         opened = World(rt, fake_llm, fake_tg, fake_dc, timer, chosen)
         holder.append(opened)
         yield opened
-
-
-async def _stop(channel: TelegramChannel | DiscordChannel, task: asyncio.Task[None]) -> None:
-    await channel.stop()
-    await asyncio.wait_for(task, 10)
-
-
-__all__ = ["discord"]
