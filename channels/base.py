@@ -17,6 +17,8 @@ class InboundMessage:
     sender_name: str
     text: str
     is_direct: bool = True
+    # The bot is @mentioned, replied to, or it is the bot's own thread (a command counts too,
+    # but bot.conversation.access.is_addressed alone decides that).
     mentions_bot: bool = False
     thread_id: str | None = None
     chat_title: str = ""
@@ -26,6 +28,9 @@ class InboundMessage:
     # delivered twice (after a crash, before its update was confirmed) is answered once.
     external_id: str | None = None
     files: tuple[IncomingFile, ...] = ()  # photos and documents; `text` is then their caption
+    # A group chat's place, as access rules admit it: the Telegram group, the Discord server.
+    # None in a direct chat, or where the sender does not know it.
+    place_id: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

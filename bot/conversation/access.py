@@ -1,4 +1,8 @@
-"""AccessPolicy: whether a message is answered, refused with an id line, or ignored, in every channel (SPEC S13)."""
+"""AccessPolicy: whether a message is answered, refused with an id line, or ignored, in every channel (SPEC S13).
+
+The one place a message becomes the `Access` the rules read (AccessPolicy.access_of) and the one
+rule for whether the bot is addressed (is_addressed): adapters, the router and reminders all ask here.
+"""
 
 from __future__ import annotations
 
@@ -6,7 +10,9 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Literal, Protocol
 
+from bot.conversation.commands.names import command_name
 from bot.core.config import ChannelsConfig, DiscordConfig, TelegramConfig
+from channels.base import InboundMessage
 
 
 class ChatKind(StrEnum):
@@ -26,14 +32,21 @@ class PromptText(Protocol):
     def text(self, key: str, **variables: object) -> str: ...
 
 
+def is_addressed(message: InboundMessage) -> bool:
+    """The bot is mentioned, replied to or in its own thread (what the adapter saw: `mentions_bot`),
+    or given one of its commands."""
+    return message.mentions_bot or command_name(message.text) is not None
+
+
 @dataclass(frozen=True, slots=True)
 class Access:
-    """One message as the access rules see it."""
+    """One message as the access rules see it; made by AccessPolicy.access_of alone."""
 
     kind: ChatKind
     sender_id: str
-    # The group (Telegram) or server (Discord) of a group chat. None: the place was
-    # admitted where it is known (only the Discord adapter sees a message's server).
+    # The group (Telegram) or server (Discord) of a group chat. None: not known (a Discord
+    # message read back at start-up, a reminder made before version 15), which a Discord
+    # server rule admits and a Telegram group rule does not.
     place_id: str | None = None
     addressed: bool = False  # the bot is mentioned, replied to or given a command
     vouched_admin: bool = False  # an in-process caller (cron) says whether the sender is an admin
@@ -68,6 +81,9 @@ class PlaceRule:
     allowed: frozenset[str] = frozenset()
     refusal: str = ""  # the strings key that tells an admin the id to allow
     id_name: str = ""  # its placeholder
+    # Discord: where every message is answered, every message of an admin's in a server not
+    # allowed earns the line, not only one addressed to the bot.
+    tell_unaddressed: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,7 +117,8 @@ class AccessPolicy:
     def discord(cls, config: DiscordConfig) -> AccessPolicy:
         return cls(
             "discord", frozenset(config.admins), frozenset(config.allowed_users), config.dm_policy,
-            PlaceRule(config.guild_policy, frozenset(config.allowed_guilds), "server_not_allowed", "guild_id"),
+            PlaceRule(config.guild_policy, frozenset(config.allowed_guilds), "server_not_allowed", "guild_id",
+                      tell_unaddressed=True),
             config.require_mention,
         )
 
@@ -115,12 +132,27 @@ class AccessPolicy:
         """Cron jobs and other callers inside the daemon: always answered."""
         return cls(channel, trusts_caller=True)
 
+    def access_of(self, message: InboundMessage) -> Access:
+        """The message as these rules read it: the one place an Access is made."""
+        if message.is_direct:
+            return Access(ChatKind.DIRECT, message.sender_id, addressed=is_addressed(message),
+                          vouched_admin=message.is_admin)
+        # A message the adapter did not fill (a reminder made before places were kept, a test's):
+        # a Telegram group is its own place; a Discord channel's server is not in its id.
+        place = message.place_id or (message.chat_id if self.place_is_chat else None)
+        return Access(ChatKind.GROUP, message.sender_id, place_id=place, addressed=is_addressed(message),
+                      vouched_admin=message.is_admin)
+
     def is_admin(self, sender_id: str, *, vouched: bool = False) -> bool:
         return self.everyone_is_admin or sender_id in self.admins or (self.trusts_caller and vouched)
 
-    def place_of(self, chat_id: str) -> str | None:
-        """The place of a group chat, where its id tells it; None where the adapter admits it."""
-        return chat_id if self.place_is_chat else None
+    def is_listed(self, sender_id: str) -> bool:
+        """An admin, or on the direct-chat allowlist."""
+        return sender_id in self.admins or sender_id in self.allowed_users
+
+    def is_owners(self) -> bool:
+        """Console and web: whoever reaches them is the owner."""
+        return self.everyone_is_admin
 
     def wants_answer(self, access: Access) -> bool:
         """The message asks for an answer: a direct chat, the bot addressed, or a group where every
@@ -130,8 +162,7 @@ class AccessPolicy:
     def decide(self, access: Access) -> Decision:
         admin = self.is_admin(access.sender_id, vouched=access.vouched_admin)
         if access.kind is ChatKind.DIRECT:
-            listed = access.sender_id in self.admins or access.sender_id in self.allowed_users
-            if self.dm_policy == "allowlist" and not listed:
+            if self.dm_policy == "allowlist" and not self.is_listed(access.sender_id):
                 return Decision(Verdict.REFUSE, admin, "not_allowed", (("user_id", access.sender_id),))
             return Decision(Verdict.ANSWER, admin)
         place = self.decide_place(access)
@@ -154,7 +185,8 @@ class AccessPolicy:
         if place in rule.allowed:
             return Decision(Verdict.ANSWER, admin)
         # Only the owner learns how to allow it; anyone else gets silence and costs nothing.
-        if admin and access.addressed:
+        told = access.addressed or (rule.tell_unaddressed and not self.require_mention)
+        if admin and told:
             return Decision(Verdict.REFUSE, admin, rule.refusal, ((rule.id_name, place),))
         return Decision(Verdict.IGNORE, admin)
 

@@ -10,7 +10,7 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass, replace
 from typing import Any
 
-from bot.conversation.access import Access, AccessPolicies, ChatKind, Decision
+from bot.conversation.access import AccessPolicies, Decision, is_addressed
 from bot.conversation.agent import Agent
 from bot.conversation.agents import AgentDirectory
 from bot.core.clock import Clock, iso, utc_now
@@ -220,12 +220,7 @@ class ChannelMessageRouter:
     def _decide(self, message: InboundMessage) -> Decision:
         """Answer, refuse with an id line, or ignore: as the channel's access policy says."""
         policy = self._access.for_channel(message.channel)
-        return policy.decide(Access(
-            ChatKind.DIRECT if message.is_direct else ChatKind.GROUP, message.sender_id,
-            place_id=policy.place_of(message.chat_id),
-            addressed=message.mentions_bot or command_name(message.text) is not None,
-            vouched_admin=message.is_admin,
-        ))
+        return policy.decide(policy.access_of(message))
 
     # -- handling ---------------------------------------------------------------------
 
@@ -397,7 +392,7 @@ class ChannelMessageRouter:
             read = (heard if heard is not None else await self._hear(message)).read
             if isinstance(read, MediaRefused):
                 refused = read
-                if refused.key == "voice_off" and not message.is_direct and not message.mentions_bot:
+                if refused.key == "voice_off" and not message.is_direct and not is_addressed(message):
                     return None  # a group that is answered without a mention: chatter, not a request
                 refusal = self._prompts.text(refused.key, **refused.params)
                 return RoutedReply(led_by(lead, refusal), conversation.id, agent_id)

@@ -25,6 +25,12 @@ from bot.storage.search_schema import (
 # one with the new columns; nothing references it, so the copy keeps every id and row.
 _CRON_JOB_COLUMNS = ("id, agent_id, name, cron_expression, timezone, task_type, trigger_message, enabled, "
                      "last_run_time, next_run_time, create_time, update_time")
+_REMINDER_INDEXES = (
+    """CREATE INDEX IF NOT EXISTS ix_cron_job_target ON mate_cron_job(target_channel, target_chat_id)
+        WHERE task_type = 'reminder'""",
+    """CREATE INDEX IF NOT EXISTS ix_cron_job_due ON mate_cron_job(next_run_time)
+        WHERE task_type = 'reminder' AND enabled = 1""",
+)
 _REMINDERS = (
     """CREATE TABLE mate_cron_job_v12 (
         id INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -50,10 +56,7 @@ _REMINDERS = (
     f"INSERT INTO mate_cron_job_v12({_CRON_JOB_COLUMNS}) SELECT {_CRON_JOB_COLUMNS} FROM mate_cron_job",
     "DROP TABLE mate_cron_job",
     "ALTER TABLE mate_cron_job_v12 RENAME TO mate_cron_job",
-    """CREATE INDEX IF NOT EXISTS ix_cron_job_target ON mate_cron_job(target_channel, target_chat_id)
-        WHERE task_type = 'reminder'""",
-    """CREATE INDEX IF NOT EXISTS ix_cron_job_due ON mate_cron_job(next_run_time)
-        WHERE task_type = 'reminder' AND enabled = 1""",
+    *_REMINDER_INDEXES,
 )
 
 # From version 13 a chat in incognito keeps its messages for the conversation only: those
@@ -103,7 +106,44 @@ _TRUST = (
     "CREATE INDEX IF NOT EXISTS ix_memory_proposal_agent ON mate_memory_proposal(agent_id, status)",
 )
 
-
+# From version 15 a reminder keeps its chat's place: the group (Telegram) or server (Discord)
+# the access rules admit again at each run (a Discord channel's id does not tell its server).
+# The table is copied as for version 12 rather than given an ADD COLUMN, which fails when a
+# version is applied again over a database that has it (a restored schema_version): a copy
+# over one that has it only loses the places, which then count as unknown.
+_CRON_JOB_COLUMNS_V12 = (_CRON_JOB_COLUMNS + ", target_channel, target_chat_id, target_thread_id, run_at, "
+                         "created_by, created_by_name, missed_time")
+_PLACES = (
+    """CREATE TABLE mate_cron_job_v15 (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        agent_id INTEGER NOT NULL REFERENCES mate_agent(id),
+        name TEXT NOT NULL,
+        cron_expression TEXT NOT NULL,
+        timezone TEXT NOT NULL,
+        task_type TEXT NOT NULL CHECK (task_type IN ('text', 'emergence', 'reminder')),
+        trigger_message TEXT NOT NULL DEFAULT '',
+        enabled INTEGER NOT NULL DEFAULT 1,
+        last_run_time TEXT,
+        next_run_time TEXT,
+        create_time TEXT NOT NULL,
+        update_time TEXT NOT NULL,
+        target_channel TEXT,
+        target_chat_id TEXT,
+        target_thread_id TEXT,
+        run_at TEXT,
+        created_by TEXT,
+        created_by_name TEXT,
+        missed_time TEXT,
+        target_place_id TEXT
+    )""",
+    f"INSERT INTO mate_cron_job_v15({_CRON_JOB_COLUMNS_V12}) SELECT {_CRON_JOB_COLUMNS_V12} FROM mate_cron_job",
+    # The ids handed out so far stay handed out: a cancelled reminder's number never comes back.
+    "DELETE FROM sqlite_sequence WHERE name = 'mate_cron_job_v15'",
+    "UPDATE sqlite_sequence SET name = 'mate_cron_job_v15' WHERE name = 'mate_cron_job'",
+    "DROP TABLE mate_cron_job",
+    "ALTER TABLE mate_cron_job_v15 RENAME TO mate_cron_job",
+    *_REMINDER_INDEXES,  # they went with the old table
+)
 
 
 MIGRATIONS: tuple[tuple[int, str, tuple[str, ...]], ...] = (
@@ -395,6 +435,7 @@ MIGRATIONS: tuple[tuple[int, str, tuple[str, ...]], ...] = (
          "who made it and a missed run to mention", _REMINDERS),
     (13, "workspace file history, incognito messages, and consolidations proposed for review", _TRUST),
     (14, "workspace files are indexed in pieces: an append indexes only the text it adds", PIECES),
+    (15, "a reminder keeps the group or server of its chat (mate_cron_job.target_place_id)", _PLACES),
 )
 
 LATEST_VERSION = max(version for version, _, _ in MIGRATIONS)

@@ -15,7 +15,7 @@ REMINDER = "reminder"
 _COLUMNS = (
     "id, agent_id, trigger_message, cron_expression, timezone, run_at, target_channel, target_chat_id, "
     "target_thread_id, created_by, created_by_name, enabled, next_run_time, last_run_time, missed_time, "
-    "create_time, name, task_type"
+    "create_time, name, task_type, target_place_id"
 )
 # A chat is the channel, the chat and the thread (a forum topic is a chat of its own).
 _IN_CHAT = "target_channel = ? AND target_chat_id = ? AND target_thread_id IS ?"
@@ -55,6 +55,9 @@ class TaskRecord:
     create_time: str
     name: str = REMINDER
     kind: str = REMINDER  # the row's task_type: reminder, or a system task's text / emergence
+    # The group (Telegram) or server (Discord) its chat belongs to; None in a direct chat, for
+    # a system task, or for a reminder made before version 15 kept it.
+    place_id: str | None = None
 
     @property
     def is_reminder(self) -> bool:
@@ -72,6 +75,7 @@ class NewTask:
     chat: ChatRef
     created_by: str
     created_by_name: str
+    place_id: str | None = None  # the chat's group or server, where the message said
 
 
 def _record(row: Any) -> TaskRecord:
@@ -82,6 +86,7 @@ def _record(row: Any) -> TaskRecord:
         created_by=row["created_by"] or "", created_by_name=row["created_by_name"] or "",
         enabled=bool(row["enabled"]), next_run_time=row["next_run_time"], last_run_time=row["last_run_time"],
         missed_time=row["missed_time"], create_time=row["create_time"], name=row["name"], kind=row["task_type"],
+        place_id=row["target_place_id"],
     )
 
 
@@ -101,12 +106,12 @@ class SqliteTaskRepository:
         chat = task.chat.params()
         result = await self._db.execute(
             "INSERT INTO mate_cron_job(agent_id, name, cron_expression, timezone, task_type, trigger_message, "
-            "enabled, next_run_time, run_at, target_channel, target_chat_id, target_thread_id, created_by, "
-            "created_by_name, create_time, update_time) "
-            "SELECT ?, ?, ?, ?, 'reminder', ?, 1, ?, ?, ?, ?, ?, ?, ?, ?, ? "
+            "enabled, next_run_time, run_at, target_channel, target_chat_id, target_thread_id, target_place_id, "
+            "created_by, created_by_name, create_time, update_time) "
+            "SELECT ?, ?, ?, ?, 'reminder', ?, 1, ?, ?, ?, ?, ?, ?, ?, ?, ?, ? "
             f"WHERE (SELECT COUNT(*) FROM mate_cron_job WHERE {_LIVE} AND {_IN_CHAT}) < ?",
             (task.agent_id, REMINDER, task.cron, task.timezone, task.message, task.next_run_time, task.run_at,
-             *chat, task.created_by, task.created_by_name, now, now, *chat, limit),
+             *chat, task.place_id, task.created_by, task.created_by_name, now, now, *chat, limit),
         )
         return result.lastrowid if result.rowcount else None
 

@@ -9,7 +9,6 @@ import random
 import re
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
-from dataclasses import replace
 from typing import Any, Literal
 
 import aiohttp
@@ -19,7 +18,7 @@ import discord.http
 import yarl
 from discord import app_commands
 
-from bot.conversation.access import Access, AccessPolicy, ChatKind
+from bot.conversation.access import AccessPolicy
 from bot.core.config import DiscordConfig
 from bot.core.prompts import PromptLibrary
 from bot.core.retry import CHANNEL_RECONNECT, Backoff, RetryStreak
@@ -344,11 +343,10 @@ class DiscordChannel:
             return
         # An uncached guild gives message.guild None with a PartialMessageable: never take it for a DM.
         guild_id = message.guild.id if message.guild is not None else getattr(message.channel, "guild_id", None)
-        inbound = self._inbound(message, me.id, is_direct=guild_id is None)
-        access = self._access_of(inbound, guild_id)
-        # Where every message is answered, every message counts as addressed to the bot.
-        access = replace(access, addressed=self._access.wants_answer(access))
-        # The server is checked here, the only place that sees it; the router decides the rest.
+        inbound = self._inbound(message, me.id, guild_id)
+        access = self._access.access_of(inbound)
+        # The server is checked before the router: a server not allowed gets its line (or
+        # silence) here, and a sticker's notice is sent here; the router decides the rest.
         place = self._access.decide_place(access)
         if not place.answers:
             if place.refuses:
@@ -362,7 +360,7 @@ class DiscordChannel:
         preview = _Preview(message)
         reply = None
         try:
-            if access.addressed:  # a typing indicator only where an answer is expected
+            if self._access.wants_answer(access):  # a typing indicator only where an answer is expected
                 async with _keep_typing(message.channel):
                     reply = await self._handler(inbound, stored=_no_confirmation, stream=preview.stream)
             else:
@@ -382,7 +380,8 @@ class DiscordChannel:
         for chunk in rest:
             await message.channel.send(chunk, allowed_mentions=_NO_PINGS)
 
-    def _inbound(self, message: discord.Message, bot_id: int, *, is_direct: bool) -> InboundMessage:
+    def _inbound(self, message: discord.Message, bot_id: int, guild_id: int | None) -> InboundMessage:
+        is_direct = guild_id is None
         channel = message.channel
         chat_id, thread_id = _location(channel, channel.id)
         mentioned = any(user.id == bot_id for user in message.mentions)
@@ -402,13 +401,8 @@ class DiscordChannel:
             is_direct=is_direct, mentions_bot=mentioned or own_thread or replied_to_bot, chat_title=title,
             is_admin=self._access.is_admin(sender_id), external_id=str(message.id),
             files=tuple(_file_of(a) for a in message.attachments),
+            place_id=None if guild_id is None else str(guild_id),
         )
-
-    @staticmethod
-    def _access_of(inbound: InboundMessage, guild_id: int | None) -> Access:
-        kind = ChatKind.DIRECT if inbound.is_direct else ChatKind.GROUP
-        return Access(kind, inbound.sender_id, place_id=None if guild_id is None else str(guild_id),
-                      addressed=inbound.mentions_bot or inbound.text.lstrip().startswith("/"))
 
     # -- app commands -------------------------------------------------------------------
 
@@ -493,16 +487,15 @@ class DiscordChannel:
     async def _on_command(self, interaction: discord.Interaction, text: str, *, ephemeral: bool = False) -> None:
         guild_id = interaction.guild_id
         user = interaction.user
-        kind = ChatKind.DIRECT if guild_id is None else ChatKind.GROUP
-        place_id = None if guild_id is None else str(guild_id)
-        if not self._access.decide_place(Access(kind, str(user.id), place_id, addressed=True)).answers:
-            return  # a server not allowed: no answer at all, not even the id line a message gets
         chat_id, thread_id = _location(interaction.channel, interaction.channel_id)
         inbound = InboundMessage(
             channel=self.name, chat_id=chat_id, thread_id=thread_id, sender_id=str(user.id),
             sender_name=user.display_name, text=text, is_direct=guild_id is None, mentions_bot=True,
             is_admin=self._access.is_admin(str(user.id)), external_id=str(interaction.id),
+            place_id=None if guild_id is None else str(guild_id),
         )
+        if not self._access.decide_place(self._access.access_of(inbound)).answers:
+            return  # a server not allowed: no answer at all, not even the id line a message gets
         try:
             await interaction.response.defer(ephemeral=ephemeral, thinking=True)  # 3 s to acknowledge
             reply = await self._handler(inbound, stored=_no_confirmation)

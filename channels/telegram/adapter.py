@@ -15,7 +15,7 @@ from telegram import Bot, BotCommand, Message, MessageEntity, ReplyParameters, U
 from telegram.constants import ChatAction, ChatType, ParseMode
 from telegram.error import BadRequest, Conflict, InvalidToken, NetworkError, RetryAfter, TelegramError
 
-from bot.conversation.access import Access, AccessPolicy, ChatKind
+from bot.conversation.access import AccessPolicy, is_addressed
 from bot.conversation.commands.names import COMMANDS
 from bot.core.config import TelegramConfig
 from bot.core.prompts import PromptLibrary
@@ -362,26 +362,26 @@ class TelegramChannel:
         topic = message.message_thread_id if message.is_topic_message else None
         thread_id = str(topic) if topic else None  # forum topics are separate conversations
         chat_id = str(chat.id)
-        mentioned = self._mentions_bot(message)
         reply_to = None if is_direct else message.message_id
         files = tuple(file for part in (message, *album) for file in files_of(part, self._fetcher))
         caption = next((part.caption for part in (message, *album) if part.caption), "")
-        if message.text is None and not files:
-            answer = self._media_answer(is_direct, str(user.id), mentioned, chat_id)
-            if answer:
-                await self._deliver(OutboundMessage(self.name, chat_id, answer, thread_id), reply_to, html=False)
-            return False
         inbound = InboundMessage(
             channel=self.name, chat_id=chat_id, sender_id=str(user.id), sender_name=user.full_name,
             text=message.text if message.text is not None else caption, is_direct=is_direct,
-            mentions_bot=mentioned, thread_id=thread_id, chat_title=chat.title or "",
+            mentions_bot=self._mentions_bot(message), thread_id=thread_id, chat_title=chat.title or "",
             is_admin=self._access.is_admin(str(user.id)), external_id=str(message.message_id), files=files,
+            place_id=None if is_direct else chat_id,  # a Telegram group is its own place
         )
+        if message.text is None and not files:
+            answer = self._media_answer(inbound)
+            if answer:
+                await self._deliver(OutboundMessage(self.name, chat_id, answer, thread_id), reply_to, html=False)
+            return False
         preview = TelegramReplyPreview(self._connected, self._with_retries, self._describe, chat_id, thread_id,
                                        reply_to, draft_id=message.message_id if is_direct else None)
         # Typing only where an answer is expected: group chatter the router ignores shows nothing.
         reply = None
-        async with self._typing_while(chat_id, thread_id, active=is_direct or mentioned):
+        async with self._typing_while(chat_id, thread_id, active=is_direct or is_addressed(inbound)):
             try:
                 reply = await self._handler(inbound, stored=stored, stream=preview.stream)
             finally:
@@ -400,15 +400,13 @@ class TelegramChannel:
         return fetch
 
     def _mentions_bot(self, message: Message) -> bool:
-        """@username, a text mention of the bot, a reply to the bot, or a command for it."""
+        """@username, a text mention of the bot, or a reply to the bot (a command is is_addressed's to see)."""
         bot_id, username = self._bot_id, self._username.lower()
         entities = {**message.parse_entities(), **message.parse_caption_entities()}
         for entity, text in entities.items():
             if entity.type == MessageEntity.MENTION and username and text.lower() == f"@{username}":
                 return True
             if entity.type == MessageEntity.TEXT_MENTION and entity.user is not None and entity.user.id == bot_id:
-                return True
-            if entity.type == MessageEntity.BOT_COMMAND and entity.offset == 0:
                 return True
         replied = message.reply_to_message
         return (replied is not None and replied.from_user is not None and replied.from_user.id == bot_id
@@ -423,15 +421,14 @@ class TelegramChannel:
         target = command.partition("@")[2].lower()
         return bool(target) and target != self._username.lower()
 
-    def _media_answer(self, is_direct: bool, sender_id: str, mentioned: bool, chat_id: str) -> str | None:
+    def _media_answer(self, inbound: InboundMessage) -> str | None:
         """The polite "text only" answer to stickers, photos, voice... where the bot would answer."""
-        kind = ChatKind.DIRECT if is_direct else ChatKind.GROUP
-        decision = self._access.decide(Access(kind, sender_id, self._access.place_of(chat_id), addressed=mentioned))
-        if is_direct and decision.refuses:
+        decision = self._access.decide(self._access.access_of(inbound))
+        if inbound.is_direct and decision.refuses:
             return decision.refusal_line(self._prompts)
         # In a group only a mention earns the notice, even where every message is answered,
         # and never the group's id line: a sticker is not a request.
-        if decision.answers and (is_direct or mentioned):
+        if decision.answers and (inbound.is_direct or is_addressed(inbound)):
             return self._prompts.text("text_only")
         return None
 

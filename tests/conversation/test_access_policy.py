@@ -3,11 +3,13 @@ following it through real code paths (SPEC S13, S31)."""
 
 from __future__ import annotations
 
+import ast
 import asyncio
 import itertools
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from dataclasses import replace
 from typing import Any
 
 from pathlib import Path
@@ -15,7 +17,7 @@ from pathlib import Path
 import discord
 import pytest
 
-from bot.conversation.access import Access, AccessPolicies, ChatKind, Decision, Verdict
+from bot.conversation.access import Access, AccessPolicies, ChatKind, Decision, Verdict, is_addressed
 from bot.core.config import ChannelsConfig, parse_config
 from bot.llm import AnthropicClient
 from bot.conversation.router import RoutedReply
@@ -101,10 +103,10 @@ def outcome(decision: Decision) -> str:
 def table_cases() -> list[Any]:
     cases = []
     for channel, kind, policy, addressed, unaddressed in TABLE:
-        for is_addressed, expected in ((True, addressed), (False, unaddressed)):
+        for spoken_to, expected in ((True, addressed), (False, unaddressed)):
             for sender, want in zip(SENDERS, expected, strict=True):
-                name = f"{channel}-{kind}-{policy}-{'addressed' if is_addressed else 'unaddressed'}-{sender}"
-                cases.append(pytest.param(channel, kind, policy, sender, is_addressed, want, id=name))
+                name = f"{channel}-{kind}-{policy}-{'addressed' if spoken_to else 'unaddressed'}-{sender}"
+                cases.append(pytest.param(channel, kind, policy, sender, spoken_to, want, id=name))
     return cases
 
 
@@ -137,6 +139,69 @@ def test_admins_are_the_configured_ones_or_the_owner(channel: str, expected: tup
     assert rules.is_admin(STRANGER, vouched=True) == (channel in ("console", "web", "cron"))
 
 
+@pytest.mark.parametrize(("text", "mentioned", "addressed"), [
+    ("hello there", True, True),  # @mentioned, replied to, or its own thread: the adapter says
+    ("/status", False, True),
+    ("/status@mate_bot now", False, True),
+    ("  /help", False, True),
+    ("hello there", False, False),
+    ("/etc/hosts is empty, why?", False, False),  # a question that starts with "/", not a command
+    ("", False, False),
+])
+def test_the_bot_is_addressed_by_a_mention_or_one_of_its_commands(text: str, mentioned: bool, addressed: bool) -> None:
+    message = InboundMessage("telegram", "-100", FRIEND, "Alice", text, is_direct=False, mentions_bot=mentioned)
+    assert is_addressed(message) is addressed
+    rules = policies({"telegram": {"group-policy": "open", "require-mention": True}}).telegram
+    assert rules.decide(rules.access_of(message)).answers is addressed
+
+
+def test_a_message_is_read_with_the_place_it_carries_or_its_chat_where_that_is_the_place() -> None:
+    rules = policies({"telegram": {"group-policy": "allowlist", "allowed-groups": [LISTED]},
+                      "discord": {"dm-policy": "open", "guild-policy": "allowlist", "allowed-guilds": [LISTED]}})
+    telegram = InboundMessage("telegram", LISTED, FRIEND, "Alice", "/help", is_direct=False)
+    assert rules.telegram.decide(rules.telegram.access_of(telegram)).answers  # the group is its own place
+    discord_message = InboundMessage("discord", "200", FRIEND, "Alice", "/help", is_direct=False)
+    for server, answers in ((LISTED, True), (UNLISTED, False)):
+        access = rules.discord.access_of(replace(discord_message, place_id=server))
+        assert rules.discord.decide(access).answers is answers
+    # A direct chat has no place, whatever a caller put there.
+    direct = InboundMessage("discord", FRIEND, FRIEND, "Alice", "hi", place_id=UNLISTED)
+    assert rules.discord.decide(rules.discord.access_of(direct)).answers
+
+
+def _calls_and_reads(path: Path) -> tuple[int, set[str], set[str]]:
+    """In one module: how many times `Access(...)` is called, the attributes read off anything,
+    and the keyword arguments passed to any call."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    made = sum(1 for node in ast.walk(tree) if isinstance(node, ast.Call)
+               and isinstance(node.func, ast.Name) and node.func.id == "Access")
+    reads = {node.attr for node in ast.walk(tree) if isinstance(node, ast.Attribute)
+             and isinstance(node.ctx, ast.Load)}
+    keywords = {kw.arg for node in ast.walk(tree) if isinstance(node, ast.Call) for kw in node.keywords
+                if kw.arg is not None}
+    return made, reads, keywords
+
+
+def test_access_is_made_in_one_module_and_addressed_decided_in_one_place() -> None:
+    """SPEC S35: the Access input is built in one place (AccessPolicy.access_of) from what the
+    adapter filled in; "is the bot addressed" is decided by is_addressed alone; nothing else
+    reads an Access's or the adapter's raw signal."""
+    root = Path(__file__).resolve().parents[2]
+    modules = [path for package in ("bot", "channels", "memory") for path in (root / package).rglob("*.py")]
+    assert len(modules) > 50
+    builders, deciders = set(), set()
+    for path in modules:
+        made, reads, keywords = _calls_and_reads(path)
+        name = path.relative_to(root).as_posix()
+        if made:
+            builders.add(name)
+        # Who sets or reads `addressed`, or reads the adapter's `mentions_bot` (it only fills it).
+        if {"addressed", "vouched_admin"} & (keywords | reads) or "mentions_bot" in reads:
+            deciders.add(name)
+    assert builders == {"bot/conversation/access.py"}
+    assert deciders == {"bot/conversation/access.py"}
+
+
 def test_a_group_without_its_place_is_not_admitted_where_the_chat_is_the_place() -> None:
     rules = policies({"telegram": {"group-policy": "allowlist", "allowed-groups": [LISTED], "admins": [ADMIN]}})
     assert rules.telegram.decide(Access(ChatKind.GROUP, ADMIN, None, addressed=True)).verdict is Verdict.IGNORE
@@ -165,9 +230,7 @@ def classify(reply: RoutedReply | None, message: InboundMessage, rt: Runtime, gu
 
 
 def router_rows() -> list[Any]:
-    # The router never sees a Discord server (only the adapter does): that row is checked below.
-    return [pytest.param(*row, id=f"{row[0]}-{row[1]}-{row[2]}") for row in TABLE
-            if not (row[0] == "discord" and "not listed" in row[2])]
+    return [pytest.param(*row, id=f"{row[0]}-{row[1]}-{row[2]}") for row in TABLE]
 
 
 @pytest.mark.parametrize(("channel", "kind", "policy", "addressed", "unaddressed"), router_rows())
@@ -184,8 +247,10 @@ async def test_the_router_answers_as_the_table_says(
             for (form, text, mentioned), sender in itertools.product(
                     (("mention", "hello there", True), ("command", "/help", False), ("none", "hello there", False)),
                     SENDERS):
+                # A group's message carries its place, as the adapters fill it (a Discord server).
                 message = InboundMessage(channel, sender if kind == "direct" else chat, sender, f"name-{sender}",
-                                         text, is_direct=kind == "direct", mentions_bot=mentioned)
+                                         text, is_direct=kind == "direct", mentions_bot=mentioned,
+                                         place_id=None if kind == "direct" else place(policy))
                 reply = await rt.router.handle(message)
                 seen[form, sender] = classify(reply, message, rt, place(policy))
                 if seen[form, sender] == ANSWER and form == "mention":

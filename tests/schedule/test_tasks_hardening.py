@@ -25,7 +25,7 @@ from tests.support.fakes.anthropic import FakeAnthropic, TextReply, ToolUseReply
 from tests.support.fakes.telegram import FakeTelegram
 from tests.support.eventually import eventually
 from tests.support.clock import SteppedClock
-from tests.support.tasks_env import FRIEND, GROUP, OWNER, World, tool_results, world
+from tests.support.tasks_env import FRIEND, FRIEND_DC, GROUP, OWNER, OWNER_DC, World, tool_results, world
 
 LINKED = 55  # another Telegram account of the owner, linked through mate.people
 OWNERS_SECRET = "the owner's bank PIN is 4711"  # in agent 1's MEMORY.md
@@ -177,6 +177,37 @@ async def test_a_group_reminder_that_needed_an_admin_is_cancelled_when_its_maker
             assert w.sent_to(GROUP) == [] and w.reminder_turns() == []
     [line] = cancel_lines(caplog)
     assert line.chat_id == str(GROUP)
+
+
+async def test_a_discord_reminder_in_a_server_no_longer_allowed_is_cancelled_not_run(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """A Discord channel's id does not tell its server: the reminder keeps the server it was made
+    in, and the server rule is met again at its run, as every other rule is."""
+    caplog.set_level(logging.INFO)
+    async with fakes() as (llm, tg):
+        async with world(tmp_path, llm=llm, tg=tg, clock=SteppedClock(TODAY), discord_too=True) as w:
+            assert w.dc is not None  # the fake's server "100" is allowed
+            w.llm.push(ToolUseReply(SCHEDULE_TOOL, {"message": "stand-up", "at": tomorrow()}))
+            w.llm.push(TextReply("Done."))
+            await w.dc.send_guild_message("remind us of the stand-up", author_id=OWNER_DC, mention_bot=True)
+            await w.dc.wait_sent(1, timeout=15)
+            [task] = await live(w)
+            assert (task.chat.channel, task.chat.chat_id, task.place_id) == ("discord", "200", "100")
+        llm.requests.clear()
+        caplog.clear()
+
+        # The operator took the server out of allowed-guilds; the maker is still an admin.
+        clock = SteppedClock(parse_iso(task.next_run_time or ""))
+        moved = {**telegram(tg, admins=[OWNER], allowed=[FRIEND]),
+                 "discord": {"admins": [OWNER_DC], "allowed-users": [FRIEND_DC], "allowed-guilds": ["555"]}}
+        async with world(tmp_path, llm=llm, tg=tg, clock=clock, channels=moved) as w:
+            await w.until(lambda: bool(cancel_lines(caplog)), "the cancellation")
+            assert await w.timer.run_due() == 0
+            assert await w.rt.core.repos.tasks.get(task.id) is None  # cancelled: a run leaves the row
+            assert w.reminder_turns() == [] and not carries(w, "stand-up")
+    [line] = cancel_lines(caplog)
+    assert line.getMessage().startswith("1 pending reminder(s) cancelled") and line.levelno == logging.WARNING
+    assert line.chat_id == "200"
 
 
 ABSURD = ["9999-12-31T23:59:59-05:00", "9999-12-31T23:59:59", "0001-01-01T00:00:00+05:00", "5000-06-01T09:00:00"]

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Protocol
 
-from bot.conversation.access import Access, AccessPolicies, ChatKind
+from bot.conversation.access import AccessPolicies
 from bot.core.prompts import PromptLibrary
 from bot.storage import Repositories
 from bot.storage.tasks import TaskRecord
@@ -97,7 +97,7 @@ class ReminderDelivery:
         `mate.people` link or of the allowlist, that agent's memory is no longer theirs to hear from."""
         message = await self._turn_of(task)
         policy = self._access.for_channel(message.channel)
-        if policy.everyone_is_admin:  # console and web: the owner's, and the web page picks its agent
+        if policy.is_owners():  # console and web: the owner's, and the web page picks its agent
             return None
         if not self._still_allowed(message):
             return LOST_ACCESS
@@ -132,11 +132,13 @@ class ReminderDelivery:
         return True
 
     async def _turn_of(self, task: TaskRecord) -> InboundMessage:
-        """The task's turn, as a message of its maker in its chat."""
+        """The task's turn, as a message of its maker in its chat (and its group or server: access
+        rules admit the place at every run, a Discord server too)."""
         chat = task.chat
         message = InboundMessage(
             channel=chat.channel, chat_id=chat.chat_id, thread_id=chat.thread_id, sender_id=task.created_by,
             sender_name=task.created_by_name or task.created_by, mentions_bot=True, trigger_source="cron",
+            place_id=task.place_id,
             text=self._prompts.render("tasks/reminder-turn", message=task.message,
                                       created_by=task.created_by_name or task.created_by,
                                       repeating=bool(task.cron)),
@@ -147,9 +149,7 @@ class ReminderDelivery:
     def _still_allowed(self, message: InboundMessage) -> bool:
         """The chat's access rules as a message of the task's maker would meet them now."""
         policy = self._access.for_channel(message.channel)
-        kind = ChatKind.DIRECT if message.is_direct else ChatKind.GROUP
-        return policy.decide(Access(kind, message.sender_id, place_id=policy.place_of(message.chat_id),
-                                    addressed=True)).answers
+        return policy.decide(policy.access_of(message)).answers
 
     async def _store_fallback(self, conversation_id: str, text: str) -> None:
         try:

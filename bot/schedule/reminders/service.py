@@ -83,7 +83,7 @@ class TaskService:
         if policy.is_admin(message.sender_id):
             return True
         if message.is_direct:
-            return message.sender_id in policy.allowed_users
+            return policy.is_listed(message.sender_id)
         return self._config.group_members_may_schedule
 
     # -- one chat ----------------------------------------------------------------------
@@ -93,12 +93,13 @@ class TaskService:
 
     async def schedule(
         self, chat: ChatRef, sender: Sender, agent_id: int, message: Any, *, at: Any = None, cron: Any = None,
-        zone: Any = None, asked_at: datetime | None = None,
+        zone: Any = None, asked_at: datetime | None = None, place_id: str | None = None,
     ) -> TaskRecord:
         """A new task, or TaskProblem naming what is wrong (nothing is stored then).
 
         `asked_at` is when the turn began: the model works out `at` from the minute it was shown
-        then, and a slow model can still be thinking when that moment passes."""
+        then, and a slow model can still be thinking when that moment passes. `place_id` is the
+        group or server of the chat (the message's), which access rules admit again at each run."""
         t = self._prompts.text
         if not isinstance(message, str) or not message.strip() or len(message) > MAX_TASK_MESSAGE_CHARS:
             raise TaskProblem(t("task_error_message", limit=MAX_TASK_MESSAGE_CHARS))
@@ -120,7 +121,7 @@ class TaskService:
         created = await self._store.add(NewTask(
             agent_id=agent_id, message=message.strip(), cron=expression, timezone=zone_name,
             run_at=iso(first) if run_at else None, next_run_time=iso(first), chat=chat,
-            created_by=sender.id, created_by_name=sender.name), limit=self._config.max_per_chat)
+            created_by=sender.id, created_by_name=sender.name, place_id=place_id), limit=self._config.max_per_chat)
         if created is None:
             raise TaskProblem(t("task_error_limit", limit=self._config.max_per_chat))
         task = await self._store.get(created)

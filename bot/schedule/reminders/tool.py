@@ -80,8 +80,10 @@ class ChatTaskTools:
     """The task tools for a sender who may schedule, acting on the chat of this turn only."""
 
     def __init__(self, service: TaskService, prompts: PromptLibrary, chat: ChatRef, sender: Sender,
-                 offered: list[dict[str, Any]], off_the_record: OffTheRecord | None = None) -> None:
+                 offered: list[dict[str, Any]], off_the_record: OffTheRecord | None = None, *,
+                 place_id: str | None = None) -> None:
         self._service = service
+        self._place_id = place_id  # the chat's group or server, kept with each task made here
         self._off_the_record = off_the_record
         self._asked_at = service.now()  # built as the turn begins, with the time the model is shown
         self._prompts = prompts
@@ -105,7 +107,8 @@ class ChatTaskTools:
             try:
                 task = await self._service.schedule(
                     self._chat, self._sender, agent_id, arguments.get("message"), at=arguments.get("at"),
-                    cron=arguments.get("cron"), zone=arguments.get("timezone"), asked_at=self._asked_at)
+                    cron=arguments.get("cron"), zone=arguments.get("timezone"), asked_at=self._asked_at,
+                    place_id=self._place_id)
             except TaskProblem as problem:
                 return _error(str(problem))
             return _ok({"taskId": task.id, "nextRun": self._service.next_run_text(task), "timezone": task.timezone})
@@ -158,7 +161,7 @@ class TurnTaskTools:
             return (self._refused,)
         sender = Sender(message.sender_id, message.sender_name or message.sender_id)
         return (ChatTaskTools(self._service, self._prompts, chat_of(message), sender, self._offered,
-                              self._off_the_record),)
+                              self._off_the_record, place_id=message.place_id),)
 
     async def take_notice(self, message: InboundMessage) -> MissedNotice | None:
         return await self._service.take_notice(message)
