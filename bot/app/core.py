@@ -13,7 +13,10 @@ from bot.core.clock import Clock, utc_now
 from bot.core.config import Config
 from bot.conversation.people import PersonDirectory
 from bot.core.prompts import PromptLibrary
+from bot.features.memory_files import MemoryFilesFeature
+from bot.schedule.reminders.service import TaskService
 from bot.storage import Database, Repositories
+from memory.trust.history import MemoryHistoryService
 from memory.workspace.service import WorkspaceFileService
 
 log = logging.getLogger(__name__)
@@ -21,7 +24,8 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True, slots=True)
 class Core:
-    """What every command needs: configuration, storage, prompts, workspace, agents, people."""
+    """What every command needs: configuration, storage, prompts, workspace, agents, people, and
+    the feature services the CLI and the daemon's doors share (memory files, tasks)."""
 
     config: Config
     db: Database
@@ -31,6 +35,9 @@ class Core:
     agents: AgentDirectory
     access: AccessPolicies
     people: PersonDirectory
+    history: MemoryHistoryService
+    memory_files: MemoryFilesFeature
+    tasks: TaskService
 
 
 @asynccontextmanager
@@ -47,4 +54,7 @@ async def open_core(config: Config, *, clock: Clock = utc_now) -> AsyncIterator[
         access = AccessPolicies.from_config(config.mate.channels)
         people = PersonDirectory(config.mate, repos.people, access)
         await people.sync()
-        yield Core(config, db, repos, prompts, workspace, agents, access, people)
+        history = MemoryHistoryService(repos, workspace, prompts, config.mate.timezone)
+        memory_files = MemoryFilesFeature(workspace, repos.file_history, history, config.mate.timezone)
+        tasks = TaskService(config.mate.tasks, config.mate.timezone, repos.tasks, access, prompts, clock=clock)
+        yield Core(config, db, repos, prompts, workspace, agents, access, people, history, memory_files, tasks)

@@ -29,6 +29,7 @@ from bot.core.retry import Sleep
 from bot.conversation.router import ChannelMessageRouter
 from bot.schedule.reminders.delivery import ChannelOutbox
 from bot.schedule.reminders.service import TaskService
+from bot.features.search import SearchFeature
 from bot.schedule.reminders.tool import TurnTaskTools
 from bot.media.transcription import OpenAITranscriber
 from bot.media.voice import VoiceNoteReader
@@ -38,7 +39,6 @@ from memory.consolidation.turns import ConsolidationTurns
 from memory.recall.embeddings import EmbeddingBackfill, EndpointHealth, OpenAIEmbeddingClient, SemanticSearch
 from memory.consolidation.emergence import MemoryEmergenceService
 from memory.events import MemoryEventSink, NullMemorySink
-from memory.trust.history import MemoryHistoryService
 from memory.trust.receipts import MemoryReceipts
 from memory.consolidation.review import ConsolidationReview, OwnerChannel
 from memory.recall.search import MemorySearchService
@@ -77,7 +77,7 @@ class Runtime:
     channel_states: ChannelStateBoard
     access: AccessPolicies
     memory_tool: WorkspaceMemoryTool
-    search: MemorySearchService
+    search: SearchFeature  # the API's and /memory search's (semantic when configured)
     memory_services: MemoryServices | None
     tasks: TaskService  # reminders: the tools, /tasks, the API; the daemon's timer fires them
     outbox: ChannelOutbox  # messages the daemon sends on its own (reminders, memory receipts), by channel
@@ -165,13 +165,14 @@ async def open_runtime(
         stack.callback(media.close)  # runs after the router drained: drops queued media work
         access = core.access
         channel_states = ChannelStateBoard()
-        tasks = TaskService(mate.tasks, mate.timezone, core.repos.tasks, access, core.prompts, clock=clock)
+        tasks = core.tasks
+        searches = SearchFeature(search, core.prompts)
         # The commands take the router per call (ChatControl), so they are built first and
         # handed to it whole.
-        commands = CommandHandler(mate, core.repos, core.workspace, window, agent, core.prompts,
+        commands = CommandHandler(mate, core.repos, core.memory_files, window, agent, core.prompts,
                                   emergence=services.emergence if services else None,
                                   summarizer=services.worker if services else None,
-                                  channel_states=channel_states, search=search, tasks=tasks,
+                                  channel_states=channel_states, search=searches, tasks=tasks,
                                   review=services.review if services else None)
         router = ChannelMessageRouter(mate, core.repos, core.agents, agent, memory, core.prompts,
                                       commands=commands, media=media, access=access, people=core.people,
@@ -179,7 +180,7 @@ async def open_runtime(
                                       clock=clock)
         yield Runtime(core=core, llm=llm, tokens=tokens, window=window, agent=agent, router=router,
                       commands=commands, memory=memory, offline=offline, channel_states=channel_states,
-                      access=access, memory_tool=tool, search=search, memory_services=services, tasks=tasks,
+                      access=access, memory_tool=tool, search=searches, memory_services=services, tasks=tasks,
                       outbox=outbox, consolidation_turns=consolidation_turns, clock=clock)
 
 
@@ -193,12 +194,11 @@ def _memory_services(
                                          listener=receipts, prefixes=prefixes)
     worker = MemoryWorker(service, core.repos, mate, clock=clock, sleep=sleep)
     stack.push_async_callback(worker.close)
-    history = MemoryHistoryService(core.repos, core.workspace, core.prompts, mate.timezone)
     # The owner's direct chat, where a proposal is sent: Telegram first (a private chat's id
     # is the user's, so the first admin's chat works before any is stored), then Discord.
     admins = mate.channels.telegram.admins
     owner_channels = (OwnerChannel("telegram", admins[0] if admins else None), OwnerChannel("discord"))
-    review = ConsolidationReview(core.repos, core.workspace, core.prompts, outbox, history,
+    review = ConsolidationReview(core.repos, core.workspace, core.prompts, outbox, core.history,
                                  owner_channels=owner_channels)
     emergence = MemoryEmergenceService(mate, core.repos, core.workspace, llm, core.prompts, clock, sleep=sleep,
                                        review=review)

@@ -23,6 +23,14 @@ WHY_MESSAGE_CHARS = 120
 Quotable = Callable[[str], Awaitable[bool]]
 
 
+def local_minute(stored: str, timezone: str) -> str:
+    """A stored UTC time as local "YYYY-MM-DD HH:MM" (the stored text cut short if it is no time)."""
+    try:
+        return parse_iso(stored).astimezone(zone(timezone)).strftime("%Y-%m-%d %H:%M")
+    except ValueError:
+        return stored[:16].replace("T", " ")
+
+
 def shortened(text: str, limit: int) -> str:
     text = " ".join(text.split())
     return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
@@ -46,10 +54,7 @@ class MemoryHistoryService:
 
     def when(self, stored: str) -> str:
         """A stored UTC time as local "YYYY-MM-DD HH:MM"."""
-        try:
-            return parse_iso(stored).astimezone(zone(self._timezone)).strftime("%Y-%m-%d %H:%M")
-        except ValueError:
-            return stored[:16].replace("T", " ")
+        return local_minute(stored, self._timezone)
 
     async def source(self, version: FileVersion) -> str:
         """Where a version came from, in words (the chat it was kept from, for an extraction)."""

@@ -56,7 +56,7 @@ async def summarize(request: web.Request) -> web.Response:
 async def list_files(request: web.Request) -> web.Response:
     rt = request.app[RUNTIME]
     agent_id = await agent_id_of(request)
-    files = await rt.core.workspace.list(agent_id, request.query.get("prefix", ""))
+    files = await rt.core.memory_files.files(agent_id, request.query.get("prefix", ""))
     return ok({"agentId": agent_id, "count": len(files), "files": [
         {"filename": f.filename, "enabled": f.enabled, "fileSize": f.file_size, "updateTime": f.update_time}
         for f in files]})
@@ -81,7 +81,7 @@ async def read_file(request: web.Request) -> web.Response:
     rt = request.app[RUNTIME]
     agent_id = await agent_id_of(request)
     filename = _workspace_name(rt.core.prompts, request.match_info["filename"])
-    record = await rt.core.workspace.get(agent_id, filename)
+    record = await rt.core.memory_files.read(agent_id, filename)
     if record is None:
         raise NotFound(rt.core.prompts.text("tool_error_not_found", filename=filename))
     # Content and version from one read: an editor's save names the version of what it shows.
@@ -106,10 +106,10 @@ async def file_history(request: web.Request) -> web.Response:
     rt = request.app[RUNTIME]
     agent_id = await agent_id_of(request)
     filename = request.match_info["filename"]
-    record = await rt.core.workspace.get(agent_id, filename)
-    if record is None:
+    found = await rt.core.memory_files.versions(agent_id, filename)
+    if found is None:
         raise NotFound(rt.core.prompts.text("tool_error_not_found", filename=filename[:200]))
-    versions = await rt.core.repos.file_history.versions(record.id, rt.core.workspace.history_versions)
+    record, versions = found.file, found.versions
     return ok({"agentId": agent_id, "filename": record.filename, "version": record.version, "versions": [
         {"version": v.version, "change": v.change, "runId": v.run_id, "createTime": v.create_time,
          "content": v.content, "fileSize": len(v.content.encode("utf-8")), "current": v.version == record.version}

@@ -41,12 +41,11 @@ async def people(config: Config, args: argparse.Namespace) -> int:
 
 async def tasks(config: Config, args: argparse.Namespace) -> int:
     from bot.app.core import open_core
-    from bot.schedule.reminders.service import TaskService
 
     async with open_core(config) as core:
         if args.agent is not None:
             await core.agents.get(args.agent)
-        service = TaskService(config.mate.tasks, config.mate.timezone, core.repos.tasks, core.access, core.prompts)
+        service = core.tasks
         listed = await service.for_agent(args.agent)
     for task in listed:
         chat = task.chat

@@ -18,13 +18,13 @@ async def memory_show(config: Config, args: argparse.Namespace) -> int:
     async with open_core(config) as core:
         await core.agents.get(args.agent)
         if args.filename:
-            found = await core.workspace.get(args.agent, args.filename)
+            found = await core.memory_files.read(args.agent, args.filename)
             if found is None:
                 print(f"matebot: agent {args.agent} has no file {args.filename}", file=sys.stderr)
                 return EXIT_RUNTIME
             print(found.content)
             return EXIT_OK
-        for record in await core.workspace.list(args.agent):
+        for record in await core.memory_files.files(args.agent):
             flag = "enabled " if record.enabled else "disabled"
             print(f"{record.filename}\t{flag}\t{record.file_size} B\tv{record.version}\t{record.update_time}")
     return EXIT_OK
@@ -34,7 +34,7 @@ async def memory_search(config: Config, args: argparse.Namespace) -> int:
     import json
 
     from bot.app.core import open_core
-    from bot.conversation.commands.handler import search_lines
+    from bot.features.search import SearchFeature
     from memory.recall.search import MAX_LIMIT, MemorySearchService
 
     if not 1 <= args.limit <= MAX_LIMIT:
@@ -42,8 +42,10 @@ async def memory_search(config: Config, args: argparse.Namespace) -> int:
         return EXIT_USAGE
     async with open_core(config) as core:
         await core.agents.get(args.agent)
-        result = await MemorySearchService(core.repos.search).search(args.agent, " ".join(args.query), args.limit)
-        print(json.dumps(result, ensure_ascii=False, indent=2) if args.json else search_lines(core.prompts, result))
+        # Words only: the daemon's embeddings client is not opened for one command.
+        searches = SearchFeature(MemorySearchService(core.repos.search), core.prompts)
+        result = await searches.search(args.agent, " ".join(args.query), args.limit)
+        print(json.dumps(result, ensure_ascii=False, indent=2) if args.json else searches.lines(result))
     return EXIT_OK
 
 

@@ -8,8 +8,9 @@ from typing import Any, Protocol
 from urllib.parse import urlsplit
 
 from bot.conversation.agent import Agent
-from bot.core.clock import iso, local_date, zone
+from bot.core.clock import iso, zone
 from bot.conversation.commands.names import COMMANDS, command_name
+from bot.conversation.commands.ports import MemoryFiles, MemorySearch
 from bot.core.config import MateConfig
 from bot.conversation.window import ConversationWindowManager
 from bot.conversation.ports import ChatControl
@@ -19,14 +20,8 @@ from bot.storage.people import person_binding
 from bot.core.records import ConversationRecord
 from bot.conversation.reminder_port import ChatTasks, chat_of
 from channels.base import ChannelStateBoard, InboundMessage
-from memory.trust.history import MemoryHistoryService, Quotable
-from memory.recall.search import MemorySearchService, SearchQueryRefused
-from memory.workspace.service import (
-    MEMORY_FILE,
-    PROFILE_FILE,
-    WorkspaceFileService,
-    daily_note_name,
-)
+from memory.trust.history import Quotable, local_minute
+from memory.workspace.service import MEMORY_FILE, PROFILE_FILE
 
 
 log = logging.getLogger(__name__)
@@ -55,20 +50,18 @@ class CommandHandler:
     that is not a command."""
 
     def __init__(
-        self, config: MateConfig, repos: Repositories, workspace: WorkspaceFileService,
+        self, config: MateConfig, repos: Repositories, memory_files: MemoryFiles,
         window: ConversationWindowManager, agent: Agent, prompts: PromptLibrary,
         emergence: EmergenceRunner | None = None, summarizer: SummarizeRunner | None = None,
-        channel_states: ChannelStateBoard | None = None, search: MemorySearchService | None = None,
-        tasks: ChatTasks | None = None, history: MemoryHistoryService | None = None,
-        review: ProposalReview | None = None,
+        channel_states: ChannelStateBoard | None = None, search: MemorySearch | None = None,
+        tasks: ChatTasks | None = None, review: ProposalReview | None = None,
     ) -> None:
         self._config = config
-        self._history = history or MemoryHistoryService(repos, workspace, prompts, config.timezone)
+        self._memory_files = memory_files
         self._review = review
         self._tasks = tasks
         self._search = search
         self._repos = repos
-        self._workspace = workspace
         self._window = window
         self._agent = agent
         self._prompts = prompts
@@ -98,7 +91,7 @@ class CommandHandler:
         if command == "undo":
             if not (message.is_direct or router.is_admin(message)):
                 return t("undo_not_allowed")
-            result = await self._history.undo(conversation.agent_id, conversation.chat_key)
+            result = await self._memory_files.undo(conversation.agent_id, conversation.chat_key)
             return t(result.key, **result.values)
         if command == "incognito":
             if not (message.is_direct or router.is_admin(message)):  # one member does not decide for a group
@@ -173,7 +166,7 @@ class CommandHandler:
             if await self._repos.incognito.start(conversation.id):
                 return t("incognito_on", hours=hours)
             state = await self._repos.incognito.get(conversation.id)
-            return t("incognito_already_on", since=self._history.when(state.start_time) if state else "?")
+            return t("incognito_already_on", since=self._when(state.start_time) if state else "?")
         if args[:1] == ["off"]:
             count = await self._repos.incognito.end(conversation.id)
             self._window.forget(conversation.id)
@@ -236,7 +229,7 @@ class CommandHandler:
         budgets = {PROFILE_FILE: self._config.memory.profile_max_chars,
                    MEMORY_FILE: self._config.memory.memory_max_chars}
         lines = []
-        for record in await self._workspace.list(conversation.agent_id):
+        for record in await self._memory_files.files(conversation.agent_id):
             if not record.enabled:
                 continue
             size = len(record.content)
@@ -253,7 +246,7 @@ class CommandHandler:
         channels = [t("status_channel_line", name=channel, state=state)
                     for channel, state in self._channel_states.states().items()]
         incognito = await self._repos.incognito.get(conversation.id)
-        incognito_line = (t("status_incognito_on", since=self._history.when(incognito.start_time),
+        incognito_line = (t("status_incognito_on", since=self._when(incognito.start_time),
                             hours=_hours(self._config.memory.incognito_hours))
                           if incognito else t("status_incognito_off"))
         return t("status", who=who, agent_id=conversation.agent_id, agent_name=name, model=self._agent.model,
@@ -263,6 +256,9 @@ class CommandHandler:
                  summary=t("status_summary_yes") if fresh.summary else t("status_summary_no"),
                  files="\n".join(lines), runs="\n".join(runs) or t("status_no_runs"),
                  channels="\n".join(channels) or t("status_no_channels"), tokens=await self._tokens_today())
+
+    def _when(self, stored: str) -> str:
+        return local_minute(stored, self._config.timezone)
 
     def _provider(self) -> str:
         llm = self._config.llm
@@ -313,10 +309,10 @@ class CommandHandler:
         if action == "history":
             if len(rest) > 1:
                 return t("history_usage")
-            return await self._history.lines(conversation.agent_id, rest[0] if rest else None)
+            return await self._memory_files.history(conversation.agent_id, rest[0] if rest else None)
         if action == "why":
             quotable = None if router.is_admin(message) else await self._own_chats(router, message)
-            return await self._history.why(conversation.agent_id, " ".join(rest), quotable)
+            return await self._memory_files.why(conversation.agent_id, " ".join(rest), quotable)
         if action in ("approve", "reject"):
             # "/memory approve 3": another agent's proposal, sent to the owner's chat with its id.
             if len(rest) > 1 or (rest and not (rest[0].isdigit() and 0 < len(rest[0]) <= 9)):
@@ -354,37 +350,17 @@ class CommandHandler:
     async def _show(self, message: InboundMessage, conversation: ConversationRecord, which: str) -> str:
         if not message.is_direct:
             return self._prompts.text("direct_only")
-        names = {"profile": PROFILE_FILE, "memory": MEMORY_FILE,
-                 "today": daily_note_name(local_date(self._config.timezone))}
-        filename = names.get(which)
-        if filename is None:
+        shown = await self._memory_files.show(conversation.agent_id, which)
+        if shown is None:
             return self._prompts.text("memory_usage")
-        content, _ = await self._workspace.read_text(conversation.agent_id, filename)
-        return content.strip() or self._prompts.text("show_empty", filename=filename)
-
+        return shown.content.strip() or self._prompts.text("show_empty", filename=shown.filename)
 
     async def _search_text(self, message: InboundMessage, conversation: ConversationRecord, query: str) -> str:
         if not message.is_direct:
             return self._prompts.text("direct_only")
-        if not query.strip() or self._search is None:
+        if self._search is None:
             return self._prompts.text("search_usage")
-        try:
-            result = await self._search.search(conversation.agent_id, query)
-        except SearchQueryRefused as refused:
-            return refused.text(self._prompts)
-        return search_lines(self._prompts, result)
-
-
-def search_lines(prompts: PromptLibrary, result: dict[str, Any]) -> str:
-    """A search result as chat lines: where each hit is from, when, and its snippet."""
-    if not result["results"]:
-        return prompts.text("search_none", query=result["query"])
-    lines = [prompts.text("search_header", count=result["count"], query=result["query"])]
-    for number, hit in enumerate(result["results"], 1):
-        where = hit.get("filename") or prompts.text("search_conversation")
-        lines.append(prompts.text("search_line", number=number, where=where, time=hit["time"][:16],
-                                  snippet=hit["snippet"]))
-    return "\n".join(lines)
+        return await self._search.text(conversation.agent_id, query)
 
 
 def emergence_text(prompts: PromptLibrary, outcome: Any) -> str:
