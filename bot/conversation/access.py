@@ -207,3 +207,7 @@ class AccessPolicies:
     def for_channel(self, channel: str) -> AccessPolicy:
         known = {"telegram": self.telegram, "discord": self.discord, "console": self.console, "web": self.web}
         return known.get(channel) or AccessPolicy.in_process(channel)
+
+    def admin_accounts(self) -> list[tuple[str, str]]:
+        """(channel, sender id) of every admin the chat channels name: the owner's accounts."""
+        return [(policy.channel, admin) for policy in (self.telegram, self.discord) for admin in sorted(policy.admins)]

@@ -48,8 +48,7 @@ class PersonDirectory:
         self._cache: dict[str, Person] = {}
 
     def _owner_accounts(self) -> set[str]:
-        return {account_of(policy.channel, admin)
-                for policy in (self._access.telegram, self._access.discord) for admin in policy.admins}
+        return {account_of(channel, admin) for channel, admin in self._access.admin_accounts()}
 
     async def sync(self) -> None:
         """Write the config's links (at start-up): the owner's row and every `people` entry."""
