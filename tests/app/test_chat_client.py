@@ -9,11 +9,11 @@ from pathlib import Path
 from bot.app.cli.chat_client import attach, daemon_running
 from bot.app.instance_lock import DatabaseLock
 from tests.support.config import make_config
-from tests.app.test_api import _open
+from tests.support.api_env import open_api
 
 
 async def test_the_console_attaches_to_the_running_daemon(tmp_path: Path) -> None:
-    async for api in _open(tmp_path, token="s3cret-token-for-chat"):
+    async for api in open_api(tmp_path, token="s3cret-token-for-chat"):
         port = int(api.url.rsplit(":", 1)[1])
         config = make_config(tmp_path, api={"port": port, "token": "s3cret-token-for-chat"})
         api.fake.reply_text("Hello from the daemon.")
@@ -31,7 +31,7 @@ async def test_the_console_attaches_to_the_running_daemon(tmp_path: Path) -> Non
 
 
 async def test_a_wrong_token_is_reported_not_crashed(tmp_path: Path) -> None:
-    async for api in _open(tmp_path, token="the-right-token-123"):
+    async for api in open_api(tmp_path, token="the-right-token-123"):
         port = int(api.url.rsplit(":", 1)[1])
         config = make_config(tmp_path, api={"port": port, "token": "a-wrong-token-456"})
         reader = asyncio.StreamReader()

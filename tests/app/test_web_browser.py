@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from tests.app.test_api import Api, _open
+from tests.support.api_env import Api, open_api
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 playwright_api = pytest.importorskip("playwright.async_api", reason="Playwright is not installed")
@@ -21,7 +21,7 @@ TOKEN = "browser-test-token-123"
 
 @pytest.fixture
 async def api(tmp_path: Path) -> AsyncIterator[Api]:
-    async for opened in _open(tmp_path, token=TOKEN):
+    async for opened in open_api(tmp_path, token=TOKEN):
         yield opened
 
 
@@ -143,7 +143,7 @@ async def test_a_phone_sized_window_fits_and_reaches_every_panel(browser: Any, a
 
 
 async def test_a_picture_attached_on_the_page_reaches_the_model(browser: Any, api: Api, tmp_path: Path) -> None:
-    from tests.media.test_media import picture
+    from tests.support.media_files import picture
 
     shot = tmp_path / "shot.png"
     shot.write_bytes(picture(200, 100))

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from tests.app.test_api import Api, _open
+from tests.support.api_env import Api, open_api
 from tests.app.test_web_hardening import TWO_AGENTS
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
@@ -26,7 +26,7 @@ TOKEN = "browser-hardening-token-456"
 
 @pytest.fixture
 async def api(tmp_path: Path) -> AsyncIterator[Api]:
-    async for opened in _open(tmp_path, token=TOKEN, **TWO_AGENTS):
+    async for opened in open_api(tmp_path, token=TOKEN, **TWO_AGENTS):
         yield opened
 
 

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from bot.core.errors import VersionConflict
-from tests.app.test_api import Api, _open
+from tests.support.api_env import Api, open_api
 
 TWO_AGENTS: dict[str, Any] = {
     "agents": [{"id": 1, "name": "Mate"}, {"id": 2, "name": "Buddy"}],
@@ -20,7 +20,7 @@ TWO_AGENTS: dict[str, Any] = {
 
 @pytest.fixture
 async def api(tmp_path: Path) -> AsyncIterator[Api]:
-    async for opened in _open(tmp_path, **TWO_AGENTS):
+    async for opened in open_api(tmp_path, **TWO_AGENTS):
         yield opened
 
 

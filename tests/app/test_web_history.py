@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from tests.app.test_api import Api, _open
+from tests.support.api_env import Api, open_api
 from tests.app.test_web_browser import CHROMIUM, TOKEN, browser, open_page, playwright_api  # noqa: F401
 
 pytestmark = [pytest.mark.browser, pytest.mark.skipif(CHROMIUM is None, reason="no chromium browser installed")]
@@ -18,7 +18,7 @@ assert playwright_api is not None
 
 @pytest.fixture
 async def api(tmp_path: Path) -> AsyncIterator[Api]:
-    async for opened in _open(tmp_path, token=TOKEN):
+    async for opened in open_api(tmp_path, token=TOKEN):
         yield opened
 
 

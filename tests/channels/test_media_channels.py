@@ -10,7 +10,7 @@ from typing import Any
 
 from PIL import Image
 
-from tests.media.test_media import PDF, picture
+from tests.support.media_files import PDF, picture
 from tests.support.telegram_env import ADMIN, FRIEND, GROUP, running
 
 

@@ -83,9 +83,9 @@ def _events(raw: str) -> list[tuple[str, dict]]:
 
 
 async def test_web_stream_sends_deltas_then_one_done(tmp_path: Path) -> None:
-    from tests.app.test_api import _open
+    from tests.support.api_env import open_api
 
-    async for api in _open(tmp_path):
+    async for api in open_api(tmp_path):
         api.fake.reply_text("Hello there, streamed in pieces.")
         async with api.http.post(api.url + "/api/v1/chat/1/stream", json={"message": "hi"},
                                  headers=api.auth()) as response:
@@ -106,9 +106,9 @@ async def test_web_stream_sends_deltas_then_one_done(tmp_path: Path) -> None:
 
 async def test_web_stream_that_breaks_ends_with_the_apology(tmp_path: Path) -> None:
     from tests.support.fakes.anthropic import TextReply
-    from tests.app.test_api import _open
+    from tests.support.api_env import open_api
 
-    async for api in _open(tmp_path):
+    async for api in open_api(tmp_path):
         api.fake.push(TextReply("A first part, then the line went dead for good.", break_after_chars=8))
         async with api.http.post(api.url + "/api/v1/chat/1/stream", json={"message": "hi"},
                                  headers=api.auth()) as response:
@@ -121,9 +121,9 @@ async def test_web_stream_that_breaks_ends_with_the_apology(tmp_path: Path) -> N
 
 
 async def test_web_stream_ends_properly_when_the_router_fails(tmp_path: Path) -> None:
-    from tests.app.test_api import _open
+    from tests.support.api_env import open_api
 
-    async for api in _open(tmp_path):
+    async for api in open_api(tmp_path):
         async def broken(message, *, agent_id=None, stream=None):  # type: ignore[no-untyped-def]
             stream.text("half")
             raise RuntimeError("unexpected")

@@ -9,7 +9,7 @@ import pytest
 
 from bot.core.text import is_blank
 from channels.base import InboundMessage
-from tests.app.test_api import Api, _open
+from tests.support.api_env import Api, open_api
 
 # Combining acute accents, an enclosing keycap alone, Thai and Hebrew vowel marks, a combining
 # grapheme joiner, and marks between zero-width joiners: nothing a person could read.
@@ -20,7 +20,7 @@ READABLE = ["e\u0301", "#\u20e3", "\u0e01\u0e31", "\U0001f468\u200d\U0001f469"]
 
 @pytest.fixture
 async def api(tmp_path: Path) -> AsyncIterator[Api]:
-    async for opened in _open(tmp_path):
+    async for opened in open_api(tmp_path):
         yield opened
 
 

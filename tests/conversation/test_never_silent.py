@@ -10,12 +10,12 @@ import pytest
 from aiohttp import web
 
 from tests.support.fakes.anthropic import RecordedRequest
-from tests.app.test_api import Api, _open
+from tests.support.api_env import Api, open_api
 
 
 @pytest.fixture
 async def api(tmp_path: Path) -> AsyncIterator[Api]:
-    async for opened in _open(tmp_path):
+    async for opened in open_api(tmp_path):
         yield opened
 
 
@@ -84,7 +84,7 @@ async def test_a_lone_surrogate_in_a_tool_input_does_not_end_the_turn(api: Api) 
 
 
 async def test_a_retry_after_longer_than_the_timeout_is_not_waited_out(tmp_path: Path) -> None:
-    async for api in _open(tmp_path, llm_retries=3):
+    async for api in open_api(tmp_path, llm_retries=3):
         api.fake.reply_error(429, "rate_limit_error", "slow down", retry_after=3600)
         loop = asyncio.get_running_loop()
         started = loop.time()
@@ -96,7 +96,7 @@ async def test_a_retry_after_longer_than_the_timeout_is_not_waited_out(tmp_path:
 
 
 async def test_a_short_retry_after_is_honoured(tmp_path: Path) -> None:
-    async for api in _open(tmp_path, llm_retries=2):
+    async for api in open_api(tmp_path, llm_retries=2):
         api.fake.reply_error(429, "rate_limit_error", "slow down", retry_after=0.2)
         api.fake.reply_error(529, "overloaded_error", "Overloaded", retry_after=0.01)
         api.fake.reply_text("made it")

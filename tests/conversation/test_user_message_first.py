@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from tests.app.test_api import Api, _open
+from tests.support.api_env import Api, open_api
 
 
 @pytest.fixture
 async def api(tmp_path: Path) -> AsyncIterator[Api]:
-    async for opened in _open(tmp_path):
+    async for opened in open_api(tmp_path):
         yield opened
 
 

@@ -12,8 +12,8 @@ from bot.app.runtime import open_runtime
 from channels.base import InboundMessage
 from tests.support.config import make_config
 from tests.support.fakes.anthropic import FakeAnthropic, RecordedRequest, TextReply, untimed, is_memory_extraction
-from tests.memory.test_recall import talk
-from tests.storage.test_search_index import segments
+from tests.support.recall_env import talk
+from tests.support.recall_env import segments
 
 MEMORY_REPLY = json.dumps({
     "should_update": True, "reason": "the user shared stable facts",

@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
@@ -16,29 +15,12 @@ from bot.core.errors import ConfigError
 from bot.llm import AnthropicClient, LLMRequest
 from bot.app.runtime import Runtime, open_runtime
 from tests.support.config import make_config
-from tests.support.fakes.anthropic import FakeAnthropic, RecordedRequest, is_memory_extraction
+from tests.support.fakes.anthropic import FakeAnthropic
 from tests.support.fakes.anthropic_billing import cache_problem
-from tests.support.messages import blocks
 from tests.support.runtime import chat
+from tests.support.cache_env import Moment, START, chat_requests, controls, lifetimes
 
-START = datetime(2026, 3, 4, 9, 0, tzinfo=timezone.utc)
 LONG_FACT = "My garden has " + ", ".join(f"plant number {i}" for i in range(400)) + "."
-
-
-class Moment:
-    """The agent's clock and the fake's cache clock in one, moved on by the test."""
-
-    def __init__(self) -> None:
-        self.now = START
-
-    def __call__(self) -> datetime:
-        return self.now
-
-    def seconds(self) -> float:
-        return self.now.timestamp()
-
-    def wait(self, **gap: float) -> None:
-        self.now += timedelta(**gap)
 
 
 @pytest.fixture
@@ -57,22 +39,6 @@ async def running(tmp_path: Path, fake: FakeAnthropic, moment: Moment, cache: st
     async with AnthropicClient(config.mate.llm) as client, \
             open_runtime(config, llm=client, with_memory_worker=False, clock=moment) as rt:
         yield rt
-
-
-def controls(body: dict[str, Any]) -> list[dict[str, Any]]:
-    """Every cache_control the request carries, in the order the API reads them."""
-    system = body.get("system")
-    holders = [*(body.get("tools") or []), *(system if isinstance(system, list) else [])]
-    holders += [b for message in body["messages"] for b in blocks(message)]
-    return [h["cache_control"] for h in holders if isinstance(h, dict) and "cache_control" in h]
-
-
-def lifetimes(body: dict[str, Any]) -> set[str]:
-    return {control.get("ttl", "5m") for control in controls(body)}
-
-
-def chat_requests(fake: FakeAnthropic) -> Iterator[RecordedRequest]:
-    return (r for r in fake.requests if r.path == "/v1/messages" and not is_memory_extraction(r.body))
 
 
 def assert_all_accepted(fake: FakeAnthropic) -> None:

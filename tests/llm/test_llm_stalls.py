@@ -22,7 +22,7 @@ from channels.base import InboundMessage
 from tests.support.eventually import eventually
 from tests.support.config import make_config
 from tests.support.fakes.anthropic import FakeAnthropic, RecordedRequest, Script, StalledReply, TextReply, untimed
-from tests.llm.test_prompt_caching import Recorder
+from tests.support.recording import Recorder
 
 TIMEOUT = 1.0  # timeout-seconds in these tests
 LIMIT = 30.0  # the most any wait here may take; before the fix these waited up to 600 s

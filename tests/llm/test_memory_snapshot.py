@@ -18,8 +18,8 @@ from bot.core.prompts import PromptLibrary
 from bot.app.runtime import Runtime, open_runtime
 from tests.support.config import make_config
 from tests.support.fakes.anthropic import FakeAnthropic
-from tests.llm.test_cache_lifetime import START, Moment, chat_requests, lifetimes
-from tests.memory.test_memory_extraction import memory_reply
+from tests.support.cache_env import Moment, START, chat_requests, lifetimes
+from tests.support.memory_env import memory_reply
 from tests.support.messages import blocks
 from tests.support.runtime import chat
 

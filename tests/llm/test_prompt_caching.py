@@ -13,6 +13,7 @@ from tests.support.fakes.anthropic import FakeAnthropic, TextReply, system_text,
 from tests.support.messages import blocks
 from tests.support.runtime import chat, running
 from tests.support.window import CID
+from tests.support.recording import Recorder
 
 LABEL = re.compile(r"^\[\d{4}-\d{2}-\d{2} \d{2}:\d{2}\] ")
 
@@ -86,17 +87,6 @@ async def test_tool_rounds_read_the_round_before(tmp_path: Path, fake: FakeAnthr
     assert marked(second)[-1] == f"message:{len(second['messages']) - 1}"
 
 
-class Recorder:
-    def __init__(self) -> None:
-        self.events: list[tuple[str, str]] = []
-
-    def text(self, delta: str) -> None:
-        self.events.append(("text", delta))
-
-    def status(self, line: str) -> None:
-        self.events.append(("status", line))
-
-
 async def test_the_answer_streams_and_tool_rounds_show_a_status(tmp_path: Path, fake: FakeAnthropic) -> None:
     from channels.base import InboundMessage
 
@@ -148,8 +138,6 @@ async def test_a_stream_that_breaks_keeps_what_was_shown(tmp_path: Path, fake: F
     # the next request carries what the user saw
     history = fake.messages_requests()[-1]["messages"]
     assert [untimed(blocks(m)[0]["text"]) for m in history] == ["tell me", shown.strip(), "go on"]
-
-
 
 
 async def test_status_shows_todays_tokens_per_purpose_and_the_cache_share(tmp_path: Path, fake: FakeAnthropic) -> None:

@@ -12,8 +12,9 @@ from aiohttp import web
 
 from channels.base import InboundMessage
 from tests.support.fakes.anthropic import ErrorReply, FakeAnthropic, RecordedRequest, TextReply
-from tests.llm.test_prompt_caching import Recorder
+from tests.support.recording import Recorder
 from tests.support.runtime import running
+from tests.support.recording import ask
 
 LONG = "My garden has " + ", ".join(f"plant number {i}" for i in range(400)) + "."
 
@@ -26,12 +27,6 @@ async def fake() -> AsyncIterator[FakeAnthropic]:
 
 def llm(fake: FakeAnthropic, retries: int = 0) -> dict[str, Any]:
     return {"llm": {"api-key": "k", "base-url": fake.url, "max-retries": retries}}
-
-
-async def ask(rt: Any, text: str, recorder: Recorder | None = None) -> Any:
-    reply = await rt.router.handle(InboundMessage("console", "me", "me", "me", text), stream=recorder or Recorder())
-    assert reply is not None
-    return reply
 
 
 def plain_message(text: str) -> dict[str, Any]:

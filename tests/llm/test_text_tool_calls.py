@@ -11,8 +11,8 @@ import pytest
 
 from bot.llm.text_tool_calls import text_tool_call
 from tests.support.fakes.anthropic import FakeAnthropic
-from tests.llm.test_prompt_caching import Recorder
-from tests.llm.test_stream_faults import ask
+from tests.support.recording import Recorder
+from tests.support.recording import ask
 from tests.support.runtime import running
 
 OFFERED = {"read_workspace_memory_file", "write_workspace_memory_file"}

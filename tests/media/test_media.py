@@ -15,26 +15,7 @@ from bot.core.config import MediaConfig
 from bot.media.preparer import MediaPreparer, MediaRefused, image_tokens
 from channels.base import IncomingFile
 from tests.support.fakes.anthropic import untimed
-
-
-def picture(width: int, height: int, fmt: str = "PNG", color: tuple[int, ...] = (200, 40, 40)) -> bytes:
-    out = io.BytesIO()
-    mode = "RGBA" if len(color) == 4 else "RGB"
-    Image.new(mode, (width, height), color).save(out, fmt)
-    return out.getvalue()
-
-
-PDF = (b"%PDF-1.4\n1 0 obj << /Type /Catalog /Pages 2 0 R >> endobj\n"
-       b"2 0 obj << /Type /Pages /Kids [3 0 R 4 0 R] /Count 2 >> endobj\n"
-       b"3 0 obj << /Type /Page /Parent 2 0 R >> endobj\n4 0 obj << /Type /Page /Parent 2 0 R >> endobj\n%%EOF\n")
-
-
-def attached(data: bytes, name: str = "", media_type: str = "", *, photo: bool = False,
-             size: int | None = None) -> IncomingFile:
-    async def read() -> bytes:
-        return data
-
-    return IncomingFile(name, media_type, len(data) if size is None else size, read, is_photo=photo)
+from tests.support.media_files import PDF, attached, picture
 
 
 def decoded(block: dict[str, Any]) -> bytes:
@@ -110,10 +91,10 @@ async def test_a_failed_download_is_answered(preparer: MediaPreparer) -> None:
 
 
 async def test_web_images_reach_the_model_once_then_the_history_keeps_a_marker(tmp_path: Path) -> None:
-    from tests.app.test_api import _open
+    from tests.support.api_env import open_api
 
     image = base64.b64encode(picture(2000, 1000, "PNG")).decode()
-    async for api in _open(tmp_path):
+    async for api in open_api(tmp_path):
         api.fake.reply_text("A red rectangle.")
         status, body = await api.call("POST", "/api/v1/chat/1", json={
             "message": "what is this?", "images": [{"media_type": "image/png", "data": image}]})

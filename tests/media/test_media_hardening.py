@@ -24,7 +24,7 @@ from bot.media.pdf_pages import STREAM_INFLATE_MAX, TOTAL_INFLATE_MAX, pdf_pages
 from bot.core.prompts import PromptLibrary
 from tests.support.fakes.anthropic import FakeAnthropic, RecordedRequest, Script, TextReply
 from tests.support.fakes.telegram import FakeTelegram
-from tests.media.test_media import PDF, attached, picture
+from tests.support.media_files import PDF, attached, picture
 from tests.support.daemon_process import PROCESS_TIMEOUT
 from tests.e2e.test_process_faults import Daemon, daemon, free_port, is_memory_request, wait_for, write_config
 

@@ -10,8 +10,8 @@ from bot.storage.embeddings import SqliteEmbeddingRepository
 from memory.recall.embeddings import EmbeddingBackfill, EndpointHealth, OpenAIEmbeddingClient
 from memory.recall.search import MemorySearchService
 from tests.support.fakes.embeddings import FakeEmbeddings
-from tests.memory.test_embeddings import KEY, config_with, vector_keys
-from tests.memory.test_memory_extraction import CONVERSATION, add_messages, chat, memory_env, memory_reply
+from tests.support.embeddings_env import KEY, config_with, vector_keys
+from tests.support.memory_env import CONVERSATION, add_messages, chat, memory_env, memory_reply
 
 NOTE = "memory/2026-04-01.md"
 MORNING = "# 2026-04-01\n\n" + "".join(f"- morning {n}: a busy walk by the harbour\n" for n in range(400))

@@ -20,18 +20,12 @@ from channels.base import InboundMessage
 from memory.recall.embeddings import EmbeddingBackfill, EndpointHealth, OpenAIEmbeddingClient, api_root
 from memory.recall.search import MemorySearchService
 from tests.support.eventually import eventually
-from tests.support.config import make_config
 from tests.support.fakes.embeddings import FakeEmbeddings
+from tests.support.embeddings_env import KEY, config_with, vector_keys
 
 WAIT = 60.0  # bound of every wait for a condition: generous for a loaded 2-core machine
-KEY = "emb-secret-key-123"
 PHOTOS = "[Ann] I took lots of photographs at the lake last weekend"
 FILLER = [f"[Bob] message number {n} about the weather, lunch and the traffic" for n in range(30)]
-
-
-def config_with(tmp_path: Path, fake: FakeEmbeddings, model: str = "ngram-1", **mate: Any) -> Any:
-    embeddings = {"base-url": fake.base_url, "model": model, "api-key": KEY}
-    return make_config(tmp_path, memory={"embeddings": embeddings, "auto-summarize-enabled": False}, **mate)
 
 
 @asynccontextmanager
@@ -46,11 +40,6 @@ async def group_talk(rt: Runtime, chat: str, agent_id: int, *texts: str) -> list
     await repos.conversations.create(chat, agent_id=agent_id, channel="telegram", chat_key=chat,
                                      trigger_source="channel")
     return [await repos.messages.add(chat, "user", text, 5) for text in texts]
-
-
-async def vector_keys(rt: Runtime, agent_id: int, model: str = "ngram-1") -> set[int]:
-    rows = await SqliteEmbeddingRepository(rt.core.db).vectors(agent_id, model, 256, "all")
-    return {key for key, _, _ in rows}
 
 
 # --- configuration -------------------------------------------------------------------------------

@@ -17,7 +17,7 @@ from memory.consolidation.emergence import MemoryEmergenceService
 from memory.workspace.service import MEMORY_FILE
 from tests.support.config import make_config
 from tests.support.fakes.anthropic import FakeAnthropic
-from tests.memory.test_emergence import AGENT, NOW, Env, reply
+from tests.support.emergence_env import AGENT, Env, NOW, reply
 
 
 class Waits:

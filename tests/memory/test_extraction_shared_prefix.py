@@ -24,8 +24,8 @@ from memory.extraction.frame import shares_chat_prompt
 from memory.workspace.service import MEMORY_FILE, PROFILE_FILE
 from tests.support.config import make_config
 from tests.support.fakes.anthropic import FakeAnthropic, RecordedRequest, is_memory_extraction, system_text
-from tests.llm.test_cache_lifetime import Moment
-from tests.memory.test_memory_extraction import memory_reply
+from tests.support.cache_env import Moment
+from tests.support.memory_env import memory_reply
 from channels.base import InboundMessage
 from tests.support.runtime import chat
 

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from tests.memory.test_memory_extraction import CONVERSATION, add_messages, between, chat, memory_env, user_prompt
+from tests.support.memory_env import CONVERSATION, add_messages, between, chat, memory_env, user_prompt
 
 DAILY = "memory/2026-04-01.md"
 

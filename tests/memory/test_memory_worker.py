@@ -16,9 +16,7 @@ from memory.extraction.summarization import MemorySummarizationService
 from memory.worker import MemoryWorker
 from tests.support.config import make_config
 from tests.support.fakes.anthropic import FakeAnthropic
-from tests.memory.test_memory_extraction import (
-    CONVERSATION, MemoryEnv, add_messages, between, chat, memory_env, memory_reply, user_prompt,
-)
+from tests.support.memory_env import CONVERSATION, MemoryEnv, add_messages, between, chat, memory_env, memory_reply, user_prompt
 
 
 class ManualClock:

@@ -16,7 +16,7 @@ from bot.app.runtime import Runtime
 from channels.base import InboundMessage
 from tests.support.config import make_config
 from tests.support.fakes.anthropic import FakeAnthropic, RecordedRequest, Script, TextReply, is_memory_extraction
-from tests.memory.test_memory_extraction import between, user_prompt
+from tests.support.memory_env import between, user_prompt
 
 CONVERSATION = "console:owner"
 SAID_OFFLINE = ["remember that I keep bees on my roof in Lisbon",

@@ -10,7 +10,7 @@ import pytest
 from bot.app.core import Core
 from memory.extraction.people_profiles import profile_filename
 from tests.support.fakes.anthropic import TextReply
-from tests.memory.test_memory_extraction import memory_env, user_prompt
+from tests.support.memory_env import memory_env, user_prompt
 
 GROUP = "tg:-1001"
 SPEAKERS = (("111", "Alice"), ("222", "Bob"))

@@ -13,6 +13,7 @@ import pytest
 from bot.app.core import Core, open_core
 from memory.recall.search import MAX_QUERY_CHARS, MemorySearchService, SearchQueryRefused, names_in, speaker, word_terms
 from tests.support.config import make_config, pinned_clock
+from tests.support.recall_env import CHATTER, talk
 
 
 @pytest.fixture
@@ -21,15 +22,6 @@ async def core(tmp_path: Path) -> AsyncIterator[Core]:
     async with open_core(config, clock=pinned_clock()) as opened:
         await opened.agents.ensure_configured()
         yield opened
-
-
-async def talk(core: Core, conversation: str, agent_id: int, *texts: str) -> list[int]:
-    await core.repos.conversations.create(conversation, agent_id=agent_id, channel="console",
-                                          chat_key=conversation, trigger_source="console")
-    ids = []
-    for index, text in enumerate(texts):
-        ids.append(await core.repos.messages.add(conversation, "user" if index % 2 == 0 else "assistant", text, 5))
-    return ids
 
 
 async def group_talk(core: Core, conversation: str, agent_id: int, *texts: str) -> list[int]:
@@ -41,11 +33,6 @@ async def group_talk(core: Core, conversation: str, agent_id: int, *texts: str) 
 
 def search(core: Core) -> MemorySearchService:
     return MemorySearchService(core.repos.search)
-
-
-CHATTER = ("The weather was nice today.", "Sounds lovely, did you go out?", "I watched a film about trains.",
-           "Which one was it?", "My sister Hannah moved to Lisbon in March.", "That is a big change for her!",
-           "Coffee tastes better in the morning.", "Agreed, especially with milk.")
 
 
 async def test_a_question_in_other_words_finds_the_fact_with_its_context(core: Core) -> None:
@@ -219,10 +206,10 @@ def tool_result(body: dict[str, Any]) -> dict[str, Any]:
 
 async def test_api_and_command_search(tmp_path: Path) -> None:
     from channels.base import InboundMessage
-    from tests.app.test_api import _open
+    from tests.support.api_env import open_api
 
     telegram = {"telegram": {"group-policy": "open", "admins": ["7"]}}
-    async for api in _open(tmp_path, channels=telegram):
+    async for api in open_api(tmp_path, channels=telegram):
         api.fake.reply_text("noted")
         await api.call("POST", "/api/v1/chat/1", json={"message": "The wifi password hint is 'green owl'."})
         status, body = await api.call("GET", "/api/v1/memory/1/search?q=wifi%20password&limit=3")

@@ -16,7 +16,7 @@ from bot.storage.search import SqliteSearchRepository
 from bot.storage.search_text import query_dates
 from memory.recall.search import MemorySearchService
 from tests.support.config import make_config, pinned_clock
-from tests.memory.test_recall import CHATTER, talk
+from tests.support.recall_env import CHATTER, talk
 
 T = TypeVar("T")
 

@@ -9,19 +9,8 @@ from bot.storage.bulk_load import NewConversation, NewMessage, SqliteBulkLoader
 from bot.storage.search_index import SEARCH_TABLES
 from memory.recall.search import MemorySearchService
 from tests.support.config import make_config
-from tests.memory.test_recall import talk
-
-STAMP = "2026-08-01 09:00:00"
-
-
-async def segments(core: Core) -> dict[str, int]:
-    """Segments per search table: an FTS5 data row's id holds its segment's id above bit 37
-    (ids up to 10 are the table's own records)."""
-    counts = {}
-    for table in SEARCH_TABLES:
-        row = await core.db.fetchone(f"SELECT COUNT(DISTINCT id >> 37) FROM {table}_data WHERE id > 10")
-        counts[table] = int(row[0]) if row else -1
-    return counts
+from tests.support.recall_env import talk
+from tests.support.recall_env import STAMP, segments
 
 
 async def results(core: Core, *queries: str) -> list[object]:

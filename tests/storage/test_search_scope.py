@@ -13,7 +13,7 @@ import pytest
 from bot.app.core import Core, open_core
 from memory.recall.search import MemorySearchService
 from tests.support.config import make_config
-from tests.memory.test_recall import talk
+from tests.support.recall_env import talk
 
 AGENTS = [{"id": 1, "name": "Mate"}, {"id": 2, "name": "Group"}]
 
