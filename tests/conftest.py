@@ -11,10 +11,16 @@ from bot.app.core import Core, open_core
 from bot.core.config import Config
 # Re-exported for the modules that still import them from here; new code imports tests.support.config.
 from tests.support.config import PINNED_START, make_config, pinned_clock
+from tests.support.tls import one_root_certificate
+
+
+@pytest.fixture(scope="session")
+def _one_root_certificate(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return one_root_certificate(tmp_path_factory.mktemp("tls"))
 
 
 @pytest.fixture(autouse=True)
-def _loopback_without_proxy(monkeypatch: pytest.MonkeyPatch) -> None:
+def _loopback_without_proxy(monkeypatch: pytest.MonkeyPatch, _one_root_certificate: Path) -> None:
     # httpx and aiohttp obey proxy variables even for 127.0.0.1; our fakes live there.
     monkeypatch.setenv("NO_PROXY", "127.0.0.1,localhost")
     monkeypatch.setenv("no_proxy", "127.0.0.1,localhost")
@@ -22,6 +28,9 @@ def _loopback_without_proxy(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PTB_TIMEDELTA", "true")
     for name in ("ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL", "MATE_CONFIG", "MATE_API_TOKEN"):
         monkeypatch.delenv(name, raising=False)
+    # The fakes speak plain HTTP: a small trust store spares each SDK client loading the whole bundle.
+    monkeypatch.setenv("SSL_CERT_FILE", str(_one_root_certificate))
+
 
 @pytest.fixture
 def config(tmp_path: Path) -> Config:
