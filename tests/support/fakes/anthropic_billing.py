@@ -20,9 +20,14 @@ def is_cjk(char: str) -> bool:
             or 0xFF00 <= code <= 0xFFEF or 0x20000 <= code <= 0x2FFFF)
 
 
+# The ranges is_cjk names, as one character class: counting with it is ~50x cheaper than a loop
+# over every character of a prompt the fake bills on each request.
+_CJK = re.compile("[\u2e80-\u9fff\uac00-\ud7af\uf900-\ufaff\uff00-\uffef\U00020000-\U0002ffff]")
+
+
 def estimate_tokens(text: str) -> int:
     """Roughly what the real tokenizer counts: a CJK character is ~1 token, other text ~4 characters."""
-    cjk = sum(1 for char in text if is_cjk(char))
+    cjk = len(_CJK.findall(text))
     return cjk + -(-(len(text) - cjk) // 4)
 
 
