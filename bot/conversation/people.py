@@ -73,10 +73,13 @@ class PersonDirectory:
     async def resolve(self, channel: str, sender_id: str, sender_name: str | None, *, is_owner: bool) -> Person:
         """The person behind one message. The owner (as the access policy judged it) is person 1
         whatever account they write from."""
+        key = _OWNER if is_owner else account_of(channel, sender_id)
         if is_owner:
-            owner = await self._people.get(OWNER_PERSON_ID)
-            return Person(OWNER_PERSON_ID, owner.name if owner else OWNER_NAME, True)
-        key = account_of(channel, sender_id)
+            cached = self._cache.get(key)
+            if cached is None:
+                owner = await self._people.get(OWNER_PERSON_ID)
+                cached = self._cache[key] = Person(OWNER_PERSON_ID, owner.name if owner else OWNER_NAME, True)
+            return cached
         cached = self._cache.get(key)
         if cached is not None:
             return cached
@@ -91,6 +94,9 @@ class PersonDirectory:
 
     async def list(self) -> list[PersonRecord]:
         return await self._people.list()
+
+
+_OWNER = "owner"  # the cache's key for the owner, whatever account they write from (no account key has no colon)
 
 
 def _name_for(sender_name: str | None, account: str) -> str:

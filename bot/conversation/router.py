@@ -144,12 +144,16 @@ class ChannelMessageRouter:
         owner = self._decide(message).is_admin
         return await self._people.resolve(message.channel, message.sender_id, message.sender_name, is_owner=owner)
 
-    async def agent_for(self, message: InboundMessage) -> int:
-        found = await self.routed_agent(message, create=True)
+    async def agent_for(self, message: InboundMessage, person: Person | None = None) -> int:
+        """The agent of `message`, created where the route asks for one; `person`: the sender,
+        when the caller has resolved them already."""
+        found = await self.routed_agent(message, create=True, person=person)
         assert found is not None  # created where the route asks for one
         return found
 
-    async def routed_agent(self, message: InboundMessage, *, create: bool = False) -> int | None:
+    async def routed_agent(
+        self, message: InboundMessage, *, create: bool = False, person: Person | None = None,
+    ) -> int | None:
         """The agent today's routes send `message` to. Without `create` (a check, not a turn)
         nothing is made, no person, no agent: None when the chat's or person's own agent is not there yet."""
         for rule in self._config.routing:
@@ -168,18 +172,20 @@ class ChannelMessageRouter:
                     if not create:
                         return await self._agents.existing_for_account(
                             message.channel, message.sender_id, is_owner=self._decide(message).is_admin)
-                    person = await self.person_of(message)
+                    person = person or await self.person_of(message)
                     if person.is_owner:
                         return 1
                     return await self._agents.for_person(person.id)
                 return rule.agent
         return self._config.agents[0].id
 
-    async def conversation_for(self, message: InboundMessage, agent_id: int) -> ConversationRecord:
-        """The chat's active conversation. Only its identity is used from the record (id,
-        agent, trigger source), which only this router changes, so it is cached; the
-        window reads the summary fields itself."""
-        key = conversation_key(message)
+    async def conversation_for(
+        self, message: InboundMessage, agent_id: int, key: str | None = None,
+    ) -> ConversationRecord:
+        """The chat's active conversation (`key`: its conversation key, when known). Only its identity
+        is used from the record (id, agent, trigger source), which only this router changes, so it
+        is cached; the window reads the summary fields itself."""
+        key = key or conversation_key(message)
         found = self._active.get(key)
         if found is None:
             found = await self._repos.conversations.active_for_chat(key)
@@ -286,7 +292,7 @@ class ChannelMessageRouter:
             self._in_flight += 1
             self._idle.clear()
             try:
-                return await self._handle(message, agent_id, once, stream)
+                return await self._handle(message, decision, agent_id, once, stream)
             except (sqlite3.Error, StorageError) as exc:  # a read-only file, a full disk
                 log.error("storing the conversation failed: %s", exc,
                           extra={"channel": message.channel, "chat_id": message.chat_id})
@@ -299,12 +305,13 @@ class ChannelMessageRouter:
             once()
 
     async def _handle(
-        self, message: InboundMessage, forced_agent: int | None, once: _Once, stream: ReplyStream | None,
+        self, message: InboundMessage, decision: Decision, forced_agent: int | None, once: _Once,
+        stream: ReplyStream | None,
     ) -> RoutedReply | None:
         key = conversation_key(message)
         voice = self._media is not None and any(is_audio(file) for file in message.files)
         if not voice:
-            return await self._in_turn(message, forced_agent, once, stream, None)
+            return await self._in_turn(message, key, decision, forced_agent, once, stream, None)
         # A voice note is transcribed before it joins its chat's queue, so the chat's typed
         # messages are answered meanwhile; it keeps its place among the chat's voice notes, and
         # its user message is stored with the time it came, not the time its lane came free.
@@ -313,7 +320,7 @@ class ChannelMessageRouter:
             return None
         async with self._voice_lanes.hold(key):
             heard = await self._hear(message, arrived)
-            return await self._in_turn(message, forced_agent, once, stream, heard)
+            return await self._in_turn(message, key, decision, forced_agent, once, stream, heard)
 
     async def _answered_already(self, key: str, message: InboundMessage) -> bool:
         """Whether the chat's conversation holds `message` answered (a platform's redelivery): a
@@ -338,18 +345,19 @@ class ChannelMessageRouter:
             return _Heard(arrived, refused)
 
     async def _in_turn(
-        self, message: InboundMessage, forced_agent: int | None, once: _Once, stream: ReplyStream | None,
-        heard: _Heard | None,
+        self, message: InboundMessage, key: str, decision: Decision, forced_agent: int | None, once: _Once,
+        stream: ReplyStream | None, heard: _Heard | None,
     ) -> RoutedReply | None:
-        """The reply to `message`, made in its turn: one message of a chat at a time."""
-        key = conversation_key(message)
+        """The reply to `message` (its chat's conversation key `key`), made in its turn: one message
+        of a chat at a time."""
         async with self._locks.hold(key):
             # A run missed while the daemon was down is mentioned once, in a reply to the person:
             # forgotten only when a reply carries it (a reminder's own turn never takes it).
             notice = await self._tasks.take_notice(message) if self._tasks is not None else None
             reply: RoutedReply | None = None
             try:
-                reply = await self._reply(message, forced_agent, once, stream, notice.text if notice else "", heard)
+                reply = await self._reply(message, key, decision, forced_agent, once, stream,
+                                          notice.text if notice else "", heard)
                 return reply
             finally:
                 if notice is not None and self._tasks is not None:
@@ -359,15 +367,16 @@ class ChannelMessageRouter:
                         log.warning("recording that a missed reminder was mentioned failed", exc_info=True)
 
     async def _reply(
-        self, message: InboundMessage, forced_agent: int | None, once: _Once, stream: ReplyStream | None,
-        lead: str, heard: _Heard | None = None,
+        self, message: InboundMessage, key: str, decision: Decision, forced_agent: int | None, once: _Once,
+        stream: ReplyStream | None, lead: str, heard: _Heard | None = None,
     ) -> RoutedReply | None:
         """The reply to `message`, opened by `lead` (stored with the model's answer, when there is one)."""
-        key = conversation_key(message)
-        if message.channel in PERSON_CHANNELS:
-            await self.person_of(message)  # a person on first contact, in a group too
-        agent_id = forced_agent if forced_agent is not None else await self.agent_for(message)
-        conversation = await self.conversation_for(message, agent_id)
+        person = None
+        if message.channel in PERSON_CHANNELS:  # a person on first contact, in a group too
+            person = await self._people.resolve(message.channel, message.sender_id, message.sender_name,
+                                                is_owner=decision.is_admin)
+        agent_id = forced_agent if forced_agent is not None else await self.agent_for(message, person)
+        conversation = await self.conversation_for(message, agent_id, key)
         text = message.text
         if not message.files and command_name(text) is not None:
             answer = await self._commands.handle(self, message, conversation, text.strip())
