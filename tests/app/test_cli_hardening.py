@@ -36,7 +36,7 @@ from bot.app.daemon import offline_notice
 from bot.core.prompts import PromptLibrary
 from tests.support.daemon_process import clean_env, daemon, matebot
 from tests.support.fakes.anthropic import CustomReply, FakeAnthropic, RecordedRequest, Script
-from tests.app.test_console_tty import COLUMNS, PROMPT, ROWS, Terminal, wait_for
+from tests.support.terminal import COLUMNS, PROMPT, ROWS, Terminal, wait_for
 
 REPO = Path(__file__).resolve().parents[2]
 # Run in the child before matebot: a session of its own whose controlling terminal is the pty.

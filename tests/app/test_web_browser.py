@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import shutil
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -10,41 +9,16 @@ from typing import Any
 import pytest
 
 from tests.support.api_env import Api, open_api
+from tests.support.browser import CHROMIUM, TOKEN, browser, open_page  # noqa: F401  (browser: a fixture)
 
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-playwright_api = pytest.importorskip("playwright.async_api", reason="Playwright is not installed")
 pytestmark = [pytest.mark.browser,
               pytest.mark.skipif(CHROMIUM is None, reason="no chromium browser installed")]
-
-TOKEN = "browser-test-token-123"
 
 
 @pytest.fixture
 async def api(tmp_path: Path) -> AsyncIterator[Api]:
     async for opened in open_api(tmp_path, token=TOKEN):
         yield opened
-
-
-@pytest.fixture
-async def browser() -> AsyncIterator[Any]:
-    async with playwright_api.async_playwright() as pw:
-        try:
-            launched = await pw.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
-        except playwright_api.Error as exc:  # installed but not launchable here (a half-installed package)
-            pytest.skip(f"chromium does not start: {str(exc).splitlines()[0]}")
-        try:
-            yield launched
-        finally:
-            await launched.close()
-
-
-async def open_page(browser: Any, api: Api, width: int = 1280) -> Any:
-    page = await browser.new_page(viewport={"width": width, "height": 800})
-    errors: list[str] = []
-    page.on("pageerror", lambda exc: errors.append(str(exc)))
-    page.errors = errors
-    await page.goto(f"{api.url}/#token={TOKEN}")
-    return page
 
 
 async def send(page: Any, text: str) -> None:

@@ -12,9 +12,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from tests.support.api_env import Api, TWO_AGENTS, open_api
 
-from tests.support.api_env import Api, open_api
-from tests.app.test_web_hardening import TWO_AGENTS
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 playwright_api = pytest.importorskip("playwright.async_api", reason="Playwright is not installed")

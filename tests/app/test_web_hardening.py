@@ -9,13 +9,7 @@ from typing import Any
 import pytest
 
 from bot.core.errors import VersionConflict
-from tests.support.api_env import Api, open_api
-
-TWO_AGENTS: dict[str, Any] = {
-    "agents": [{"id": 1, "name": "Mate"}, {"id": 2, "name": "Buddy"}],
-    "people": [{"name": "Alice", "ids": ["telegram:111"]}],
-    "channels": {"telegram": {"admins": ["999"]}},
-}
+from tests.support.api_env import Api, TWO_AGENTS, open_api
 
 
 @pytest.fixture

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from tests.support.api_env import Api, open_api
-from tests.app.test_web_browser import CHROMIUM, TOKEN, browser, open_page, playwright_api  # noqa: F401
+from tests.support.browser import CHROMIUM, TOKEN, browser, open_page, playwright_api  # noqa: F401
 
 pytestmark = [pytest.mark.browser, pytest.mark.skipif(CHROMIUM is None, reason="no chromium browser installed")]
 assert playwright_api is not None

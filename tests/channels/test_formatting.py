@@ -15,6 +15,7 @@ from channels.formatting import (
     split_message,
     utf16_len,
 )
+from tests.support.formatting import TAG, TRICKY, assert_balanced
 
 FENCE_LINE = re.compile(r"^[ \t]*(`{3,}|~{3,}).*$", re.MULTILINE)
 
@@ -182,20 +183,6 @@ def test_one_megabyte_input_splits(limit: int, length: Callable[[str], int]) -> 
 
 # --------------------------------------------------------------------------- Telegram HTML
 
-TAG = re.compile(r"<(/?)([a-z]+)(?:\s[^<>]*)?>")
-
-
-def assert_balanced(out: str) -> None:
-    stack: list[str] = []
-    for m in TAG.finditer(out):
-        if m.group(1):
-            assert stack and stack.pop() == m.group(2), out
-        else:
-            stack.append(m.group(2))
-    assert not stack, out
-    # Every remaining angle bracket must have been escaped.
-    assert "<" not in TAG.sub("", out) and ">" not in TAG.sub("", out), out
-
 
 @pytest.mark.parametrize(
     ("md", "expected"),
@@ -243,39 +230,6 @@ def test_markdown_conversion(md: str, expected: str) -> None:
     out = markdown_to_telegram_html(md)
     assert out == expected
     assert_balanced(out)
-
-
-TRICKY = [
-    "**unclosed bold",
-    "*unclosed italic",
-    "**bold *nested italic* still bold**",
-    "**a *b** c*",
-    "*a **b* c**",
-    "_a **b_ c**",
-    "***x**",
-    "**x***",
-    "****",
-    "** spaced **",
-    "2*3*4 and 5*6",
-    "x**2 + y**2",
-    "snake_case_names and _real italic_ and __dunder__",
-    "`unclosed code **bold**",
-    "``` not a fence ``` **x**",
-    "```python\nunclosed fence <tag> **x**",
-    "[unclosed link](https://x.y",
-    "[a](https://x.y) **[b](https://z.w)**",
-    "[**a](https://x.y) b**",
-    "~~a **b~~ c**",
-    "<script>alert('x')</script> & &amp;",
-    "# heading with *unclosed",
-    "## **bold heading** trailing *",
-    "line1 **bold\nline2** end",
-    "a\x00b **c** \x000\x00",
-    "\\",
-    "*" * 50,
-    "_" * 50,
-    "`" * 7,
-]
 
 
 @pytest.mark.parametrize("md", TRICKY)

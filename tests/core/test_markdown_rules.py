@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from channels.formatting import markdown_to_telegram_html
-from tests.channels.test_formatting import TRICKY, assert_balanced
+from tests.support.formatting import TRICKY, assert_balanced
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "markdown.md"
 

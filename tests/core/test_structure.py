@@ -18,7 +18,7 @@ from bot.core.prompts import PromptLibrary
 from bot.app.runtime import Runtime
 from channels.base import Channel, InboundMessage, ReplyStream
 from tests.support.config import make_config
-from tests.llm.test_llm_package import _cycles, _graph
+from tests.support.import_graph import _cycles, _graph
 
 if TYPE_CHECKING:
     from channels.base import RoutedReply

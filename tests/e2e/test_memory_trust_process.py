@@ -15,7 +15,8 @@ import yaml
 from tests.support.daemon_process import PROCESS_TIMEOUT, daemon, free_port, wait_for
 from tests.support.fakes.anthropic import FakeAnthropic, RecordedRequest, Script, TextReply
 from tests.support.fakes.telegram import FakeTelegram
-from tests.support.trust_env import OWNER, is_memory_request
+from tests.support.fakes.anthropic import is_memory_request
+from tests.support.trust_env import OWNER
 
 MEMORY_REPLY = json.dumps({"should_update": True, "reason": "where the user lives", "daily_entry": "",
                            "memory_update": "", "profile_update": "# User profile\n\n- Lives in Lisbon"})

@@ -15,10 +15,9 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
-import yaml
 
-from tests.support.daemon_process import PROCESS_TIMEOUT, Daemon, daemon, free_port, wait_for
-from tests.support.fakes.anthropic import FakeAnthropic, RecordedRequest, Script, TextReply, untimed, is_memory_extraction
+from tests.support.daemon_process import PROCESS_TIMEOUT, Daemon, daemon, free_port, wait_for, write_config
+from tests.support.fakes.anthropic import FakeAnthropic, RecordedRequest, Script, TextReply, untimed, is_memory_request
 
 MEMORY_REPLY = json.dumps({
     "should_update": True, "reason": "stable facts about the user",
@@ -26,10 +25,6 @@ MEMORY_REPLY = json.dumps({
     "memory_update": "# Memory\n\n- Bruno keeps bees (since 2024)",
     "profile_update": "# Profile\n\n- Name: Bruno\n- City: Lisbon",
 })
-
-
-def is_memory_request(recorded: RecordedRequest) -> bool:
-    return is_memory_extraction(recorded.body)
 
 
 def echo_replies(memory_reply: TextReply, chat_delay: Callable[[], float]) -> Callable[[RecordedRequest], Script]:
@@ -43,21 +38,6 @@ def echo_replies(memory_reply: TextReply, chat_delay: Callable[[], float]) -> Ca
         return TextReply(f"re: {untimed(text)}", delay=chat_delay())
 
     return respond
-
-
-def write_config(tmp_path: Path, fake: FakeAnthropic, port: int, **mate: Any) -> Path:
-    config = {"mate": {
-        "timezone": "UTC",
-        "database": {"path": str(tmp_path / "mate.db")},
-        "llm": {"api-key": "test-key", "base-url": fake.url, "max-retries": 0, "timeout-seconds": 60},
-        "memory": {"cooldown-minutes": 0},
-        "channels": {"console": {"enabled": False}},
-        "api": {"enabled": True, "host": "127.0.0.1", "port": port},
-        **mate,
-    }}
-    path = tmp_path / "config.yaml"
-    path.write_text(yaml.safe_dump(config), encoding="utf-8")
-    return path
 
 
 async def post_chat(session: aiohttp.ClientSession, d: Daemon, conversation: str, text: str) -> tuple[int, Any]:

@@ -26,7 +26,8 @@ from tests.support.fakes.anthropic import FakeAnthropic, RecordedRequest, Script
 from tests.support.fakes.telegram import FakeTelegram
 from tests.support.media_files import PDF, attached, picture
 from tests.support.daemon_process import PROCESS_TIMEOUT
-from tests.e2e.test_process_faults import Daemon, daemon, free_port, is_memory_request, wait_for, write_config
+from tests.support.daemon_process import Daemon, daemon, free_port, wait_for, write_config
+from tests.support.fakes.anthropic import is_memory_request
 
 GROUP = -100200300
 MEMBER = 555  # any member of an allowed group: not on any allowlist

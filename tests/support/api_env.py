@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import aiohttp
 
@@ -12,6 +13,13 @@ from bot.app.api.server import ApiServer
 from bot.app.runtime import Runtime
 from tests.support.fakes.anthropic import FakeAnthropic
 from tests.support.runtime import running
+
+# Two agents and a person, for the pages and routes that name an agent.
+TWO_AGENTS: dict[str, Any] = {
+    "agents": [{"id": 1, "name": "Mate"}, {"id": 2, "name": "Buddy"}],
+    "people": [{"name": "Alice", "ids": ["telegram:111"]}],
+    "channels": {"telegram": {"admins": ["999"]}},
+}
 
 
 @dataclass

@@ -10,10 +10,12 @@ from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager, closing
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import yaml
 
 from tests.support.eventually import eventually
+from tests.support.fakes.anthropic import FakeAnthropic
 
 READY_LINE = "matebot ready"
 POLL = 0.05
@@ -147,3 +149,19 @@ async def matebot(*args: str, cwd: Path, env: Mapping[str, str] | None = None,
         raise AssertionError(f"matebot {' '.join(args)} still running after {timeout} s: {err.decode()}") from None
     assert process.returncode is not None
     return Finished(process.returncode, out.decode("utf-8", "replace"), err.decode("utf-8", "replace"))
+
+
+def write_config(tmp_path: Path, fake: FakeAnthropic, port: int, **mate: Any) -> Path:
+    """config.yaml in tmp_path for a daemon on the fake model, its API on `port`; `mate` overrides keys."""
+    config = {"mate": {
+        "timezone": "UTC",
+        "database": {"path": str(tmp_path / "mate.db")},
+        "llm": {"api-key": "test-key", "base-url": fake.url, "max-retries": 0, "timeout-seconds": 60},
+        "memory": {"cooldown-minutes": 0},
+        "channels": {"console": {"enabled": False}},
+        "api": {"enabled": True, "host": "127.0.0.1", "port": port},
+        **mate,
+    }}
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump(config), encoding="utf-8")
+    return path

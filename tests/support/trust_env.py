@@ -17,15 +17,11 @@ from bot.app.runtime import Runtime
 from bot.app.services import Services
 from tests.support.eventually import eventually
 from tests.support.config import make_config
-from tests.support.fakes.anthropic import FakeAnthropic, RecordedRequest, Script, TextReply, is_memory_extraction
+from tests.support.fakes.anthropic import FakeAnthropic, RecordedRequest, Script, TextReply, is_memory_request
 from tests.support.fakes.telegram import FakeTelegram
 
 OWNER, FRIEND = 42, 7
 POLL = 0.02
-
-
-def is_memory_request(recorded: RecordedRequest) -> bool:
-    return is_memory_extraction(recorded.body)
 
 
 def transcript_user_lines(recorded: RecordedRequest) -> list[str]:

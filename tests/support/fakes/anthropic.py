@@ -583,3 +583,8 @@ def is_memory_extraction(body: dict[str, Any]) -> bool:
     messages = body.get("messages") or []
     first = messages[0].get("content") if messages and isinstance(messages[0], dict) else ""
     return "should_update" in system_text(body) or "should_update" in json.dumps(first, ensure_ascii=False)
+
+
+def is_memory_request(recorded: RecordedRequest) -> bool:
+    """A recorded request that is a memory extraction (see is_memory_extraction)."""
+    return is_memory_extraction(recorded.body)
