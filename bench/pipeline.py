@@ -30,7 +30,11 @@ back from SQLite, as the first turn after a restart does: `cold_p50_ms` / `cold_
 Targets: p50 <= 2 ms (SPEC S18), and p50(10000) <= 1.5 x p50(10) (S32: the working window
 bounds the request).
 
-Run: `python -m bench.pipeline [--samples 200] [--profile 10000]`; one JSON line on stdout.
+With `--api anthropic|openai|both` the LLM is instead the daemon's real client against the
+fake server of that protocol in another process, and the figure is the daemon's CPU per
+message (bench/pipeline_api.py; default lengths 10 and 200; target openai / anthropic <= 1.3).
+
+Run: `python -m bench.pipeline [--samples 200] [--profile 10000] [--api both]`; one JSON line on stdout.
 """
 
 from __future__ import annotations
@@ -56,19 +60,13 @@ from bench._common import (
     SUMMARY, HostLoad, ScriptedLLM, chat_rows, emit, keep_window, make_config, ms, percentile, quiet_logs,
     seed_conversation,
 )
+from bench.pipeline_api import APIS as API_NAMES, LENGTHS as API_LENGTHS, run as run_protocols, web_message
 from bot.llm.tokens import PER_MESSAGE_OVERHEAD
 from bot.app.runtime import Runtime, tune_garbage_collector, open_runtime
-from channels.base import InboundMessage
 
 LENGTHS = (10, 1000, 10000)
 FRESH_UP_TO = 100  # lengths up to this get a fresh pre-seeded chat per call
 MARGIN_TOKENS = 200  # headroom below the trigger: the current message's time label, the clock
-
-
-def _message(chat_id: str, rng: random.Random) -> InboundMessage:
-    words = " ".join(rng.choice(("plan", "coffee", "weekend", "train", "budget", "review")) for _ in range(12))
-    return InboundMessage(channel="web", chat_id=chat_id, sender_id="owner", sender_name="Owner",
-                          text=f"Could you help me with this: {words}?", is_direct=True, trigger_source="web")
 
 
 async def drained(rt: Runtime) -> None:
@@ -159,7 +157,7 @@ async def run_pipeline(
             # The conversation part (summary, history, new message) also stays within the
             # working window, which is what bounds the request by default.
             budget, trigger, working = rt.window.budget, rt.window.trigger, rt.window.working_tokens
-            current = max(rt.tokens.count_message(_message("x", rng).text) for _ in range(20))
+            current = max(rt.tokens.count_message(web_message("x", rng).text) for _ in range(20))
             fixed = (rt.tokens.count_text(await rt.agent.system_prompt(1, "Mate"))
                      + rt.tokens.count_tools(rt.agent.tool_definitions()))
             room = min(trigger, fixed + working) - current - MARGIN_TOKENS
@@ -183,7 +181,7 @@ async def run_pipeline(
                         chat = long_chats[length]
                     else:
                         chat = fresh[length][i]
-                    message = _message(chat, rng)
+                    message = web_message(chat, rng)
                     profiling = profiler is not None and length == profile and i >= warmup
                     if profiling:
                         profiler.enable()  # type: ignore[union-attr]
@@ -211,7 +209,7 @@ async def run_pipeline(
                 for length, chat in long_chats.items():
                     await keep_window(repos, f"web:{chat}", targets[length], rt.window, cold=True)
                     start = time.perf_counter()
-                    reply = await rt.router.handle(_message(chat, rng))
+                    reply = await rt.router.handle(web_message(chat, rng))
                     await drained(rt)
                     cold[length].append(time.perf_counter() - start)
                     assert reply is not None and reply.text, "the router gave no reply"
@@ -257,15 +255,22 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(prog="bench.pipeline", description=__doc__.splitlines()[0])
     parser.add_argument("--samples", type=int, default=200)
     parser.add_argument("--warmup", type=int, default=20)
-    parser.add_argument("--lengths", type=int, nargs="+", default=list(LENGTHS))
+    parser.add_argument("--lengths", type=int, nargs="+", default=None,
+                        help=f"stored messages per conversation (default {LENGTHS}; with --api {API_LENGTHS})")
     parser.add_argument("--window", type=int, default=None, metavar="MESSAGES",
                         help="cap the window at this many messages (default: the default config's token budget)")
     parser.add_argument("--profile", type=int, default=None, metavar="LENGTH",
                         help="cProfile the timed calls of this length; the report goes to stderr")
+    parser.add_argument("--api", choices=("scripted", "anthropic", "openai", "both"), default="scripted",
+                        help="scripted: the in-process LLM (default); otherwise the daemon's real client against "
+                             "the fake server of that protocol, reporting CPU per message")
     args = parser.parse_args(argv)
     quiet_logs()
     load = HostLoad()
-    return emit(asyncio.run(run_pipeline(samples=args.samples, warmup=args.warmup, lengths=args.lengths,
+    if args.api != "scripted":
+        apis = API_NAMES if args.api == "both" else (args.api,)
+        return emit(run_protocols(apis, args.lengths, args.samples, args.warmup), load)
+    return emit(asyncio.run(run_pipeline(samples=args.samples, warmup=args.warmup, lengths=args.lengths or LENGTHS,
                                          window=args.window, profile=args.profile)), load)
 
 
