@@ -54,8 +54,12 @@ class OpenAIClient:
     def __init__(self, config: LlmConfig, *, sdk: openai.AsyncOpenAI | None = None,
                  clock: Callable[[], float] = time.monotonic) -> None:
         import openai  # imported here: offline mode and the Anthropic protocol need not pay for it
+        from openai.types.chat import ChatCompletion, ChatCompletionChunk
 
         self._errors = openai
+        # What `chat.completions.create` reads answers as, for our own post (see _post).
+        self._answer_type = ChatCompletion
+        self._chunk_stream = openai.AsyncStream[ChatCompletionChunk]
         self._transport_errors = transport_errors()
         options: dict[str, Any] = {"max_retries": 0, "timeout": config.timeout_seconds,
                                    # local servers ignore the key, but the SDK insists on one
@@ -112,7 +116,7 @@ class OpenAIClient:
                     # httpx's read timeout restarts with every byte: a server that dribbles its
                     # body would hold the call forever. timeout-seconds bounds the whole answer.
                     async with whole_answer_within(self._timeout):
-                        completion = await self._sdk.chat.completions.create(**params)
+                        completion = await self._post(params, stream=False)
                 else:
                     return await self._streamed(params, on_text)
         except openai.APIStatusError as exc:
@@ -155,6 +159,15 @@ class OpenAIClient:
             return Retryable(text, retry_after(exc.response.headers))
         return LLMError(text)
 
+    async def _post(self, body: dict[str, Any], *, stream: bool) -> Any:
+        """POST the body chat_params built, as it is. `chat.completions.create` would first walk
+        every message of it against the SDK's TypedDicts (`maybe_transform`), which changes
+        nothing in a body like ours yet cost most of the daemon's CPU per message, growing with
+        the history. The answer is read and errors raised exactly as through `create`."""
+        return await self._sdk.post("/chat/completions", body=body, cast_to=self._answer_type,
+                                    options={"security": {"bearer_auth": True}}, stream=stream,
+                                    stream_cls=self._chunk_stream)
+
     async def _streamed(self, params: dict[str, Any], on_text: TextListener) -> LLMResponse:
         answer = StreamedAnswer()
         body = {**params, "stream": True}
@@ -162,7 +175,7 @@ class OpenAIClient:
             body["stream_options"] = {"include_usage": True}
         try:
             async with stream_within(self._timeout) as heard:
-                stream = await self._sdk.chat.completions.create(**body)
+                stream = await self._post(body, stream=True)
                 async with stream:
                     async for chunk in stream:
                         heard()

@@ -9,6 +9,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import openai
 import pytest
 from aiohttp import web
 
@@ -16,6 +17,7 @@ from bot.core.config import LlmConfig, parse_config
 from bot.core.errors import LLMError, PromptTooLong, StreamBroken
 from bot.llm import LLMRequest, OpenAIClient, TextToolCallClient, UsageRecordingClient
 from bot.llm.openai import api_root
+from bot.llm.openai_messages import chat_params
 from bot.app.core import open_core
 from tests.support.config import make_config
 from tests.support.fakes.anthropic import RecordedRequest, TextReply, ToolUseReply
@@ -43,7 +45,7 @@ def ask(text: str = "hi", **options: Any) -> LLMRequest:
 
 
 async def test_request_is_a_chat_body_with_a_system_message_and_no_cache_marks(fake: FakeOpenAIChat) -> None:
-    history = [
+    history: list[dict[str, Any]] = [
         {"role": "user", "content": [{"type": "text", "text": "[2026-12-04 10:00]"},
                                      {"type": "text", "text": "look", "cache_control": {"type": "ephemeral"}},
                                      {"type": "image", "source": {"type": "base64", "media_type": "image/png",
@@ -76,6 +78,45 @@ async def test_request_is_a_chat_body_with_a_system_message_and_no_cache_marks(f
         "name": "memory_write", "parameters": TOOL["input_schema"], "description": "Write a memory file."}}]
     assert body["max_tokens"] == 64 and body["model"] == "gpt-test"
     assert fake.requests[0].headers["authorization"] == "Bearer sk-test-secret"
+
+
+class PostOnlySDK(openai.AsyncOpenAI):
+    """The SDK with `chat.completions.create` out of reach: it walks every message of every
+    request against its TypedDicts, CPU that grows with the history (SPEC S34)."""
+
+    @property
+    def chat(self) -> Any:
+        raise AssertionError("chat.completions.create runs the SDK's per-message transform")
+
+
+@pytest.mark.parametrize("streamed", [False, True], ids=["plain", "streamed"])
+async def test_the_body_on_the_wire_is_the_one_chat_params_built(fake: FakeOpenAIChat, streamed: bool) -> None:
+    history: list[dict[str, Any]] = [
+        {"role": "user", "content": [{"type": "text", "text": "look", "cache_control": {"type": "ephemeral"}},
+                                     {"type": "image", "source": {"type": "base64", "media_type": "image/png",
+                                                                  "data": PNG}}]},
+        {"role": "assistant", "content": [{"type": "tool_use", "id": "call_1", "name": "memory_write",
+                                           "input": {"filename": "MEMORY.md", "note": "café ☕"}}]},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "call_1", "content": "saved",
+                                      "is_error": True},
+                                     {"type": "text", "text": "and now? 你好"}]},
+    ]
+    request = LLMRequest(model="gpt-test", system="You are Mate.", messages=history, max_tokens=64, tools=[TOOL],
+                         tool_choice="none")
+    sdk = PostOnlySDK(api_key="sk-test-secret", base_url=fake.base_url, max_retries=0)
+    heard: list[str] = []
+    async with OpenAIClient(llm_config(fake), sdk=sdk) as client:
+        response = await client.complete(request, heard.append if streamed else None)
+
+    (body,) = fake.chat_requests()
+    expected = chat_params(request)
+    if streamed:
+        expected |= {"stream": True, "stream_options": {"include_usage": True}}
+        assert "".join(heard) == "ok"
+    assert body == expected
+    assert response.text == "ok" and response.input_tokens > 0
+    assert fake.requests[0].headers["authorization"] == "Bearer sk-test-secret"
+    assert fake.requests[0].headers["content-type"] == "application/json"
 
 
 async def test_streamed_answer_reaches_the_listener_piece_by_piece(fake: FakeOpenAIChat) -> None:
