@@ -9,8 +9,7 @@ import pytest
 
 from bot.app.core import Core, open_core
 from bot.core.config import Config
-# Re-exported for the modules that still import them from here; new code imports tests.support.config.
-from tests.support.config import PINNED_START, make_config, pinned_clock
+from tests.support.config import make_config
 from tests.support.tls import one_root_certificate
 
 
@@ -42,5 +41,3 @@ async def core(config: Config) -> AsyncIterator[Core]:
     async with open_core(config) as opened:
         yield opened
 
-
-__all__ = ["PINNED_START", "make_config", "pinned_clock"]

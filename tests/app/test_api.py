@@ -1,56 +1,25 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
 from pathlib import Path
 
-import aiohttp
 import pytest
 
-from bot.app.api.server import ApiServer
 from bot.core.config import Config
 from bot.core.errors import ConfigError
-from bot.llm import AnthropicClient
-from bot.app.runtime import Runtime, open_runtime
-from tests.conftest import make_config
-from tests.support.fakes.anthropic import FakeAnthropic
-
-
-@dataclass
-class Api:
-    url: str
-    rt: Runtime
-    fake: FakeAnthropic
-    http: aiohttp.ClientSession
-    token: str
-
-    def auth(self) -> dict[str, str]:
-        return {"Authorization": f"Bearer {self.token}"} if self.token else {}
-
-    async def call(self, method: str, path: str, **kwargs: object) -> tuple[int, dict]:
-        headers = {**self.auth(), **kwargs.pop("headers", {})}  # type: ignore[dict-item]
-        async with self.http.request(method, self.url + path, headers=headers, **kwargs) as response:
-            return response.status, await response.json()
-
-
-async def _open(tmp_path: Path, token: str = "", llm_retries: int = 0, **mate: object) -> AsyncIterator[Api]:
-    async with FakeAnthropic() as fake:
-        config = make_config(tmp_path, llm={"api-key": "test-key", "base-url": fake.url, "max-retries": llm_retries},
-                             api={"port": 0, "token": token}, **mate)
-        async with AnthropicClient(config.mate.llm) as llm, open_runtime(config, llm=llm) as rt:
-            async with ApiServer(rt, config.mate.api) as server, aiohttp.ClientSession() as http:
-                yield Api(f"http://127.0.0.1:{server.port}", rt, fake, http, token)
+from tests.support.api_env import Api, open_api
+from tests.support.config import make_config
 
 
 @pytest.fixture
 async def api(tmp_path: Path) -> AsyncIterator[Api]:
-    async for opened in _open(tmp_path):
+    async for opened in open_api(tmp_path):
         yield opened
 
 
 @pytest.fixture
 async def secured(tmp_path: Path) -> AsyncIterator[Api]:
-    async for opened in _open(tmp_path, token="s3cret-token"):
+    async for opened in open_api(tmp_path, token="s3cret-token"):
         yield opened
 
 

@@ -14,7 +14,7 @@ import pytest
 from bot.app.api.server import build_app
 from bot.storage.search import SqliteSearchReads, SqliteSearchRepository
 from memory.recall.search import MAX_QUERY_CHARS, MemorySearchService
-from tests.app.test_api import Api, _open
+from tests.support.api_env import Api, open_api
 
 T = TypeVar("T")
 
@@ -77,7 +77,7 @@ def _requests(method: str, template: str) -> list[tuple[str, dict[str, Any]]]:
 
 @pytest.fixture
 async def api(tmp_path: Path) -> AsyncIterator[Api]:
-    async for opened in _open(tmp_path):
+    async for opened in open_api(tmp_path):
         await opened.rt.core.repos.conversations.create("web:known", agent_id=1, channel="web",
                                                         chat_key="known", trigger_source="web")
         yield opened

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.app.test_api import _open
+from tests.support.api_env import open_api
 
 
 async def test_conversations_and_their_messages_reload(tmp_path: Path) -> None:
-    async for api in _open(tmp_path):
+    async for api in open_api(tmp_path):
         api.fake.reply_text("First answer.")
         _, first = await api.call("POST", "/api/v1/chat/1", json={"message": "first question"})
         conversation = first["data"]["conversationId"]
@@ -33,7 +33,7 @@ async def test_conversations_and_their_messages_reload(tmp_path: Path) -> None:
 
 
 async def test_a_memory_edit_names_the_version_it_read(tmp_path: Path) -> None:
-    async for api in _open(tmp_path):
+    async for api in open_api(tmp_path):
         _, read = await api.call("GET", "/api/v1/memory/1/files/MEMORY.md")
         version = read["data"]["version"]
         ok = await api.call("PUT", "/api/v1/memory/1/files/MEMORY.md",
@@ -56,7 +56,7 @@ async def test_a_memory_edit_names_the_version_it_read(tmp_path: Path) -> None:
 
 
 async def test_reading_and_listing_files_answer_as_before_from_the_workspace(tmp_path: Path) -> None:
-    async for api in _open(tmp_path):
+    async for api in open_api(tmp_path):
         await api.call("PUT", "/api/v1/memory/1/files/notes/trip.md", json={"content": "Kyoto", "version": 0})
         status, listed = await api.call("GET", "/api/v1/memory/1/files?prefix=notes/")
         _, read = await api.call("GET", "/api/v1/memory/1/files/notes/trip.md")

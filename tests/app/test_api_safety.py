@@ -14,12 +14,12 @@ from bot.core.config import parse_config
 from bot.core.errors import ConfigError
 from bot.core.redaction import Redactor, install
 from channels.base import InboundMessage
-from tests.app.test_api import Api, _open
+from tests.support.api_env import Api, open_api
 
 
 @pytest.fixture
 async def api(tmp_path: Path) -> AsyncIterator[Api]:
-    async for opened in _open(tmp_path):
+    async for opened in open_api(tmp_path):
         yield opened
 
 
@@ -146,7 +146,7 @@ def test_config_traps_are_one_line_naming_the_key(mate: dict[str, object], line:
 async def test_an_upstream_error_that_repeats_the_key_is_masked(tmp_path: Path,
                                                                 caplog: pytest.LogCaptureFixture) -> None:
     key = "sk-ant-api03-abcdefghijklmnop"
-    async for api in _open(tmp_path):
+    async for api in open_api(tmp_path):
         api.rt.llm.inner._redact = Redactor([key])  # type: ignore[attr-defined]  # the fixture's key is "test-key"
         api.fake.reply_error(401, "authentication_error", f"invalid x-api-key: {key}")
         with caplog.at_level(logging.INFO):

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from bench import message_walk
-from tests.core.test_layers import LAYERS
+from tests.support.import_graph import LAYERS
 
 
 def test_the_walk_goes_from_the_adapter_through_the_router_and_the_model_client(

@@ -26,7 +26,7 @@ from channels.base import InboundMessage
 from channels.discord.adapter import DiscordChannel
 from channels.telegram.adapter import TelegramChannel
 from tests.support.eventually import eventually
-from tests.conftest import make_config
+from tests.support.config import make_config
 from tests.support.fakes.anthropic import FakeAnthropic
 from tests.support.fakes.discord import FakeDiscord
 from tests.support.fakes.telegram import FakeTelegram

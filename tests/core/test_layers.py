@@ -12,23 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.llm.test_llm_package import _graph
+from tests.support.import_graph import LAYERS, _graph
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = ("bot", "channels", "memory")
-# What the adapters and the router both use, written once beside the channel port.
-CHANNEL_GROUND = ("channels.base", "channels.formatting", "channels.streaming")
-LAYERS: tuple[tuple[str, ...], ...] = (
-    ("bot.core", *CHANNEL_GROUND),
-    ("bot.storage",),
-    ("bot.llm",),
-    ("bot.media", "memory"),
-    ("bot.conversation",),
-    ("bot.schedule",),
-    ("bot.features",),
-    ("channels",),
-    ("bot.app", "bot.__main__", "bot"),
-)
 
 
 def layer_of(module: str) -> int:

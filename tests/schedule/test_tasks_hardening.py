@@ -20,7 +20,7 @@ from bot.app.runtime import open_runtime
 from bot.app.services import start_services
 from bot.storage.tasks import ChatRef, NewTask, TaskRecord
 from bot.schedule.reminders.tool import SCHEDULE_TOOL
-from tests.conftest import make_config
+from tests.support.config import make_config
 from tests.support.fakes.anthropic import FakeAnthropic, TextReply, ToolUseReply
 from tests.support.fakes.telegram import FakeTelegram
 from tests.support.eventually import eventually

@@ -13,7 +13,7 @@ import yaml
 from bot.__main__ import main
 from bot.app.core import open_core
 from bot.storage.migrations import MIGRATIONS
-from tests.conftest import make_config
+from tests.support.config import make_config
 from tests.support.daemon_process import free_port, matebot, start_or_exit
 
 LATEST_VERSION = max(version for version, _, _ in MIGRATIONS)

@@ -46,5 +46,3 @@ async def open_api(tmp_path: Path, token: str = "", llm_retries: int = 0, **mate
     ) as rt, ApiServer(rt, rt.core.config.mate.api) as server, aiohttp.ClientSession() as http:
         yield Api(f"http://127.0.0.1:{server.port}", rt, fake, http, token)
 
-
-_open = open_api  # the name the API tests knew it by

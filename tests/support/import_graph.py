@@ -8,6 +8,20 @@ from pathlib import Path
 
 
 ROOT = Path(__file__).resolve().parents[2]
+# The layout's layers, lowest first: imports only run downwards (tests/core/test_layers.py).
+# What the adapters and the router both use, written once beside the channel port.
+CHANNEL_GROUND = ("channels.base", "channels.formatting", "channels.streaming")
+LAYERS: tuple[tuple[str, ...], ...] = (
+    ("bot.core", *CHANNEL_GROUND),
+    ("bot.storage",),
+    ("bot.llm",),
+    ("bot.media", "memory"),
+    ("bot.conversation",),
+    ("bot.schedule",),
+    ("bot.features",),
+    ("channels",),
+    ("bot.app", "bot.__main__", "bot"),
+)
 
 
 def _imports(path: Path, package: str) -> set[str]:
