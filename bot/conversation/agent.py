@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
@@ -11,7 +12,8 @@ from typing import Any
 from bot.core.config import MateConfig
 from bot.llm.cache_lifetime import ChatCacheLifetimes
 from bot.llm.chat_prefix import ChatPrefix, ChatPrefixes
-from bot.llm.memory_snapshot import MemorySnapshots
+from bot.llm.memory_snapshot import FileChange, MemorySnapshots
+from bot.llm.text_tool_calls import Labels, ReadReply, VisiblePreview, read_reply
 from bot.core.content.messages import Content, HistoryItem, encode_content, plain_text
 from bot.llm.tokens import PER_MESSAGE_OVERHEAD, TokenEstimator
 from bot.conversation.window import ConversationWindowManager, MessageTooLong, Window
@@ -31,6 +33,9 @@ from memory.workspace.service import WorkspaceFileService
 
 log = logging.getLogger(__name__)
 
+# The turn's entries the model is shown but the history does not keep: a reply that imitated
+# a tool result, and the correction that asked for another (SPEC S34).
+_UNKEPT = ("imitation", "correction")
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,6 +67,18 @@ def local_today_text(timezone_name: str, now: datetime | None = None) -> str:
 
     moment = (now or utc_now()).astimezone(zone(timezone_name))
     return f"{moment.strftime('%Y-%m-%d, %A')} ({timezone_name})"
+
+
+def our_labels(prompts: PromptLibrary) -> Labels:
+    """The labels our prompts put around what the model reads, as an echo of them is found in
+    a reply: the "memory updated" note (its first line, then its change lines) and the summary's
+    prefix. The time label is known to read_reply itself."""
+    header = prompts.render("agent/memory-updated", changes=[])
+    sample = prompts.render("agent/memory-updated", changes=[FileChange("\x01", ("\x02",), ("\x03",))])
+    follow = tuple(
+        re.compile(re.escape(line).replace("\x01", r"\S+\.md").replace("\x02", ".*").replace("\x03", ".*"))
+        for line in sample.split("\n") if line.strip() and line.strip() != header.strip())
+    return Labels(headers=(header.strip(), prompts.text("summary_prefix").strip()), follow=follow)
 
 
 def _last_turn_at(window: Window) -> datetime | None:
@@ -123,6 +140,10 @@ class Agent:
         self._lifetimes = ChatCacheLifetimes(config.llm.cache)
         self._snapshots = MemorySnapshots(lambda changes: prompts.render("agent/memory-updated", changes=changes))
         self._prefixes = prefixes  # told each direct conversation's cached prefix, for its memory extraction
+        self._labels = our_labels(prompts)
+        # Tool markup is looked for where written tool calls are parsed (mate.llm.text-tool-calls):
+        # there the model writes it; elsewhere a reply with JSON in it is an answer.
+        self._markup = config.llm.parses_text_tool_calls
 
     @property
     def model(self) -> str:
@@ -237,8 +258,10 @@ class Agent:
     ) -> AgentReply:
         turn: list[tuple[str, Content]] = []
         rounds = 0
-        retried = False
-        on_text = stream.text if stream is not None else None
+        retried = corrected = False
+        said: list[str] = []  # what the model wrote beside its tool calls, as a person may see it
+        offered = frozenset(str(d.get("name")) for d in window.tools)
+        preview: VisiblePreview | None = None
         # Decided once a turn: its tool rounds read the prefix the first request wrote.
         lifetime = self._lifetimes.choose(conversation.id, window.system, window.tools, _last_turn_at(window),
                                           self._clock())
@@ -248,7 +271,7 @@ class Agent:
         prefix = None if lifetime is None or conversation.is_group else ChatPrefix(
             self.model, window.system, split, window.tools, lifetime, self._clock())
         while True:
-            extra = [("assistant" if role == "assistant" else "user", content) for role, content in turn]
+            extra = [("assistant" if role in ("assistant", "imitation") else "user", content) for role, content in turn]
             messages = self._window.assemble(window, extra)
             request = LLMRequest(
                 model=self.model, system=window.system, messages=messages,
@@ -257,11 +280,14 @@ class Agent:
                 system_split=split, cache_messages=self._breakpoints(messages, len(extra)),
                 cache=lifetime is not None, cache_ttl=lifetime or "5m",
             )
+            if stream is not None:  # each answer is shown as a person may see it: no markup, no labels
+                preview = VisiblePreview(stream.text, offered, self._labels, markup=self._markup)
             try:
-                response = await self._llm.complete(request, on_text)
+                response = await self._llm.complete(request, preview.text if preview is not None else None)
             except StreamBroken as exc:
                 log.warning("the model's answer broke off: %s", exc, extra={"conversation_id": conversation.id})
-                return await self._broken(conversation, user_id, turn, exc.partial, lead)
+                shown = preview.shown if preview is not None else self._read(exc.partial, offered).text
+                return await self._broken(conversation, user_id, turn, shown, lead)
             except PromptTooLong:
                 if retried:
                     log.warning("prompt too long even after the emergency compaction",
@@ -282,15 +308,34 @@ class Agent:
             if not turn and self._prefixes is not None:
                 cached = response.cache_read_input_tokens or response.cache_creation_input_tokens
                 self._prefixes.sent(conversation.id, prefix if cached else None)
+            read = self._read(response.text, offered)
             if response.tool_calls and rounds < self._config.agent.max_tool_rounds:
                 rounds += 1
                 if stream is not None:
                     stream.status(self._prompts.text("tool_status"))
-                turn.append(("assistant", response.content))
+                turn.append(("assistant", _as_seen(response, read.text)))
+                if read.text:
+                    said.append(read.text)
                 results = await self._run_tools(conversation.agent_id, response.tool_calls, user_id, turn_tools)
                 turn.append(("tool", results))
                 continue
-            final = response.text.strip()
+            if read.imitated and not response.tool_calls:
+                if not corrected:  # asked once more, told that only the system writes tool results
+                    log.info("the reply imitated a tool result: asking again", extra={"conversation_id": conversation.id})
+                    corrected = True
+                    if stream is not None:
+                        stream.status("")
+                    turn.append(("imitation", response.text))
+                    turn.append(("correction", self._prompts.render("agent/tool-result-imitated")))
+                    continue
+                log.warning("the reply imitated a tool result again: answered with an apology",
+                            extra={"conversation_id": conversation.id})
+                read = replace(read, text=self._prompts.text("tool_result_imitated"))
+            if preview is not None:
+                preview.end(read.text)
+            final = read.text
+            if not final and said:  # the calls ran and nothing followed: what was said beside them
+                final = "\n\n".join(said)
             if response.tool_calls and not final:
                 final = self._prompts.text("tool_rounds_exceeded")
             if not final:
@@ -299,6 +344,10 @@ class Agent:
             ids, count = await self._store_turn(conversation, user_id, turn, final)
             return AgentReply(final, ok=True, user_message_id=user_id, last_message_id=ids[-1],
                               message_count=count)
+
+    def _read(self, text: str, offered: frozenset[str]) -> ReadReply:
+        """A reply as read: the text a person may see (S34), and whether it imitated a tool result."""
+        return read_reply(text, offered, self._labels, markup=self._markup)
 
     @staticmethod
     def _breakpoints(messages: list[dict[str, Any]], this_turn: int) -> tuple[int, ...]:
@@ -315,6 +364,7 @@ class Agent:
     async def _store_turn(
         self, conversation: ConversationRecord, user_id: int, turn: list[tuple[str, Content]], final: str,
     ) -> tuple[list[int], int]:
+        turn = [(role, content) for role, content in turn if role not in _UNKEPT]
         rows: list[tuple[str, str, int, str]] = []
         for role, content in turn:
             stored_text, content_format = encode_content(content)
@@ -329,11 +379,11 @@ class Agent:
         return ids, count
 
     async def _broken(
-        self, conversation: ConversationRecord, user_id: int, turn: list[tuple[str, Content]], partial: str,
+        self, conversation: ConversationRecord, user_id: int, turn: list[tuple[str, Content]], shown: str,
         lead: str = "",
     ) -> AgentReply:
         """A streamed answer broke off: what the user saw stays in the history, then the apology."""
-        shown = partial.strip()
+        shown = shown.strip()
         if not shown:
             return AgentReply(self._prompts.text("llm_error"), ok=False, user_message_id=user_id, failure="llm")
         apology = self._prompts.text("stream_broken")
@@ -360,8 +410,12 @@ class Agent:
         self, agent_id: int, calls: Sequence[ToolCall], asked_in: int, turn_tools: Sequence[ToolSet] = (),
     ) -> list[dict[str, Any]]:
         results = []
-        for call in calls:
-            result = await self._run_tool(agent_id, call, asked_in, turn_tools)
+        for index, call in enumerate(calls):
+            # One reply may hold many calls a model wrote out; at most max-tool-rounds of them run.
+            if index < max(self._config.agent.max_tool_rounds, 1):
+                result = await self._run_tool(agent_id, call, asked_in, turn_tools)
+            else:
+                result = ToolResult(self._prompts.text("tool_not_run"), is_error=True)
             block: dict[str, Any] = {"type": "tool_result", "tool_use_id": call.id, "content": result.content}
             if result.is_error:
                 block["is_error"] = True
@@ -379,6 +433,21 @@ class Agent:
                     log.exception("tool %s failed", call.name)
                     return ToolResult(self._prompts.text("tool_bad_input", error=type(exc).__name__), True)
         return ToolResult(self._prompts.text("tool_unknown", name=call.name), is_error=True)
+
+
+def _as_seen(response: LLMResponse, visible: str) -> list[dict[str, Any]]:
+    """A tool round's blocks as the history keeps them: its text as a person may see it, in the
+    place of the first text block (the other blocks keep their order)."""
+    if visible == response.text.strip():
+        return response.content
+    blocks: list[dict[str, Any]] = []
+    for block in response.content:
+        if block.get("type") != "text":
+            blocks.append(block)
+        elif visible:
+            blocks.append({"type": "text", "text": visible})
+            visible = ""
+    return blocks
 
 
 def _led(reply: AgentReply, lead: str) -> AgentReply:

@@ -1,4 +1,4 @@
-"""Tool calls that a small local model writes as JSON text (SPEC S21, local models)."""
+"""Tool calls that a small local model writes as text, in every form it writes them (SPEC S21 local models, S34)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from bot.llm.text_tool_calls import text_tool_call
+from bot.llm.text_tool_calls import ReadReply, read_reply, text_tool_call
 from tests.support.fakes.anthropic import FakeAnthropic
 from tests.support.recording import Recorder
 from tests.support.recording import ask
@@ -48,6 +48,71 @@ def test_a_written_call_is_read(text: str) -> None:
 ])
 def test_anything_else_is_an_answer(text: str) -> None:
     assert text_tool_call(text, OFFERED) is None
+
+
+WRITE_ARGS = {"agentId": 1, "filename": "notes.md", "content": "Likes green tea."}
+CALL = json.dumps({"name": "read_workspace_memory_file", "arguments": READ})
+WRITE_CALL = json.dumps({"name": "write_workspace_memory_file", "arguments": WRITE_ARGS})
+
+
+@pytest.mark.parametrize(("text", "calls", "beside"), [
+    # several calls in one reply, each form small models write, in the order written
+    (f"<tools>{CALL}</tools>\n<tools>{WRITE_CALL}</tools>", ["read", "write"], ""),
+    (f"<tool_call>\n{WRITE_CALL}\n</tool_call>\n<tool_call>\n{CALL}\n</tool_call>", ["write", "read"], ""),
+    (f"{CALL}\n{WRITE_CALL}", ["read", "write"], ""),
+    (f"[{CALL}, {WRITE_CALL}]", ["read", "write"], ""),
+    (f"```json\n{CALL}\n{WRITE_CALL}\n```", ["read", "write"], ""),
+    (f"<tool_call>\n{CALL}\n{WRITE_CALL}\n</tool_call>", ["read", "write"], ""),
+    # a call with text beside it: the text is kept, the call runs
+    (f"{WRITE_CALL}\nI have noted that you like green tea.", ["write"], "I have noted that you like green tea."),
+    (f"Let me note that. <tools>{WRITE_CALL}</tools> Done.", ["write"], "Let me note that. Done."),
+    (f"Let me look.\n```json\n{CALL}\n```\nOne moment.", ["read"], "Let me look.\nOne moment."),
+    (f"<function=read_workspace_memory_file>{json.dumps(READ)}</function>\nReading it.", ["read"], "Reading it."),
+    ("<tool_call>\n<function=read_workspace_memory_file>\n<parameter=agentId>\n1\n</parameter>\n"
+     "<parameter=filename>\nMEMORY.md\n</parameter>\n</function>\n</tool_call>", ["read"], ""),
+    (json.dumps({"type": "function", "function": {"name": "read_workspace_memory_file",
+                                                  "arguments": json.dumps(READ)}}), ["read"], ""),
+    (json.dumps({"tool_calls": [{"type": "function", "function": {"name": "read_workspace_memory_file",
+                                                                  "arguments": json.dumps(READ)}}]}), ["read"], ""),
+    ("[TOOL_CALLS] " + json.dumps([{"name": "read_workspace_memory_file", "arguments": READ}]), ["read"], ""),
+    # a tool that was not offered is no call, and its markup is taken out all the same
+    (json.dumps({"name": "get_weather", "arguments": {"city": "Lyon"}}) + "\nIt is sunny.", [], "It is sunny."),
+    (f"<tool_call>{json.dumps({'name': 'delete_everything', 'arguments': {}})}</tool_call>{CALL}", ["read"], ""),
+])
+def test_every_written_form_is_read_in_order(text: str, calls: list[str], beside: str) -> None:
+    read = read_reply(text, OFFERED)
+    assert [name.split("_")[0] for name, _ in read.calls] == calls
+    assert all(arguments in (READ, WRITE_ARGS) for _, arguments in read.calls)
+    assert read.text == beside and not read.imitated
+
+
+@pytest.mark.parametrize("text", [
+    '<tool_response>\n{"status": "saved", "filename": "notes.md"}\n</tool_response>\nSaved it!',
+    "<tool_response>The file was written.</tool_response> All done.",
+    '{"type": "tool_result", "tool_use_id": "toolu_1", "content": "ok"} Saved.',
+    '{"name": "write_workspace_memory_file", "content": "File written"}\nSaved.',
+    '<tool_result>{"ok": true}',  # the end cut off
+])
+def test_an_imitated_tool_result_is_noticed_and_never_kept(text: str) -> None:
+    read = read_reply(text, OFFERED)
+    assert read.imitated and not read.calls
+    assert "{" not in read.text and "<" not in read.text and "written" not in read.text.lower()
+
+
+@pytest.mark.parametrize("text", [
+    "```python\nprint({'name': 'read_workspace_memory_file', 'arguments': {}})\n```",
+    'Here is the JSON: {"name": "Alice", "id": 3}',
+    "Use [the docs](https://example.com) and a < b > c.",
+    "Set x = [1, 2, 3] and y = {}.",
+    "<b>bold</b> and <i>tool</i>, a <tag> of its own",
+])
+def test_ordinary_answers_stay_as_written(text: str) -> None:
+    assert read_reply(text, OFFERED) == ReadReply(text.strip())
+
+
+def test_without_markup_parsing_only_the_labels_go() -> None:
+    text = f"[2026-12-03 10:46] Here: {CALL}"
+    assert read_reply(text, OFFERED, markup=False) == ReadReply(f"Here: {CALL}")
 
 
 @pytest.fixture
