@@ -72,13 +72,15 @@ def _keyed(value: Any, field: str) -> dict[str, Any]:
 def parse_memory_reply(
     text: str, text_fields: tuple[str, ...], edit_fields: tuple[str, ...] = (), *,
     keyed_text_fields: tuple[str, ...] = (), keyed_edit_fields: tuple[str, ...] = (),
-    refused_fields: tuple[str, ...] = (),
+    refused_fields: tuple[str, ...] = (), refuse_unknown: bool = False,
 ) -> dict[str, Any]:
     """{should_update: bool, reason: str, <text_fields>: str, <edit_fields>: tuple[FileEdit, ...]}.
 
     Missing text fields read as '' and missing edit lists as no edits. A keyed field is an
     object of those per person: {"P1": "...", ...}. A refused field that holds anything
-    makes the reply invalid (a direct chat's PROFILE.md fields in a group's reply).
+    makes the reply invalid (a direct chat's PROFILE.md fields in a group's reply); so does,
+    with `refuse_unknown`, any other field that holds anything in a reply that updates ("people", "P1", a misspelt
+    field): what it meant would be dropped without a word.
     """
     data = extract_json_object(text)
     if "should_update" not in data:
@@ -86,6 +88,15 @@ def parse_memory_reply(
     for field in refused_fields:
         if data.get(field) not in (None, "", [], {}):
             raise InvalidJsonReply(f"{field} does not belong in this reply")
+    if refuse_unknown and _as_bool(data["should_update"], "should_update"):
+        known = {"should_update", "reason", *text_fields, *edit_fields, *keyed_text_fields, *keyed_edit_fields,
+                 *refused_fields}
+        # A number or a flag beside the fields ("confidence": 0.9) holds nothing that would be lost.
+        unknown = [key for key, value in data.items()
+                   if key not in known and isinstance(value, (str, list, dict)) and value not in ("", [], {})]
+        if unknown:
+            raise InvalidJsonReply(f"{', '.join(unknown)}: not a field of this reply (its fields are "
+                                   f"{', '.join(sorted(known - set(refused_fields)))})")
     parsed: dict[str, Any] = {
         "should_update": _as_bool(data["should_update"], "should_update"),
         "reason": _as_text(data.get("reason"), "reason"),

@@ -7,7 +7,7 @@ import contextlib
 import itertools
 import logging
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 from bot.core.clock import Clock, local_date, utc_now
@@ -24,11 +24,13 @@ from memory.events import CommitListener, ConversationCompletedEvent, FileChange
 from bot.storage.memory_commit import ExtractionCommit, FileWrite
 from bot.core.text import storable
 from memory.extraction.budgets import tokens_for_chars
-from memory.extraction.edits import EditNotApplicable, apply_edits
+from memory.extraction.corrections import Correction, PendingCorrections
+from memory.extraction.edits import EditNotApplicable, Rejection, placeholder_lines
 from memory.extraction.frame import ExtractionFrame, own_frame, shared_frame, shares_chat_prompt
 from memory.workspace.filenames import daily_note_part
 from memory.extraction.json_reply import InvalidJsonReply, parse_memory_reply
 from memory.extraction.people_profiles import PEOPLE_FOLDER, Member, members_of
+from memory.extraction.resolve import Plan, ReplyResolver, Target
 from bot.core.content.transcript import TRANSCRIPT_ROLES, build_transcript
 from memory.workspace.service import (
     MEMORY_FILE,
@@ -93,36 +95,21 @@ class _Snapshot:
         return self.files.get(filename, ("", 0))
 
 
-@dataclass(frozen=True, slots=True)
-class _Target:
-    """A budgeted file and the reply fields that may change it (under `key` for a member)."""
-    filename: str
-    replacement: str
-    edits: str
-    budget: int
-    key: str | None = None
-    title: str = ""  # a member's profile starts with "# <name>"
-
-    def pick(self, reply: dict[str, Any]) -> tuple[str, tuple[Any, ...]]:
-        """(replacement, edits) the reply gives this file."""
-        if self.key is None:
-            return reply[self.replacement], reply[self.edits]
-        return reply[self.replacement].get(self.key, ""), reply[self.edits].get(self.key, ())
-
-
-@dataclass(slots=True)
-class _Plan:
-    """What one reply asks to write, resolved against the snapshot."""
-    should_update: bool
-    reason: str
-    contents: dict[str, str]  # PROFILE.md / MEMORY.md: the whole new text, only when it changes
-    daily_entry: str
-    problems: list[str] = field(default_factory=list)  # the run fails with these (files not written)
-    notes: list[str] = field(default_factory=list)  # said in the run's reason (a daily entry cut)
-
-
 class _RetryableFailure(Exception):
     """One attempt failed in a way worth trying again (bad JSON, LLM error, repeated conflict)."""
+
+    def __init__(self, message: str, correction: Correction | None = None) -> None:
+        super().__init__(message)
+        self.correction = correction  # what the next try tells the model, when its answer was the trouble
+
+
+class _UnusableReply(InvalidJsonReply):
+    """A reply that gave nothing to write (not JSON, a field malformed, every change rejected)."""
+
+    def __init__(self, kind: str, message: str, correction: Correction) -> None:
+        super().__init__(message)
+        self.kind = kind
+        self.correction = correction
 
 
 def _is_retryable(exc: Exception) -> bool:
@@ -131,6 +118,10 @@ def _is_retryable(exc: Exception) -> bool:
 
 class _CutOff(Exception):
     """The model stopped at max_tokens: the reply is incomplete and never parsed."""
+
+    def __init__(self, message: str, reply: str) -> None:
+        super().__init__(message)
+        self.reply = reply
 
 
 class MemorySummarizationService:
@@ -164,6 +155,10 @@ class MemorySummarizationService:
         self._remember_words = tuple(
             w.casefold() for w in (*words, *self._memory.remember_keywords) if w.strip()
         )
+        # The seeds' "_Nothing known yet._" lines, every locale's: replaced by the first fact.
+        self._resolver = ReplyResolver(placeholder_lines(
+            PromptLibrary(locale).workspace_seed(name) for locale in LOCALES for name in (PROFILE_FILE, MEMORY_FILE)))
+        self._corrections = PendingCorrections()
 
     # -- pre-checks ------------------------------------------------------------
 
@@ -276,10 +271,13 @@ class MemorySummarizationService:
         async def attempt() -> AnalysisOutcome:
             number = next(tries)
             run_id = await self._repos.memory_runs.start(agent_id, RUN_KIND, conversation_id)
+            correction = self._corrections.get(conversation_id, watermark)
             try:
                 # The run row is finished inside the attempt's commit when it succeeds.
-                return await self._attempt(agent_id, conversation_id, scope, transcript, earlier_text, end, run_id)
+                return await self._attempt(agent_id, conversation_id, scope, transcript, earlier_text, end, run_id,
+                                           correction)
             except _RetryableFailure as exc:
+                self._corrections.remember(conversation_id, watermark, exc.correction or correction)
                 await self._repos.memory_runs.finish(
                     run_id, "failed", reason=f"attempt {number}/{policy.attempts}", error=str(exc)
                 )
@@ -295,6 +293,7 @@ class MemorySummarizationService:
             outcome = await retrying(attempt, _is_retryable, policy, sleep=self._sleep)
         except _RetryableFailure as exc:
             return AnalysisOutcome("failed", False, str(exc), retryable=True)
+        self._corrections.forget(conversation_id)
         if outcome.committed is not None and self._listener is not None:
             try:  # committed already (and the run row finished): a receipt that cannot go out changes nothing
                 await self._listener.committed(outcome.committed)
@@ -304,18 +303,20 @@ class MemorySummarizationService:
 
     async def _attempt(
         self, agent_id: int, conversation_id: str, scope: _Scope, transcript: str, earlier: str, end: int,
-        run_id: int,
+        run_id: int, correction: Correction | None = None,
     ) -> AnalysisOutcome:
-        """One analysis; if a file changed during the LLM call (or an edit no longer fits the
-        file) it is redone once on fresh contents. A request through the chat's prefix that the
-        provider refuses, or whose answer is not usable, is asked again with the extraction's
-        own prompt first (that does not use up the redo)."""
+        """One analysis; if a file changed during the LLM call it is redone once on fresh contents.
+        A request through the chat's prefix that the provider refuses, or whose answer is not usable
+        (not JSON, or edits of lines changed since the prefix), is asked again with the extraction's
+        own prompt first (that does not use up the redo). `correction`: the answer an earlier try
+        could not use, and why; sent after the prompt."""
         shared, redone = True, False
         while True:
             snapshot = await self._read_files(agent_id, scope)
             frame = self._shared_frame(scope, conversation_id, snapshot) if shared else None
             try:
-                plan = await self._ask(scope, snapshot, transcript, earlier, frame or self._own_frame(scope))
+                plan = await self._ask(scope, snapshot, transcript, earlier, frame or self._own_frame(scope),
+                                       correction)
                 return await self._commit(agent_id, conversation_id, scope, snapshot, plan, end, run_id)
             except (LLMError, InvalidJsonReply, _CutOff, VersionConflict, EditNotApplicable) as exc:
                 transient = isinstance(exc, LLMError) and not isinstance(exc, _REFUSED)
@@ -331,9 +332,14 @@ class MemorySummarizationService:
                     continue
                 if isinstance(exc, (VersionConflict, EditNotApplicable)):
                     raise _RetryableFailure(f"failed again on fresh contents: {exc}") from None
-                kind = ("invalid JSON reply" if isinstance(exc, InvalidJsonReply)
-                        else "LLM error" if isinstance(exc, LLMError) else "reply cut off")
-                raise _RetryableFailure(f"{kind}: {exc}") from None
+                if isinstance(exc, _UnusableReply):
+                    raise _RetryableFailure(f"{exc.kind}: {exc}", exc.correction) from None
+                if isinstance(exc, _CutOff):
+                    note = self._cut_off_note(scope, self._max_tokens(scope, snapshot))
+                    raise _RetryableFailure(f"reply cut off: {exc}", Correction(exc.reply, note)) from None
+                kind = "invalid JSON reply" if isinstance(exc, InvalidJsonReply) else "LLM error"
+                # An error of the provider's: the next try carries the same correction, if any.
+                raise _RetryableFailure(f"{kind}: {exc}", correction) from None
 
     async def _read_files(self, agent_id: int, scope: _Scope) -> _Snapshot:
         zone = self._config.timezone  # "local" = the system's zone
@@ -350,12 +356,12 @@ class MemorySummarizationService:
             daily_part=part,
         )
 
-    def _targets(self, scope: _Scope) -> list[_Target]:
+    def _targets(self, scope: _Scope) -> list[Target]:
         memory = self._memory
-        shared = _Target(MEMORY_FILE, "memory_update", "memory_edits", memory.memory_max_chars)
+        shared = Target(MEMORY_FILE, "memory_update", "memory_edits", memory.memory_max_chars)
         if not scope.is_group:
-            return [_Target(PROFILE_FILE, "profile_update", "profile_edits", memory.profile_max_chars), shared]
-        return [shared, *(_Target(m.filename, PEOPLE_UPDATES, PEOPLE_EDITS, memory.person_max_chars, m.ref,
+            return [Target(PROFILE_FILE, "profile_update", "profile_edits", memory.profile_max_chars), shared]
+        return [shared, *(Target(m.filename, PEOPLE_UPDATES, PEOPLE_EDITS, memory.person_max_chars, m.ref,
                                   f"# {m.name}") for m in scope.members)]
 
     def _max_tokens(self, scope: _Scope, snap: _Snapshot) -> int:
@@ -383,8 +389,23 @@ class MemorySummarizationService:
     async def _call(self, messages: list[dict[str, Any]], frame: ExtractionFrame, max_tokens: int) -> str:
         response = await self._llm.complete(frame.request(messages, max_tokens))
         if response.stop_reason == "max_tokens":
-            raise _CutOff(response.text)
+            raise _CutOff(response.text, response.text)
         return response.text
+
+    def _cut_off_note(self, scope: _Scope, max_tokens: int) -> str:
+        if scope.is_group:
+            files, edits, replacements = f"{MEMORY_FILE} / {PEOPLE_FOLDER}", GROUP_EDIT_FIELDS + (PEOPLE_EDITS,), (
+                "memory_update", PEOPLE_UPDATES)
+        else:
+            files, edits, replacements = f"{PROFILE_FILE} / {MEMORY_FILE}", EDIT_FIELDS, REPLY_FIELDS[1:]
+        return self._prompts.render("memory/cut-off", max_tokens=max_tokens, files=files,
+                                    edit_fields=" / ".join(edits), replacement_fields=" / ".join(replacements))
+
+    def _correction_note(self, *, problems: Sequence[str] = (), rejections: Sequence[Rejection] = (),
+                         kept: bool = False, number: int = 1) -> str:
+        """What was wrong with an answer, for the model: a field that did not parse, edits that missed."""
+        return self._prompts.render("memory/correction", problems=list(problems), rejections=list(rejections),
+                                    kept=kept, number=number)
 
     async def _complete(self, scope: _Scope, messages: list[dict[str, Any]], frame: ExtractionFrame,
                         max_tokens: int) -> str:
@@ -396,21 +417,14 @@ class MemorySummarizationService:
             return await self._call(messages, frame, max_tokens)
         except _CutOff as cut:
             log.warning("memory reply cut off at max_tokens (%d); asking for edits instead", max_tokens)
-            if scope.is_group:
-                files, edits, replacements = f"{MEMORY_FILE} / {PEOPLE_FOLDER}", GROUP_EDIT_FIELDS + (PEOPLE_EDITS,), (
-                    "memory_update", PEOPLE_UPDATES)
-            else:
-                files, edits, replacements = f"{PROFILE_FILE} / {MEMORY_FILE}", EDIT_FIELDS, REPLY_FIELDS[1:]
             messages += [
-                {"role": "assistant", "content": str(cut).strip() or "..."},
-                {"role": "user", "content": self._prompts.render(
-                    "memory/cut-off", max_tokens=max_tokens, files=files,
-                    edit_fields=" / ".join(edits), replacement_fields=" / ".join(replacements))},
+                {"role": "assistant", "content": cut.reply.strip() or "..."},
+                {"role": "user", "content": self._cut_off_note(scope, max_tokens)},
             ]
         try:
             return await self._call(messages, frame, max_tokens)
-        except _CutOff:
-            raise _CutOff(f"the reply was cut off at max_tokens ({max_tokens}) twice") from None
+        except _CutOff as again:
+            raise _CutOff(f"the reply was cut off at max_tokens ({max_tokens}) twice", again.reply) from None
 
     def _prompt(self, scope: _Scope, snap: _Snapshot, transcript: str, earlier: str, frame: ExtractionFrame) -> str:
         """The extraction request's user message: a direct chat's, a group's with its people, or one
@@ -436,10 +450,10 @@ class MemorySummarizationService:
     def _parse(self, scope: _Scope, text: str) -> dict[str, Any]:
         """The reply's fields; in a group, people only by the numbers the prompt gave them."""
         if not scope.is_group:
-            return parse_memory_reply(text, REPLY_FIELDS, EDIT_FIELDS)
+            return parse_memory_reply(text, REPLY_FIELDS, EDIT_FIELDS, refuse_unknown=True)
         reply = parse_memory_reply(text, GROUP_REPLY_FIELDS, GROUP_EDIT_FIELDS, keyed_text_fields=(PEOPLE_UPDATES,),
                                    keyed_edit_fields=(PEOPLE_EDITS,),
-                                   refused_fields=("profile_update", "profile_edits"))
+                                   refused_fields=("profile_update", "profile_edits"), refuse_unknown=True)
         refs = [m.ref for m in scope.members]
         for key in (PEOPLE_UPDATES, PEOPLE_EDITS):
             unknown = sorted(set(reply[key]) - set(refs))
@@ -449,55 +463,57 @@ class MemorySummarizationService:
         return reply
 
     async def _ask(self, scope: _Scope, snap: _Snapshot, transcript: str, earlier: str,
-                   frame: ExtractionFrame) -> _Plan:
-        """The reply resolved into writes, with budget problems sent back once, then enforced."""
+                   frame: ExtractionFrame, correction: Correction | None = None) -> Plan:
+        """The reply resolved into writes. Parts that missed (an edit whose text is not in the file)
+        and budget problems are sent back once; what the second answer fixes is taken, the rest of
+        the first is kept. A reply with nothing usable raises _UnusableReply, with what to tell the
+        model on the next try."""
         max_tokens = self._max_tokens(scope, snap)
         messages: list[dict[str, Any]] = [{"role": "user", "content": self._prompt(scope, snap, transcript, earlier,
                                                                                   frame)}]
+        if correction is not None:  # after the prompt, so the cached part of the request stays as it was
+            messages += correction.turns()
+        number = correction.number + 1 if correction is not None else 1
         text = await self._complete(scope, messages, frame, max_tokens)
-        plan = self._resolve(scope, snap, self._parse(scope, text), frame)
+        plan = self._resolve(scope, snap, self._parse_or_correct(scope, text, number), frame)
         feedback = self._feedback(scope, plan)
+        if plan.rejected:
+            feedback.insert(0, self._correction_note(rejections=plan.rejected, kept=True))
         if plan.should_update and feedback:
-            # Never truncate silently: ask once, keeping the first answer if the second is no better.
+            # Never truncate or drop silently: ask once, keeping the first answer if the second is no better.
             messages += [{"role": "assistant", "content": text}, {"role": "user", "content": "\n\n".join(feedback)}]
             try:
-                second = self._resolve(scope, snap, self._parse(scope, await self._call(messages, frame, max_tokens)),
-                                       frame)
+                text = await self._call(messages, frame, max_tokens)
+                again = self._parse(scope, text)
+                second = self._resolve(scope, snap, again, frame)
             except (InvalidJsonReply, EditNotApplicable, _CutOff, LLMError) as exc:
-                log.info("the memory model's shorter answer was not usable: %s", exc)
+                log.info("the memory model's corrected answer was not usable: %s", exc)
             else:
+                self._resolver.take_corrections(self._targets(scope), self._texts(scope, snap), plan, again)
                 self._take_fixes(scope, plan, second)
+        if plan.should_update and plan.rejected and not plan.contents and not plan.daily_entry:
+            problem = "; ".join(str(r) for r in plan.rejected)
+            raise _UnusableReply("unusable reply", f"nothing usable: {problem}", Correction(
+                text, self._correction_note(rejections=plan.rejected, number=number), number))
+        plan.notes += [f"left out {r}" for r in plan.rejected]
         self._enforce_budgets(scope, plan)
         return plan
 
-    def _resolve(self, scope: _Scope, snap: _Snapshot, reply: dict[str, Any], frame: ExtractionFrame) -> _Plan:
-        """Replacement or edits -> each file's new text; EditNotApplicable when an edit misses, or
-        when a file was replaced whole from the chat prefix's older copy (it would drop what changed)."""
-        stale = {change.filename for change in frame.changes}
-        reason = reply["reason"].strip() or ("updated" if reply["should_update"] else "nothing worth keeping")
-        plan = _Plan(reply["should_update"], reason, {}, reply["daily_entry"].strip() if reply["should_update"] else "")
-        if not plan.should_update:
-            return plan
-        for target in self._targets(scope):
-            current = snap.file(target.filename)[0] or (f"{target.title}\n" if target.title else "")
-            replacement, edits = target.pick(reply)
-            if replacement.strip():  # a full replacement wins over edits of the same file
-                if target.filename in stale:
-                    raise EditNotApplicable(f"{target.filename}: replaced whole from a copy older than the file")
-                new = replacement.strip() + "\n"
-            elif edits:
-                new = apply_edits(current, edits, target.filename)
-            else:
-                continue
-            if target.title and not new.startswith(f"{target.title}\n"):
-                # A member's profile always says whose it is, whatever the model put first.
-                body = new.split("\n", 1)[1] if new.startswith("# ") else new
-                new = f"{target.title}\n{body}" if body.startswith("\n") else f"{target.title}\n\n{body}"
-            if new.strip() != current.strip():
-                plan.contents[target.filename] = new
-        return plan
+    def _parse_or_correct(self, scope: _Scope, text: str, number: int) -> dict[str, Any]:
+        try:
+            return self._parse(scope, text)
+        except InvalidJsonReply as exc:
+            raise _UnusableReply("invalid JSON reply", str(exc), Correction(
+                text, self._correction_note(problems=[str(exc)], number=number), number)) from None
 
-    def _feedback(self, scope: _Scope, plan: _Plan) -> list[str]:
+    def _resolve(self, scope: _Scope, snap: _Snapshot, reply: dict[str, Any], frame: ExtractionFrame) -> Plan:
+        stale = {change.filename for change in frame.changes}
+        return self._resolver.resolve(self._targets(scope), self._texts(scope, snap), reply, stale)
+
+    def _texts(self, scope: _Scope, snap: _Snapshot) -> dict[str, str]:
+        return {target.filename: snap.file(target.filename)[0] for target in self._targets(scope)}
+
+    def _feedback(self, scope: _Scope, plan: Plan) -> list[str]:
         prompts: list[str] = []
         for target in self._targets(scope):
             size = len(plan.contents.get(target.filename, "").strip())
@@ -510,7 +526,7 @@ class MemorySummarizationService:
                                                 actual_chars=len(plan.daily_entry), max_chars=limit))
         return prompts
 
-    def _take_fixes(self, scope: _Scope, plan: _Plan, second: _Plan) -> None:
+    def _take_fixes(self, scope: _Scope, plan: Plan, second: Plan) -> None:
         """From the second answer, only what the first got wrong (files over budget, a long entry)."""
         for target in self._targets(scope):
             if len(plan.contents.get(target.filename, "").strip()) > target.budget:
@@ -521,7 +537,7 @@ class MemorySummarizationService:
         if len(plan.daily_entry) > self._memory.daily_entry_max_chars and second.daily_entry:
             plan.daily_entry = second.daily_entry
 
-    def _enforce_budgets(self, scope: _Scope, plan: _Plan) -> None:
+    def _enforce_budgets(self, scope: _Scope, plan: Plan) -> None:
         for target in self._targets(scope):
             size = len(plan.contents.get(target.filename, "").strip())
             if size > target.budget:
@@ -535,7 +551,7 @@ class MemorySummarizationService:
             plan.daily_entry = plan.daily_entry[:limit].rstrip() + self._prompts.text("truncated_marker")
 
     async def _commit(
-        self, agent_id: int, conversation_id: str, scope: _Scope, snap: _Snapshot, plan: _Plan, end: int,
+        self, agent_id: int, conversation_id: str, scope: _Scope, snap: _Snapshot, plan: Plan, end: int,
         run_id: int,
     ) -> AnalysisOutcome:
         """Every write of the batch in one transaction: files, watermark, pending row, run row.

@@ -130,6 +130,8 @@ async def test_invalid_json_is_retried_then_recorded_failed_with_nothing_written
     assert (outcome.status, outcome.updated, outcome.retryable) == ("failed", False, True)
     assert "invalid JSON" in outcome.reason
     assert len(env.fake.messages_requests()) == 3
+    # The same unusable answer three times: each retry still says what was wrong (S34), never the same request.
+    assert len({json.dumps(body, sort_keys=True) for body in env.fake.messages_requests()}) == 3
     assert [(r.kind, r.status) for r in runs] == [("summarize", "failed")] * 3
     assert all(r.error and "invalid JSON" in r.error for r in runs)
     assert after == before and daily is None
