@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from memory.extraction.people_profiles import profile_filename
-from tests.memory.test_people_extraction import GROUP, LINES, group_chat
+from tests.support.group_chat import GROUP, LINES, group_chat
 from tests.support.memory_env import CONVERSATION, add_messages, chat, memory_env
 
 DAILY = "memory/2026-04-01.md"

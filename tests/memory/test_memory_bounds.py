@@ -105,25 +105,6 @@ async def test_edits_replace_exactly_once_and_append_in_order(tmp_path: Path) ->
     assert profile == "# Profile\n- City: Bergen\n- Pet: a cat\n"
 
 
-@pytest.mark.parametrize("old", ["- nowhere", "- tea"])  # not found, found twice
-async def test_an_edit_that_misses_is_redone_once_on_fresh_contents(tmp_path: Path, old: str) -> None:
-    async with memory_env(tmp_path) as env:
-        await env.core.workspace.write(1, "MEMORY.md", "# Memory\n- tea\n- tea\n")
-        await add_messages(env.core, chat(2))
-        env.fake.reply_text(reply("- first try", memory_edits=[{"old": old, "new": "- coffee"}]))
-        env.fake.reply_text(reply("- second try", memory_edits=[{"old": old, "new": "- coffee"}]))
-        env.fake.reply_text(reply("- third try", memory_edits=[{"old": "# Memory", "new": "# Memory!"}]))
-        failed = await env.service.analyze_and_update_memory(1, CONVERSATION, attempts=1)
-        untouched = await env.core.workspace.read_text(1, "MEMORY.md")
-        note = await env.core.workspace.get(1, DAILY)
-        retried = await env.service.analyze_and_update_memory(1, CONVERSATION, attempts=1)
-        memory, _ = await env.core.workspace.read_text(1, "MEMORY.md")
-    assert failed.status == "failed" and failed.retryable and "failed again on fresh contents" in failed.reason
-    assert len(env.fake.messages_requests()) == 3  # the miss was redone once, then the next attempt worked
-    assert untouched[0] == "# Memory\n- tea\n- tea\n" and note is None  # nothing of the reply was written
-    assert retried.status == "completed" and memory.startswith("# Memory!")
-
-
 async def test_budgets_apply_to_the_result_of_edits(tmp_path: Path) -> None:
     async with memory_env(tmp_path, **{"memory-max-chars": 60}) as env:
         await env.core.workspace.write(1, "MEMORY.md", "# Memory\n" + "- x\n" * 10)

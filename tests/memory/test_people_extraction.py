@@ -7,30 +7,13 @@ from pathlib import Path
 
 import pytest
 
-from bot.app.core import Core
 from memory.extraction.people_profiles import profile_filename
 from tests.support.fakes.anthropic import TextReply
+from tests.support.group_chat import GROUP, LINES, group_chat
 from tests.support.memory_env import memory_env, user_prompt
-
-GROUP = "tg:-1001"
-SPEAKERS = (("111", "Alice"), ("222", "Bob"))
-
-
-async def group_chat(core: Core, agent_id: int, lines: list[tuple[str, str, str]]) -> None:
-    """(sender id, name, text) user lines, each answered; stored as the router stores a group's."""
-    await core.repos.conversations.create(GROUP, agent_id=agent_id, channel="telegram", chat_key=GROUP,
-                                          trigger_source="channel", is_group=True)
-    for sender, name, text in lines:
-        await core.repos.messages.add_user(GROUP, f"[{name}] {text}", 1, sender, name, None)
-        await core.repos.messages.add_turn(GROUP, [("assistant", "noted", 1, "text")])
-
 
 def reply(**fields: object) -> str:
     return json.dumps({"should_update": True, "reason": "people", "daily_entry": "", **fields})
-
-
-LINES = [("111", "Alice", "I work as a nurse"), ("222", "Bob", "I live in Porto and Alice plays chess"),
-         ("111", "Alice", "my cat is called Miso")]
 
 
 async def test_each_member_gets_a_profile_of_their_own_words_and_the_prompt_numbers_them(tmp_path: Path) -> None:
