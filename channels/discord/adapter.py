@@ -129,6 +129,17 @@ def _no_confirmation() -> None:
     """Discord has no update to acknowledge: a gateway event is gone once it was dispatched."""
 
 
+# The top-level commands without options, in the order Discord lists them: (name, description,
+# what is asked, whether only the caller sees the answer).
+_PLAIN_COMMANDS = (
+    ("help", "Show the commands", "/help", False),
+    ("new", "Start a fresh conversation", "/new", False),
+    ("compact", "Summarise the conversation so far", "/compact", False),
+    ("status", "Agent, model, context and memory status", "/status", False),
+    ("whoami", "Who the bot takes you for, and which agent answers", "/whoami", True),
+)
+
+
 class DiscordChannel:
     """Embeds a discord.Client: `run()` in its own task, `stop()` closes it.
 
@@ -409,26 +420,9 @@ class DiscordChannel:
     def _build_tree(self, client: discord.Client) -> app_commands.CommandTree[discord.Client]:
         tree: app_commands.CommandTree[discord.Client] = app_commands.CommandTree(client)
         ask = self._on_command
-
-        @tree.command(name="help", description="Show the commands")
-        async def help_(interaction: discord.Interaction) -> None:
-            await ask(interaction, "/help")
-
-        @tree.command(name="new", description="Start a fresh conversation")
-        async def new(interaction: discord.Interaction) -> None:
-            await ask(interaction, "/new")
-
-        @tree.command(name="compact", description="Summarise the conversation so far")
-        async def compact(interaction: discord.Interaction) -> None:
-            await ask(interaction, "/compact")
-
-        @tree.command(name="status", description="Agent, model, context and memory status")
-        async def status(interaction: discord.Interaction) -> None:
-            await ask(interaction, "/status")
-
-        @tree.command(name="whoami", description="Who the bot takes you for, and which agent answers")
-        async def whoami(interaction: discord.Interaction) -> None:
-            await ask(interaction, "/whoami", ephemeral=True)
+        plain = self._plain_command
+        for name, description, text, ephemeral in _PLAIN_COMMANDS:
+            tree.add_command(plain(name, description, text, ephemeral=ephemeral))
 
         @tree.command(name="tasks", description="This chat's reminders and scheduled tasks")
         @app_commands.describe(cancel="The id of a task to cancel")
@@ -436,14 +430,8 @@ class DiscordChannel:
             await ask(interaction, "/tasks" if cancel is None else f"/tasks cancel {cancel}")
 
         memory = app_commands.Group(name="memory", description="Memory tools (show, history, why: yours, in a DM)")
-
-        @memory.command(name="emerge", description="Consolidate recent daily notes into MEMORY.md")
-        async def emerge(interaction: discord.Interaction) -> None:
-            await ask(interaction, "/memory emerge")
-
-        @memory.command(name="summarize", description="Save this conversation to memory now")
-        async def summarize(interaction: discord.Interaction) -> None:
-            await ask(interaction, "/memory summarize")
+        memory.add_command(plain("emerge", "Consolidate recent daily notes into MEMORY.md", "/memory emerge"))
+        memory.add_command(plain("summarize", "Save this conversation to memory now", "/memory summarize"))
 
         @memory.command(name="show", description="Show a memory file (direct chat only)")
         @app_commands.describe(which="Which file: profile, memory (default) or today's note")
@@ -463,19 +451,10 @@ class DiscordChannel:
         async def why(interaction: discord.Interaction, text: str) -> None:
             await ask(interaction, f"/memory why {text}", ephemeral=True)
 
-        @memory.command(name="approve", description="Apply the proposed MEMORY.md change")
-        async def approve(interaction: discord.Interaction) -> None:
-            await ask(interaction, "/memory approve")
-
-        @memory.command(name="reject", description="Drop the proposed MEMORY.md change")
-        async def reject(interaction: discord.Interaction) -> None:
-            await ask(interaction, "/memory reject")
-
+        memory.add_command(plain("approve", "Apply the proposed MEMORY.md change", "/memory approve"))
+        memory.add_command(plain("reject", "Drop the proposed MEMORY.md change", "/memory reject"))
         tree.add_command(memory)
-
-        @tree.command(name="undo", description="Take back what memory kept from this chat's last exchange")
-        async def undo(interaction: discord.Interaction) -> None:
-            await ask(interaction, "/undo")
+        tree.add_command(plain("undo", "Take back what memory kept from this chat's last exchange", "/undo"))
 
         @tree.command(name="incognito", description="Talk without anything being remembered")
         @app_commands.describe(state="on or off")
@@ -483,6 +462,15 @@ class DiscordChannel:
             await ask(interaction, f"/incognito {state}")
 
         return tree
+
+    def _plain_command(
+        self, name: str, description: str, text: str, *, ephemeral: bool = False,
+    ) -> app_commands.Command[Any, ..., None]:
+        """A command without options: it asks `text` as a message would."""
+        async def run(interaction: discord.Interaction) -> None:
+            await self._on_command(interaction, text, ephemeral=ephemeral)
+
+        return app_commands.Command(name=name, description=description, callback=run)
 
     async def _on_command(self, interaction: discord.Interaction, text: str, *, ephemeral: bool = False) -> None:
         guild_id = interaction.guild_id
