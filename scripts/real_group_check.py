@@ -1,6 +1,6 @@
 """A real-model check of a group's memory: does each member's profile get that member's facts?
 
-Usage: scripts/real-group-check [CACHE_DIR] [--locale en|zh-CN|both] [--threads N] [--temp T] [--keep]
+Usage: scripts/real-group-check [CACHE_DIR] [--locale en|zh-CN|both] [--runs N] [--threads N] [--temp T] [--keep]
 
 1. Reuses scripts/real-model-check's llama-server build and Qwen2.5-Coder-1.5B weights
    under CACHE_DIR (building and downloading them first when they are not there yet).
@@ -13,7 +13,10 @@ Usage: scripts/real-group-check [CACHE_DIR] [--locale en|zh-CN|both] [--threads 
    wrong (in another member's) or missing; and the remark must not reach the profile of the
    member it is about (it belongs to MEMORY.md).
 4. Prints one JSON line per locale: facts, right, wrong, missing, remark_misattributed,
-   seconds, model (and details). The prompt, the model's replies and the files written go to
+   seconds, model, extraction_requests and extraction_prompts_repeated (counted by
+   scripts/recording_proxy.py between matebot and llama-server), and details. `--runs N`
+   repeats every locale N times and ends with one summary line: right and wrong of all facts.
+   The prompt, the model's replies and the files written go to
    CACHE_DIR/logs/last-group-<locale>.md. Exit 1 only when something could not run.
 """
 
@@ -46,6 +49,7 @@ from real_lane import (
 )
 from real_llama import MODEL_NAME, daemon_config, llama_arguments, serve_in_process
 from real_model_check import extraction_stats
+from recording_proxy import RecordingProxy
 
 # The group prompt lists every member's profile budget as reply room: three members at the
 # default 2000 characters each ask for up to ~12k tokens in zh-CN (one token a character),
@@ -201,6 +205,12 @@ def score(scenario: Scenario, profiles: Mapping[str, str]) -> Score:
 
 
 async def run_locale(scenario: Scenario, locale: str, base_url: str, work: Path, dump: Path) -> dict[str, Any]:
+    async with RecordingProxy(base_url) as proxy:
+        result = await _run_locale(scenario, locale, proxy.url, work, dump)
+    return {**result, **proxy.summary()}
+
+
+async def _run_locale(scenario: Scenario, locale: str, base_url: str, work: Path, dump: Path) -> dict[str, Any]:
     tree = daemon_config(work, base_url, free_port())
     tree["mate"]["locale"] = locale
     tree["mate"]["api"] = {"enabled": False}
@@ -270,6 +280,24 @@ def write_dump(path: Path, locale: str, outcome: AnalysisOutcome, exchanges: lis
                     files=written.items())
 
 
+def summary(results: list[dict[str, Any]]) -> dict[str, Any]:
+    """The totals over every run and locale, in the terms of SPEC S34's targets (right of all
+    facts, wrong ones, repeated extraction prompts)."""
+    def added(key: str) -> int:
+        return sum(int(r.get(key) or 0) for r in results)
+
+    facts, right, wrong = added("facts"), added("right"), added("wrong")
+    return {"summary": "real-group-check", "runs": len(results),
+            "locales": sorted({str(r.get("locale")) for r in results}),
+            "facts": facts, "right": right, "wrong": wrong, "missing": added("missing"),
+            "remark_misattributed": sum(bool(r.get("remark_misattributed")) for r in results),
+            "extraction_requests": added("extraction_requests"),
+            "extraction_prompts_repeated": added("extraction_prompts_repeated"),
+            "targets_met": {"right_three_quarters": facts > 0 and right * 4 >= facts * 3,  # 18 of 24
+                            "wrong_at_most_1_per_24": wrong * 24 <= max(facts, 24),
+                            "extraction_prompts_repeated_0": added("extraction_prompts_repeated") == 0}}
+
+
 # -- main ------------------------------------------------------------------------------
 
 
@@ -277,18 +305,29 @@ def main(argv: list[str] | None = None) -> int:
     parser = lane_parser("scripts/real-group-check", __doc__)
     parser.add_argument("--locale", choices=[*LOCALES, "both"], default="both",
                         help="the conversation's language and prompts (default: both, one JSON line each)")
+    parser.add_argument("--runs", type=int, default=1,
+                        help="runs per locale, each on a fresh database; with more than one line, a summary "
+                             "line follows (default 1)")
     llama_arguments(parser)
     add_keep(parser)
     args = parser.parse_args(argv)
+    if args.runs < 1:
+        parser.error("--runs must be at least 1")
 
     def check(lane: Lane) -> None:
         base_url, server = serve_in_process(lane, args.threads, args.temp, CONTEXT)
+        results: list[dict[str, Any]] = []
         for locale in LOCALES if args.locale == "both" else (args.locale,):
-            dump = lane.logs / f"last-group-{locale}.md"
-            result = asyncio.run(run_locale(SCENARIOS[locale], locale, base_url, lane.work / locale, dump))
-            result.update(server)
-            print_result(result)
-            say(f"{locale}: prompt, replies and files in {dump}")
+            for run in range(1, args.runs + 1):
+                dump = lane.logs / f"last-group-{locale}.md"
+                work = lane.work / (locale if args.runs == 1 else f"{locale}-{run}")
+                result = asyncio.run(run_locale(SCENARIOS[locale], locale, base_url, work, dump))
+                result.update(server, run=run)
+                print_result(result)
+                results.append(result)
+                say(f"{locale}: prompt, replies and files in {dump}")
+        if len(results) > 1:
+            print_result(summary(results))
 
     return run_lane(args.cache_dir, "matebot-real-group-", check, keep=args.keep, in_process=True,
                     last_logs=lambda work: [(log, f"last-group-{log.name}") for log in (work / "logs").glob("*")])

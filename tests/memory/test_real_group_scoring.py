@@ -108,6 +108,22 @@ async def test_the_lane_scores_a_model_by_where_it_files_each_speakers_words(
     expected = first if shift == 0 else third
     assert result["remark_in"] == [f"people/telegram-{expected.sender_id}.md"]
     assert result["attempts"] == 1 and result["model_calls"] == 1 and result["attempt_errors"] == []
+    # The lane's recording proxy saw the one extraction request go by, repeated by none.
+    assert (result["model_requests"], result["extraction_requests"], result["extraction_prompts_repeated"]) == (1, 1, 0)
+    assert [r.path for r in llm.requests] == ["/v1/messages"]
     dump = (tmp_path / "dump.md").read_text()
     assert f"P1 = {first.name}" in dump and f"P3 = {third.name}" in dump
     assert json.loads(json.dumps(result, ensure_ascii=False)) == result  # one JSON line's worth
+
+
+def test_the_summary_line_adds_up_every_run_in_the_specs_terms(lane: ModuleType) -> None:
+    runs = [{"locale": "en", "facts": 6, "right": 5, "wrong": 0, "missing": 1, "remark_misattributed": False,
+             "extraction_requests": 1, "extraction_prompts_repeated": 0}] * 3
+    runs.append({"locale": "zh-CN", "facts": 6, "right": 3, "wrong": 2, "missing": 1, "remark_misattributed": True,
+                 "extraction_requests": 2, "extraction_prompts_repeated": 1})
+    total = lane.summary(runs)
+    assert (total["facts"], total["right"], total["wrong"], total["missing"]) == (24, 18, 2, 4)
+    assert total["remark_misattributed"] == 1 and total["locales"] == ["en", "zh-CN"]
+    assert (total["extraction_requests"], total["extraction_prompts_repeated"]) == (5, 1)
+    assert total["targets_met"] == {"right_three_quarters": True, "wrong_at_most_1_per_24": False,
+                                    "extraction_prompts_repeated_0": False}
