@@ -109,6 +109,7 @@ class RecordingProxy:
     async def __aenter__(self) -> RecordingProxy:
         # No proxy from the environment, no decompression: the answer's bytes pass as they came.
         self._session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=None), auto_decompress=False,
+                                              skip_auto_headers=("Accept-Encoding",),
                                               trust_env=False)
         app = web.Application(client_max_size=256 << 20)
         app.router.add_route("*", "/{tail:.*}", self._forward)
@@ -175,7 +176,9 @@ class RecordingProxy:
                              started=time.monotonic())
         with self._lock:
             self._records.append(record)
-        headers = [(k, v) for k, v in request.headers.items() if k.lower() not in _HOP_BY_HOP | {"content-length"}]
+        # Accept-Encoding stays behind: an answer that came compressed could not be read for its timings.
+        headers = [(k, v) for k, v in request.headers.items()
+                   if k.lower() not in _HOP_BY_HOP | {"content-length", "accept-encoding"}]
         answer = _Answer()
         response: web.StreamResponse | None = None
         encoding = ""
