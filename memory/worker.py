@@ -1,4 +1,5 @@
-"""MemoryWorker: runs memory extraction off the reply path, from durable pending rows (SPEC S6)."""
+"""MemoryWorker: runs memory extraction off the reply path, from durable pending rows, once a
+conversation pauses (SPEC S6, S34)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from typing import Any
 
 from bot.core.clock import Clock, iso, parse_iso, utc_now
 from bot.core.config import MateConfig
+from bot.core.content.transcript import TRANSCRIPT_ROLES
 from bot.core.retry import PENDING_EXTRACTION, Backoff, Sleep
 from bot.storage import Repositories
 from bot.core.records import PendingMemoryRecord
@@ -31,6 +33,13 @@ class MemoryWorker:
     The queue holds agent ids, not events: an agent's run analyses every due pending row
     of that agent, which is what lets skipped triggers coalesce into one deferred run.
     The queue is unbounded but deduplicated, so it never holds more than one entry per agent.
+
+    A row is due once its conversation has been quiet for idle-minutes (by this worker's
+    clock): extracting after every exchange held a local server's only model slot for up to
+    a minute while the person waited for the next reply. An explicit "remember", a fold,
+    /new and max-transcript-messages waiting skip the pause; the cooldown stays the
+    minimum gap between two runs of an agent. The pause is not durable: rows found at
+    start-up run at once.
     """
 
     def __init__(
@@ -49,6 +58,9 @@ class MemoryWorker:
         self._locks: defaultdict[int, asyncio.Lock] = defaultdict(asyncio.Lock)
         self._last_start: dict[int, datetime] = {}
         self._deferred: dict[int, tuple[datetime, asyncio.Task[None]]] = {}
+        self._pause = timedelta(minutes=self._memory.idle_minutes)
+        self._spoke: dict[str, datetime] = {}  # conversation -> its last exchange, while within the pause
+        self._at_once: set[str] = set()  # conversations whose pending row skips the pause
         self._tasks: set[asyncio.Task[None]] = set()
         self._offline_noted = False
 
@@ -65,11 +77,14 @@ class MemoryWorker:
 
     async def publish(self, event: ConversationCompletedEvent, upto_message_id: int) -> None:
         """Pre-check, record the pending row, queue the agent; never waits for an analysis."""
+        self._spoken(event.conversation_id)  # a short "ok" the checks skip still means the talk goes on
         go, reason = self._service.should_analyze(event)
         if not go:
             log.info("memory extraction skipped for %s: %s", event.conversation_id, reason,
                      extra={"conversation_id": event.conversation_id})
             return
+        if self._service.is_explicit_remember(event.user_message):
+            self._at_once.add(event.conversation_id)  # "remember ..." is saved now, not after the pause
         await self._repos.memory_pending.upsert(event.conversation_id, event.agent_id, upto_message_id,
                                                 event.trigger_source, due_time=iso(self._clock()))
         self._enqueue(event.agent_id)
@@ -78,8 +93,8 @@ class MemoryWorker:
         """The window folds messages up to `upto_message_id` away: make sure they get analysed.
 
         Raw messages stay in mate_message, so a durable pending row is all it takes; the
-        worker analyses them in its own time (cooldown and lock as usual) and the reply
-        never waits for an extraction.
+        worker analyses them without waiting for a pause (cooldown and lock as usual) and
+        the reply never waits for an extraction.
         """
         if not self._memory.auto_summarize_enabled:
             return
@@ -90,6 +105,15 @@ class MemoryWorker:
             return
         await self._repos.memory_pending.upsert(conversation_id, agent_id, upto_message_id,
                                                 conversation.trigger_source, due_time=iso(self._clock()))
+        self._at_once.add(conversation_id)
+        self._enqueue(agent_id)
+
+    async def conversation_ended(self, agent_id: int, conversation_id: str) -> None:
+        """/new archived the conversation: no next message will come, so what it said waiting
+        for extraction is analysed now instead of after the pause."""
+        if await self._repos.memory_pending.get(conversation_id) is None:
+            return
+        self._at_once.add(conversation_id)
         self._enqueue(agent_id)
 
     # -- manual trigger --------------------------------------------------------
@@ -104,6 +128,7 @@ class MemoryWorker:
             return AnalysisOutcome("skipped", False, reason)
         async with lock:
             self._last_start[agent_id] = self._clock()
+            self._at_once.discard(conversation_id)
             outcome = await self._service.analyze_and_update_memory(agent_id, conversation_id)
         if outcome.status != "failed":
             await self._repos.memory_pending.complete(conversation_id, outcome.watermark)
@@ -197,6 +222,38 @@ class MemoryWorker:
         except Exception:  # boundary: one bad run must not stop the worker
             log.exception("memory worker task %s failed", name)
 
+    def _spoken(self, conversation_id: str) -> None:
+        if not self._pause:
+            return
+        now = self._clock()
+        if len(self._spoke) >= 1024:  # only conversations still inside their pause need an entry
+            self._spoke = {c: at for c, at in self._spoke.items() if at + self._pause > now}
+        self._spoke[conversation_id] = now
+
+    async def _ready_at(self, row: PendingMemoryRecord, now: datetime) -> datetime:
+        """When the row may run: its due time (retries back off), and the end of the
+        conversation's pause unless something asked for the extraction at once."""
+        due = parse_iso(row.due_time)
+        spoke = self._spoke.get(row.conversation_id)
+        if spoke is None or spoke + self._pause <= now or row.conversation_id in self._at_once:
+            return due
+        if await self._gathered(row):
+            self._at_once.add(row.conversation_id)
+            return due
+        return max(due, spoke + self._pause)
+
+    async def _gathered(self, row: PendingMemoryRecord) -> bool:
+        """max-transcript-messages unanalysed messages wait: one extraction's worth, read now."""
+        conversation = await self._repos.conversations.get(row.conversation_id)
+        if conversation is None:
+            return True  # nothing to wait for: the run records the skip
+        limit = self._memory.max_transcript_messages
+        unread = await self._repos.messages.oldest(
+            row.conversation_id, limit, after_id=conversation.memory_upto_message_id,
+            upto_id=row.upto_message_id, roles=TRANSCRIPT_ROLES, remembered_only=True,
+        )
+        return len(unread) >= limit
+
     def _cooldown_end(self, agent_id: int, now: datetime) -> datetime:
         last = self._last_start.get(agent_id)
         return now if last is None else last + timedelta(minutes=self._memory.cooldown_minutes)
@@ -246,16 +303,33 @@ class MemoryWorker:
                 log.info("memory extraction waits for a model: offline mode keeps the pending conversations")
             return
         now = self._clock()
-        self._last_start[agent_id] = now
+        due: list[PendingMemoryRecord] = []
         later: list[datetime] = []
         for row in await self._repos.memory_pending.all():
             if row.agent_id != agent_id:
                 continue
-            if parse_iso(row.due_time) > now:
-                later.append(parse_iso(row.due_time))
-                continue
+            ready = await self._ready_at(row, now)
+            if ready > now:
+                later.append(ready)
+            else:
+                due.append(row)
+        cooldown_end = self._cooldown_end(agent_id, now)
+        if cooldown_end > now:
+            # Woken inside a cooldown a later run started (the pause ended, a fold): the cooldown
+            # stays the minimum gap. A retry keeps its own backoff (S6: 60 s, then 300 s).
+            if any(not row.attempts for row in due):
+                later.append(cooldown_end)
+            due = [row for row in due if row.attempts]
+        if due:
+            self._last_start[agent_id] = now
+        for row in due:
+            at_once = row.conversation_id in self._at_once
+            # Cleared first: a "remember" arriving while this row runs marks it again.
+            self._at_once.discard(row.conversation_id)
             retry_at = await self._process(row)
             if retry_at is not None:
+                if at_once:
+                    self._at_once.add(row.conversation_id)
                 later.append(retry_at)
         if later:
             self._defer(agent_id, min(later))

@@ -42,6 +42,17 @@ class DatabaseConfig(_Model):
 LlmApi = Literal["anthropic", "openai"]
 
 
+def _whole_number(value: object) -> int | None:
+    """An int as the file may give it (`2`, or `"2"` after ${ENV} substitution); None otherwise."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, str) and value.strip().isdigit():
+        return int(value)
+    return None
+
+
 class LlmConfig(_Model):
     provider: Literal["auto", "anthropic", "offline"] = "auto"
     # The protocol: the Anthropic Messages API or OpenAI-compatible Chat Completions; `auto`
@@ -56,6 +67,9 @@ class LlmConfig(_Model):
     timeout_seconds: float = Field(120, gt=0)
     max_retries: int = Field(3, ge=0, le=10)
     max_concurrency: int = Field(32, ge=1, le=1000)
+    # The model server's parallel slots (llama.cpp: its -np): chat and memory share them, a
+    # waiting chat turn before any memory call. None: max-concurrency.
+    slots: int | None = Field(None, ge=1, le=1000)
     stream: bool = True
     # A reply that is only a JSON tool call written as text runs as that call (small local
     # models do not emit native tool calls); auto = on when base_url points elsewhere.
@@ -63,6 +77,22 @@ class LlmConfig(_Model):
     # Prompt caching: auto = the 1-hour cache while a conversation is active (a turn within the
     # hour), the 5-minute one otherwise; 5m / 1h always that lifetime; off = no cache_control.
     cache: Literal["auto", "5m", "1h", "off"] = "auto"
+
+    @model_validator(mode="before")
+    @classmethod
+    def _slots_bound_concurrency(cls, data: Any) -> Any:
+        """No more calls are in flight than the server has slots: max-concurrency becomes the smaller
+        of the two, so the one limit every client applies is the right one."""
+        if not isinstance(data, dict):
+            return data
+        slots = _whole_number(data.get("slots"))
+        if slots is None or not 1 <= slots <= 1000:
+            return data  # unset, or the field's own check reports it
+        key = "max_concurrency" if "max_concurrency" in data else "max-concurrency"
+        limit = _whole_number(data.get(key, cls.model_fields["max_concurrency"].default))
+        if limit is not None and limit > slots:
+            data = {**data, key: slots}
+        return data
 
     @model_validator(mode="after")
     def _key_for_anthropic(self) -> LlmConfig:
@@ -81,6 +111,11 @@ class LlmConfig(_Model):
         if self.api == "auto":
             return ("ANTHROPIC_API_KEY", "OPENAI_API_KEY")
         return ("OPENAI_API_KEY",) if self.api == "openai" else ("ANTHROPIC_API_KEY",)
+
+    @property
+    def call_slots(self) -> int:
+        """Model calls in flight at once (slots, when set, already bounds max-concurrency)."""
+        return self.max_concurrency
 
     @property
     def effective_memory_model(self) -> str:
@@ -248,6 +283,10 @@ class MemoryConfig(_Model):
     max_transcript_messages: int = Field(30, ge=1)
     max_transcript_message_chars: int = Field(2000, ge=16)
     cooldown_minutes: float = Field(5, ge=0)
+    # An exchange's extraction waits until its conversation was quiet this long (0: right after
+    # the exchange); max-transcript-messages unanalysed messages, a compaction folding them, /new
+    # and an explicit "remember" run it at once. A local model then answers the person first.
+    idle_minutes: float = Field(10, ge=0)
     emergence_enabled: bool = True
     emergence_day_range: int = Field(7, ge=1)
     emergence_cron: str = "0 2 * * *"

@@ -33,7 +33,7 @@ def write_config(tmp_path: Path, llm: FakeAnthropic, tg: FakeTelegram, port: int
         "timezone": "UTC",
         "database": {"path": str(tmp_path / "mate.db")},
         "llm": {"api-key": "test-key", "base-url": llm.url, "max-retries": 0, "stream": False},
-        "memory": {"cooldown-minutes": 0, "min-messages-for-summarize": 0},
+        "memory": {"cooldown-minutes": 0, "idle-minutes": 0, "min-messages-for-summarize": 0},
         "channels": {"console": {"enabled": False},
                      "telegram": {"enabled": True, "token": tg.token, "base-url": tg.base_url,
                                   "admins": [str(OWNER)]}},

@@ -1,11 +1,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
-from datetime import datetime, timedelta, timezone
 from pathlib import Path
-from typing import Any
 
 from bot.app.core import open_core
 from bot.core.config import LlmConfig
@@ -13,49 +9,12 @@ from bot.llm import AnthropicClient
 from bot.core.retry import Backoff
 from memory.events import ConversationCompletedEvent
 from memory.extraction.summarization import MemorySummarizationService
-from memory.worker import MemoryWorker
 from tests.support.config import make_config
 from tests.support.fakes.anthropic import FakeAnthropic
-from tests.support.memory_env import CONVERSATION, MemoryEnv, add_messages, between, chat, memory_env, memory_reply, user_prompt
-
-
-class ManualClock:
-    """A clock the test moves by hand; sleepers wake when it passes their deadline."""
-
-    def __init__(self) -> None:
-        self.now = datetime(2026, 4, 1, 9, 0, tzinfo=timezone.utc)
-        self._sleepers: list[tuple[datetime, asyncio.Future[None]]] = []
-
-    def __call__(self) -> datetime:
-        return self.now
-
-    async def sleep(self, seconds: float) -> None:
-        if seconds <= 0:
-            await asyncio.sleep(0)
-            return
-        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._sleepers.append((self.now + timedelta(seconds=seconds), future))
-        await future
-
-    def advance(self, seconds: float) -> None:
-        self.now += timedelta(seconds=seconds)
-        for deadline, future in list(self._sleepers):
-            if deadline <= self.now and not future.done():
-                future.set_result(None)
-
-
-@asynccontextmanager
-async def running(env: MemoryEnv, clock: ManualClock, **options: Any) -> AsyncIterator[MemoryWorker]:
-    """A started worker whose consumer loop runs as a task, closed (rows kept) on exit."""
-    worker = MemoryWorker(env.service, env.core.repos, env.core.config.mate, clock=clock,
-                          sleep=clock.sleep, **options)
-    async with worker:
-        loop_task = asyncio.create_task(worker.run(), name="memory-worker")
-        try:
-            yield worker
-        finally:
-            loop_task.cancel()
-            await asyncio.gather(loop_task, return_exceptions=True)
+from tests.support.memory_env import (
+    CONVERSATION, ManualClock, MemoryEnv, add_messages, between, chat, memory_env, memory_reply, user_prompt,
+    worker_running,
+)
 
 
 def completed(count: int, text: str = "please note the project deadline") -> ConversationCompletedEvent:
@@ -64,7 +23,7 @@ def completed(count: int, text: str = "please note the project deadline") -> Con
 
 async def test_publish_returns_before_the_model_answers(tmp_path: Path) -> None:
     clock = ManualClock()
-    async with memory_env(tmp_path) as env, running(env, clock) as worker:
+    async with memory_env(tmp_path) as env, worker_running(env, clock) as worker:
         ids = await add_messages(env.core, chat(2))
         env.fake.reply_text(memory_reply(daily="- deadline"), delay=0.3)
         loop = asyncio.get_running_loop()
@@ -81,7 +40,7 @@ async def test_publish_returns_before_the_model_answers(tmp_path: Path) -> None:
 
 async def test_skipped_event_is_logged_not_queued(tmp_path: Path) -> None:
     clock = ManualClock()
-    async with memory_env(tmp_path) as env, running(env, clock) as worker:
+    async with memory_env(tmp_path) as env, worker_running(env, clock) as worker:
         ids = await add_messages(env.core, chat(1))
         await worker.publish(completed(2, "ok"), ids[-1])
         assert await worker.drain(5)
@@ -91,7 +50,8 @@ async def test_skipped_event_is_logged_not_queued(tmp_path: Path) -> None:
 
 async def test_cooldown_skip_becomes_one_deferred_run_covering_the_tail(tmp_path: Path) -> None:
     clock = ManualClock()
-    async with memory_env(tmp_path, clock=clock, **{"cooldown-minutes": 5}) as env, running(env, clock) as worker:
+    async with memory_env(tmp_path, clock=clock, **{"cooldown-minutes": 5}) as env, \
+            worker_running(env, clock) as worker:
         ids = await add_messages(env.core, chat(2))
         env.fake.reply_text(memory_reply(daily="- first"))
         await worker.publish(completed(4), ids[-1])
@@ -122,7 +82,7 @@ async def test_cooldown_skip_becomes_one_deferred_run_covering_the_tail(tmp_path
 
 async def test_busy_agent_skips_manual_run_and_defers_the_trigger(tmp_path: Path) -> None:
     clock = ManualClock()
-    async with memory_env(tmp_path) as env, running(env, clock) as worker:
+    async with memory_env(tmp_path) as env, worker_running(env, clock) as worker:
         ids = await add_messages(env.core, chat(2))
         env.fake.reply_text(memory_reply(daily="- first"), delay=0.3)
         await worker.publish(completed(4), ids[-1])
@@ -143,7 +103,8 @@ async def test_busy_agent_skips_manual_run_and_defers_the_trigger(tmp_path: Path
 
 async def test_manual_run_bypasses_the_cooldown(tmp_path: Path) -> None:
     clock = ManualClock()
-    async with memory_env(tmp_path, clock=clock, **{"cooldown-minutes": 5}) as env, running(env, clock) as worker:
+    async with memory_env(tmp_path, clock=clock, **{"cooldown-minutes": 5}) as env, \
+            worker_running(env, clock) as worker:
         ids = await add_messages(env.core, chat(2))
         env.fake.reply_text(memory_reply(should_update=False))
         await worker.publish(completed(4), ids[-1])
@@ -157,7 +118,8 @@ async def test_manual_run_bypasses_the_cooldown(tmp_path: Path) -> None:
 
 async def test_a_fold_only_records_the_folded_range_and_the_worker_analyses_it_later(tmp_path: Path) -> None:
     clock = ManualClock()
-    async with memory_env(tmp_path, clock=clock, **{"cooldown-minutes": 5}) as env, running(env, clock) as worker:
+    async with memory_env(tmp_path, clock=clock, **{"cooldown-minutes": 5}) as env, \
+            worker_running(env, clock) as worker:
         ids = await add_messages(env.core, chat(4))
         env.fake.reply_text(memory_reply(should_update=False))
         await worker.publish(completed(8), ids[1])  # starts the cooldown
@@ -184,7 +146,7 @@ async def test_start_up_records_conversations_left_without_a_pending_row(tmp_pat
         ids = await add_messages(env.core, chat(2))  # a reply stored, then a crash before its event
         await add_messages(env.core, [("user", "hi"), ("assistant", "hello")], conversation_id="console:short")
         env.fake.reply_text(memory_reply(daily="- recovered"))
-        async with running(env, clock) as worker:
+        async with worker_running(env, clock) as worker:
             assert await worker.drain(5)
             short = await env.core.repos.memory_pending.get("console:short")
         conversation = await env.core.repos.conversations.get(CONVERSATION)
@@ -197,7 +159,7 @@ async def test_start_up_records_conversations_left_without_a_pending_row(tmp_pat
 
 async def test_invalid_json_gives_up_after_three_durable_attempts(tmp_path: Path) -> None:
     clock = ManualClock()
-    async with memory_env(tmp_path) as env, running(env, clock, retry=Backoff(30.0, 60.0, attempts=3)) as worker:
+    async with memory_env(tmp_path) as env, worker_running(env, clock, retry=Backoff(30.0, 60.0, attempts=3)) as worker:
         ids = await add_messages(env.core, chat(2))
         for _ in range(3):
             env.fake.reply_text("no json here")
@@ -227,7 +189,7 @@ async def test_pending_event_survives_a_restart(tmp_path: Path) -> None:
             env = MemoryEnv(core, fake, llm, MemorySummarizationService(
                 core.config.mate, core.repos, core.workspace, llm, core.prompts, clock))
             ids = await add_messages(core, chat(2))
-            async with running(env, clock) as worker:
+            async with worker_running(env, clock) as worker:
                 await worker.publish(completed(4), ids[-1])
                 while not fake.requests:
                     await asyncio.sleep(0.01)
@@ -237,7 +199,7 @@ async def test_pending_event_survives_a_restart(tmp_path: Path) -> None:
         async with open_core(config) as core, AnthropicClient(llm_config) as llm:
             env = MemoryEnv(core, fake, llm, MemorySummarizationService(
                 core.config.mate, core.repos, core.workspace, llm, core.prompts, clock))
-            async with running(env, clock) as worker:
+            async with worker_running(env, clock) as worker:
                 assert await worker.drain(5)
             assert await core.repos.memory_pending.all() == []
             assert (await core.workspace.read_text(1, "MEMORY.md"))[0] == "# Memory\n- after restart\n"
@@ -248,7 +210,8 @@ async def test_pending_event_survives_a_restart(tmp_path: Path) -> None:
 async def test_the_cooldown_is_per_agent_so_a_second_conversation_waits_for_it(tmp_path: Path) -> None:
     other = "console:other"
     clock = ManualClock()
-    async with memory_env(tmp_path, clock=clock, **{"cooldown-minutes": 5}) as env, running(env, clock) as worker:
+    async with memory_env(tmp_path, clock=clock, **{"cooldown-minutes": 5}) as env, \
+            worker_running(env, clock) as worker:
         first = await add_messages(env.core, chat(2))
         second = await add_messages(env.core, chat(2, 10), conversation_id=other)
         env.fake.reply_text(memory_reply(daily="- first"))

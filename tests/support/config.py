@@ -14,9 +14,20 @@ from bot.core.config import Config, parse_config
 PINNED_START = datetime(2026, 3, 4, 12, 0, tzinfo=timezone.utc)
 
 
+# Tests read an extraction right after the exchange that asked for it; the pause before one
+# (idle-minutes) is tested where a test sets it.
+TEST_MEMORY: dict[str, object] = {"idle-minutes": 0}
+
+
 def make_config(tmp_path: Path, **mate: object) -> Config:
     """A Config whose database lives in tmp_path; `mate` overrides keys (kebab-case dicts)."""
-    data: dict[str, object] = {"database": {"path": str(tmp_path / "mate.db")}, "timezone": "UTC"}
+    data: dict[str, object] = {"database": {"path": str(tmp_path / "mate.db")}, "timezone": "UTC",
+                               "memory": dict(TEST_MEMORY)}
+    memory = mate.pop("memory", None)
+    if isinstance(memory, dict):
+        data["memory"] = {**TEST_MEMORY, **memory}
+    elif memory is not None:
+        data["memory"] = memory
     data.update(mate)
     return parse_config({"mate": data}, environ={})
 

@@ -157,7 +157,7 @@ def write_config(tmp_path: Path, fake: FakeAnthropic, port: int, **mate: Any) ->
         "timezone": "UTC",
         "database": {"path": str(tmp_path / "mate.db")},
         "llm": {"api-key": "test-key", "base-url": fake.url, "max-retries": 0, "timeout-seconds": 60},
-        "memory": {"cooldown-minutes": 0},
+        "memory": {"cooldown-minutes": 0, "idle-minutes": 0},  # extraction right after an exchange
         "channels": {"console": {"enabled": False}},
         "api": {"enabled": True, "host": "127.0.0.1", "port": port},
         **mate,

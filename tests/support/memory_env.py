@@ -3,11 +3,12 @@ service, and the readers of what the model was sent."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, replace
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +19,7 @@ from bot.llm import AnthropicClient
 from bot.core.retry import MEMORY_MODEL_CALL
 from bot.core.clock import Clock
 from memory.extraction.summarization import MemorySummarizationService
+from memory.worker import MemoryWorker
 from tests.support.config import make_config
 from tests.support.fakes.anthropic import FakeAnthropic
 
@@ -25,6 +27,32 @@ from tests.support.fakes.anthropic import FakeAnthropic
 CONVERSATION = "console:me"
 NOON = datetime(2026, 4, 1, 12, 0, tzinfo=timezone.utc)
 NO_WAITS = replace(MEMORY_MODEL_CALL, base=0.0, maximum=0.0)  # extraction's tries, without the waits
+
+
+class ManualClock:
+    """A clock the test moves by hand; sleepers (the worker's deferred runs) wake when it passes
+    their deadline."""
+
+    def __init__(self, start: datetime = datetime(2026, 4, 1, 9, 0, tzinfo=timezone.utc)) -> None:
+        self.now = start
+        self._sleepers: list[tuple[datetime, asyncio.Future[None]]] = []
+
+    def __call__(self) -> datetime:
+        return self.now
+
+    async def sleep(self, seconds: float) -> None:
+        if seconds <= 0:
+            await asyncio.sleep(0)
+            return
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._sleepers.append((self.now + timedelta(seconds=seconds), future))
+        await future
+
+    def advance(self, seconds: float) -> None:
+        self.now += timedelta(seconds=seconds)
+        for deadline, future in list(self._sleepers):
+            if deadline <= self.now and not future.done():
+                future.set_result(None)
 
 
 @dataclass
@@ -50,6 +78,20 @@ async def memory_env(
                 core.config.mate, core.repos, core.workspace, llm, core.prompts, clock, retry=NO_WAITS
             )
             yield MemoryEnv(core, fake, llm, service)
+
+
+@asynccontextmanager
+async def worker_running(env: MemoryEnv, clock: ManualClock, **options: Any) -> AsyncIterator[MemoryWorker]:
+    """A started worker on the test's clock whose consumer loop runs as a task, closed (rows kept) on exit."""
+    worker = MemoryWorker(env.service, env.core.repos, env.core.config.mate, clock=clock,
+                          sleep=clock.sleep, **options)
+    async with worker:
+        loop_task = asyncio.create_task(worker.run(), name="memory-worker")
+        try:
+            yield worker
+        finally:
+            loop_task.cancel()
+            await asyncio.gather(loop_task, return_exceptions=True)
 
 
 async def add_messages(

@@ -36,6 +36,10 @@ class EmergenceRunner(Protocol):
 class SummarizeRunner(Protocol):
     async def summarize_now(self, agent_id: int, conversation_id: str) -> Any: ...
 
+    async def conversation_ended(self, agent_id: int, conversation_id: str) -> None:
+        """/new: extract what the closed conversation said without waiting for a pause."""
+        ...
+
 
 class ProposalReview(Protocol):
     """Reviewed consolidation: the owner's answer to a proposed MEMORY.md change."""
@@ -87,6 +91,11 @@ class CommandHandler:
             await self._repos.incognito.end(conversation.id)  # an incognito conversation's messages go
             await router.new_conversation(conversation, message)
             self._window.forget(conversation.id)
+            if self._summarizer is not None:
+                try:
+                    await self._summarizer.conversation_ended(conversation.agent_id, conversation.id)
+                except Exception:  # the pending row stays: it is extracted after the pause instead
+                    log.warning("could not start the extraction of the closed conversation", exc_info=True)
             return t("new_conversation")
         if command == "undo":
             if not (message.is_direct or router.is_admin(message)):
