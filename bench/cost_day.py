@@ -2,11 +2,12 @@
 
 What: `--messages` (40) user messages in `--sessions` (5) sessions of one console conversation
 with a long past, through the real runtime (router, agent, window, the memory worker with its
-default 5-minute cooldown, compaction when the window asks for it) and the nightly memory job at
+defaults: extraction after 10 quiet minutes, at most one per 5-minute cooldown; compaction when the
+window asks for it) and the nightly memory job at
 02:00 as the daemon runs it by default (the agent reviewing its daily notes with its tools),
 against the fake Messages API of tests/ answered by a scripted model (bench/cost_day_model.py).
 Everything runs on one simulated clock (bench/sim_clock.py): the daemon's clock and sleeps and
-the fake's cache clock, so caches expire and cooldowns end as the gaps say.
+the fake's cache clock, so caches expire, pauses and cooldowns end as the gaps say.
 
 The day (seeded): sessions start 1-3 hours apart (log-uniform), messages inside a session
 30 s - 15 min apart (log-uniform; about a third of them longer than the 5-minute cache), from

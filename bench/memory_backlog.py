@@ -7,7 +7,8 @@ busy (draining 200 extractions), and idle again after the drain.
 
 How: 200 conversations of 6 messages with long user messages (so the S6 pre-checks
 pass) get one ConversationCompletedEvent each through `worker.publish` (which records
-the pending row and queues the agent); `memory.cooldown-minutes` is 0. The worker's LLM
+the pending row and queues the agent); `memory.cooldown-minutes` and `idle-minutes` are 0
+(the backlog is due at once, as after a restart or a long pause). The worker's LLM
 calls (purpose "memory") take `--memory-latency` (50 ms) and return a JSON reply that
 appends a daily-note line, so every extraction also writes to SQLite. All 200 belong to
 agent 1, as in a single-owner deployment, so the worker analyses them one after another
@@ -76,7 +77,7 @@ async def run_memory_backlog(
 ) -> dict[str, Any]:
     rng = random.Random(seed)
     with tempfile.TemporaryDirectory(prefix="matebot-bench-") as tmp:
-        config = make_config(Path(tmp), memory={"cooldown-minutes": 0})
+        config = make_config(Path(tmp), memory={"cooldown-minutes": 0, "idle-minutes": 0})
         llm = ScriptedLLM(chat_latency=0.0, memory_latency=memory_latency)
         async with open_runtime(config, llm=llm, with_memory_worker=True) as rt:
             tune_garbage_collector()  # as the daemon does once started
