@@ -42,7 +42,7 @@ def test_imports_run_only_downwards() -> None:
 
 
 @pytest.mark.parametrize(("module", "layer"), [
-    ("bot.core.config", 0), ("channels.base", 0), ("channels.streaming", 0), ("bot.storage.database", 1),
+    ("bot.core.config", 0), ("bot.core.config.llm", 0), ("channels.base", 0), ("channels.streaming", 0), ("bot.storage.database", 1),
     ("bot.llm.port", 2), ("memory.worker", 3), ("bot.media.voice", 3), ("bot.conversation.router", 4),
     ("bot.schedule.timer", 5), ("channels.telegram.adapter", 7), ("channels.discord.adapter", 7),
     ("bot.app.daemon", 8), ("bot.__main__", 8),
