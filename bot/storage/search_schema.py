@@ -1,6 +1,6 @@
 """The search index's schema: the SQL of the triggers that keep mate_search_text,
 mate_search_trigram, mate_search_scope and mate_file_piece in step with messages and
-workspace files, as the migrations (bot/storage/migrations.py) install them version by version."""
+workspace files, as the migrations (bot/storage/migrations/) install them version by version."""
 
 from __future__ import annotations
 
