@@ -34,7 +34,7 @@ from aiohttp import web
 from bot.core.config import LlmConfig, parse_config
 from bot.app.daemon import offline_notice
 from bot.core.prompts import PromptLibrary
-from tests.support.daemon_process import clean_env, daemon, matebot
+from tests.support.daemon_process import PROCESS_TIMEOUT, clean_env, daemon, matebot, wait_for
 from tests.support.fakes.anthropic import CustomReply, FakeAnthropic, RecordedRequest, Script
 from tests.support.terminal import COLUMNS, PROMPT, ROWS, Terminal, wait_for
 
@@ -225,7 +225,9 @@ async def test_run_with_openai_key_and_anthropic_api_says_which_setting_to_chang
     async with daemon(config, 0, env=_env(OPENAI_API_KEY="sk-test-not-used")) as running:
         assert running.logged("OPENAI_API_KEY is set, but mate.llm.api is anthropic"), running.log
         assert running.logged("Set mate.llm.api: openai (or auto)"), running.log
-        assert running.logged("provider offline (OPENAI_API_KEY is not read with mate.llm.api anthropic"), running.log
+        # The start-up summary is printed just after the ready line the harness waited for.
+        await wait_for(lambda: running.logged("provider offline (OPENAI_API_KEY is not read with mate.llm.api anthropic"),
+                       PROCESS_TIMEOUT, "the start-up summary")
         assert not running.logged("sk-test-not-used")
 
 
