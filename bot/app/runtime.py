@@ -26,6 +26,7 @@ from bot.conversation.people import shared_owner_memory
 from bot.llm import TextToolCallClient
 from bot.llm.context_probe import fitted_window, probe_context
 from bot.core.retry import Sleep
+from bot.core.tools import offered
 from bot.conversation.router import ChannelMessageRouter
 from bot.schedule.reminders.delivery import ChannelOutbox
 from bot.schedule.reminders.service import TaskService
@@ -42,8 +43,10 @@ from memory.events import MemoryEventSink, NullMemorySink
 from memory.trust.receipts import MemoryReceipts
 from memory.consolidation.review import ConsolidationReview, OwnerChannel
 from memory.recall.search import MemorySearchService
+from memory.recall.tool import SHORT_DESCRIPTIONS as SEARCH_TOOL_LINES
 from memory.recall.tool import MemorySearchTool
 from memory.extraction.summarization import MemorySummarizationService
+from memory.workspace.tool import SHORT_DESCRIPTIONS as MEMORY_TOOL_LINES
 from memory.workspace.tool import WorkspaceMemoryTool
 from memory.worker import MemoryWorker
 from memory.workspace.service import MEMORY_FILE, PROFILE_FILE
@@ -158,8 +161,12 @@ async def open_runtime(
             consolidation_run=consolidation_turns.run_of)
         semantic = await _semantic_search(stack, core, backfill=with_memory_worker)
         search = MemorySearchService(core.repos.search, semantic)
+        # A model that holds little context gets the compact tool schemas (mate.llm.tools).
+        form = mate.llm.tool_form(window_config.default_max_input_tokens)
         agent = Agent(mate, core.repos, core.workspace, window, llm, tokens, core.prompts,
-                      [tool, MemorySearchTool(search, core.prompts)], clock=clock, prefixes=prefixes)
+                      [offered(tool, MEMORY_TOOL_LINES, form),
+                       offered(MemorySearchTool(search, core.prompts), SEARCH_TOOL_LINES, form)],
+                      clock=clock, prefixes=prefixes)
         media = MediaPreparer(mate.media, Path(mate.database.path).parent / "media",
                               voice=await _voice_notes(stack, mate.media))
         stack.callback(media.close)  # runs after the router drained: drops queued media work
@@ -176,7 +183,7 @@ async def open_runtime(
                                   review=services.review if services else None)
         router = ChannelMessageRouter(mate, core.repos, core.agents, agent, memory, core.prompts,
                                       commands=commands, media=media, access=access, people=core.people,
-                                      tasks=TurnTaskTools(tasks, core.prompts, core.repos.incognito.holds),
+                                      tasks=TurnTaskTools(tasks, core.prompts, core.repos.incognito.holds, form=form),
                                       clock=clock)
         yield Runtime(core=core, llm=llm, tokens=tokens, window=window, agent=agent, router=router,
                       commands=commands, memory=memory, offline=offline, channel_states=channel_states,

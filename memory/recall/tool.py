@@ -38,6 +38,12 @@ _DEFINITION: dict[str, Any] = {
 }
 
 
+# The compact form's one-liner (mate.llm.tools: compact; bot.core.tools.compact_definitions).
+SHORT_DESCRIPTIONS: dict[str, str] = {
+    SEARCH_TOOL: "Search past conversations and memory files by names, words, dates.",
+}
+
+
 class MemorySearchTool:
     def __init__(self, service: MemorySearchService, prompts: PromptLibrary) -> None:
         self._service = service

@@ -105,6 +105,15 @@ _DEFINITIONS: tuple[dict[str, Any], ...] = (
 )
 
 
+# The compact form's one-liner per tool (mate.llm.tools: compact; bot.core.tools.compact_definitions).
+SHORT_DESCRIPTIONS: dict[str, str] = {
+    LIST_TOOL: "List your memory files.",
+    READ_TOOL: "Read one memory file.",
+    WRITE_TOOL: "Overwrite a memory file with its complete new content.",
+    EDIT_TOOL: "Replace oldText with newText in a memory file.",
+}
+
+
 class _Refused(Exception):
     """Internal control flow: an operation was refused with a message localised for the model."""
 

@@ -14,6 +14,9 @@ from bot.core.config.base import Section, whole_number
 
 
 DEFAULT_MODEL = "claude-sonnet-5-5"
+# At or below this much context (tokens) `tools: auto` offers the compact schemas: the full
+# ones were 61 % of a small local model's first prompt (SPEC S34).
+COMPACT_TOOLS_CONTEXT = 16384
 
 
 LlmApi = Literal["anthropic", "openai"]
@@ -43,6 +46,10 @@ class LlmConfig(Section):
     # Prompt caching: auto = the 1-hour cache while a conversation is active (a turn within the
     # hour), the 5-minute one otherwise; 5m / 1h always that lifetime; off = no cache_control.
     cache: Literal["auto", "5m", "1h", "off"] = "auto"
+    # Tool schemas as the model reads them: full (descriptions, examples) or compact (one line
+    # per tool, bare parameters); auto = compact when the context (probed from a local server,
+    # else the configured window) is at most COMPACT_TOOLS_CONTEXT tokens.
+    tools: Literal["full", "compact", "auto"] = "auto"
 
     @model_validator(mode="before")
     @classmethod
@@ -82,6 +89,12 @@ class LlmConfig(Section):
     def call_slots(self) -> int:
         """Model calls in flight at once (slots, when set, already bounds max-concurrency)."""
         return self.max_concurrency
+
+    def tool_form(self, context_tokens: int) -> Literal["full", "compact"]:
+        """The form tools are offered in, for a model that holds `context_tokens`."""
+        if self.tools == "auto":
+            return "compact" if context_tokens <= COMPACT_TOOLS_CONTEXT else "full"
+        return self.tools
 
     @property
     def effective_memory_model(self) -> str:

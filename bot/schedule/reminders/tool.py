@@ -12,7 +12,7 @@ from bot.storage.tasks import ChatRef
 from bot.conversation.reminder_port import MissedNotice
 from bot.conversation.reminder_port import chat_of
 from bot.schedule.reminders.service import Sender, TaskProblem, TaskService
-from bot.core.tools import ToolResult, ToolSet
+from bot.core.tools import ToolForm, ToolResult, ToolSet, compact_definitions
 from channels.base import InboundMessage
 
 log = logging.getLogger(__name__)
@@ -66,6 +66,16 @@ def definitions(default_zone: str, min_interval: str) -> list[dict[str, Any]]:
             },
         },
     ]
+
+
+# The compact form's one-liners (mate.llm.tools: compact; bot.core.tools.compact_definitions):
+# what a call needs that the bare schema does not say.
+SHORT_DESCRIPTIONS: dict[str, str] = {
+    SCHEDULE_TOOL: "Remind this chat: `at` once (local ISO time: the message's time plus the delay) "
+                   "or `cron` to repeat.",
+    LIST_TOOL: "List scheduled tasks.",
+    CANCEL_TOOL: "Cancel a scheduled task.",
+}
 
 
 def _error(text: str) -> ToolResult:
@@ -146,12 +156,13 @@ class TurnTaskTools:
     """What the router asks of tasks each turn: the tools this sender gets, and the missed runs to mention."""
 
     def __init__(self, service: TaskService, prompts: PromptLibrary, off_the_record: OffTheRecord | None = None,
-                 ) -> None:
+                 *, form: ToolForm = "full") -> None:
         self._service = service
         self._prompts = prompts
         self._off_the_record = off_the_record
         # One list for every turn: the agent's token count is cached by identity.
-        self._offered = definitions(service.default_zone, service.min_interval_text)
+        offered = definitions(service.default_zone, service.min_interval_text)
+        self._offered = compact_definitions(offered, SHORT_DESCRIPTIONS) if form == "compact" else offered
         self._refused = RefusedTaskTools(prompts)
 
     def tools_for(self, message: InboundMessage) -> tuple[ToolSet, ...]:
