@@ -161,12 +161,15 @@ _CLAIMS: tuple[tuple[str, re.Pattern[str]], ...] = (
         rf"{_I_HAVE}(?:noted|saved|stored|memori[sz]ed|made\s+a\s+note)\b"
         rf"|{_I_HAVE}(?:written|added|recorded)\s+(?:it|that|this)\b"
         rf"|{_I_WILL}(?:remember|keep\s+that\s+in\s+mind|make\s+a\s+note)\b"
+        rf"|{_I_WILL}(?:write|save|store|add|note)\s+(?:it|that|this)\b"
         r"|\b(?:noted|saved|stored)\s+(?:it|that|this)\s+(?:in|to|into)\s+(?:my\s+)?(?:memory|MEMORY\.md|PROFILE\.md)"
         r"|\bupdated\s+my\s+memory\b|^\s*(?:Got\s+it[,!.]\s*)?Noted\b", re.I | re.M)),
     ("remember", re.compile(r"(?:我)?已(?:经)?(?:记住|记下|保存|存入|写入|记录|存储)|我记住了|记下了"
                             r"|(?<![不没])我会记住|(?<![不没])会记住的|已(?:经)?更新(?:了)?(?:我的)?记忆")),
     ("change", re.compile(
-        rf"{_I_HAVE}(?:updated|changed|deleted|removed|cancell?ed|edited|renamed|corrected)\b", re.I)),
+        rf"{_I_HAVE}(?:updated|changed|deleted|removed|cancell?ed|edited|renamed|corrected)\b"
+        r"|\b(?:has|have)\s+been\s+(?:saved|stored|written|overwritten|updated|added|noted|recorded|changed"
+        r"|deleted|removed|cancell?ed)\b", re.I)),
     ("change", re.compile(r"已(?:经)?(?:为你|帮你)?(?:更新|修改|删除|取消|更改)")),
 )
 
