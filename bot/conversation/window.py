@@ -70,6 +70,10 @@ class _CachedHistory:
     chars: int
 
 
+# Memory notes kept for re-sending; past this the oldest go (their turns then read without it).
+_MAX_NOTES = 4096
+
+
 def _item_tokens(item: HistoryItem) -> int:
     return item.tokens + PER_MESSAGE_OVERHEAD
 
@@ -103,6 +107,10 @@ class ConversationWindowManager:
         self._summary_model = summary_model
         self._clock = clock
         self._time_label = time_label
+        # The memory note each user message was sent with, by message id: later turns send it
+        # again, so the history reads as it did in the request that cached it (process memory
+        # only, like the snapshot the note comes from).
+        self._notes: OrderedDict[int, str] = OrderedDict()
         self._summaries: dict[str, tuple[str | None, int, float]] = {}
         # Each active conversation's window, kept current by the agent's own writes so a
         # turn need not read it back; a stored turn whose predecessor is not the cached last
@@ -237,9 +245,16 @@ class ConversationWindowManager:
         raw = self._tokens.count_text(window.system) + self._tokens.count_tools(window.tools)
         if window.summary:
             raw += self._tokens.count_message(self.summary_message(window.summary))
-        raw += sum(_item_tokens(i) for i in window.history)
+        raw += sum(self._history_tokens(i) for i in window.history)
         raw += sum(_item_tokens(i) + (TIME_LABEL_TOKENS if i.time else 0) for i in window.current)
         return raw
+
+    def _history_tokens(self, item: HistoryItem) -> int:
+        """An earlier message as it is sent again, with its memory note (its time label, about
+        TIME_LABEL_TOKENS, is left to the calibration from reported usage, as before)."""
+        tokens = _item_tokens(item)
+        note = self._notes.get(item.id)
+        return tokens + self._tokens.count_text(note) if note else tokens
 
     def _calibrated(self, window: Window) -> int:
         return self._tokens.calibrated(window.model, window.raw_tokens)
@@ -264,7 +279,7 @@ class ConversationWindowManager:
                                                                     _chars(history)))
         window = Window(system, tools, summary, history, current, 0, self.budget, model)
         window.raw_tokens = self._estimate(window)
-        fixed = window.raw_tokens - sum(_item_tokens(i) for i in history)
+        fixed = window.raw_tokens - sum(self._history_tokens(i) for i in history)
         fixed -= self._tokens.count_message(self.summary_message(summary)) if summary else 0
         if self._tokens.calibrated(model, fixed) > self.budget:
             own = sum(i.tokens for i in current)
@@ -297,20 +312,33 @@ class ConversationWindowManager:
             while units and not self._may_lead(window, units[0][0]):
                 units.pop(0)
             history = [i for u in units for i in u]
-        parts += [(i.api_role, i.content) for i in history]
+        parts += [(i.api_role, self._as_sent_before(i)) for i in history]
         current = [(i.api_role, self._timed(i)) for i in window.current]
         if window.memory_note and current and current[0][0] == "user":
             current[0] = ("user", with_note(window.memory_note, current[0][1]))
+            self._keep_note(window.current[0].id, window.memory_note)
         parts += current
         parts += list(extra)
         return to_api_messages(parts)
 
     def _timed(self, item: HistoryItem) -> Content:
-        """The current message with the local time it was sent (older ones go without: the
-        history before this turn must read as it did in the last request, for the cache)."""
+        """A user message with the local time it was sent: derived from the stored time alone,
+        so every later request shows it the same (the provider's prompt cache needs that)."""
         if item.role != "user" or not item.time or self._time_label is None:
             return item.content
         return with_time(item.content, self._time_label(item.time))
+
+    def _as_sent_before(self, item: HistoryItem) -> Content:
+        """An earlier message exactly as the request that carried it as the current one had it."""
+        content = self._timed(item)
+        note = self._notes.get(item.id) if item.role == "user" else None
+        return with_note(note, content) if note else content
+
+    def _keep_note(self, message_id: int, note: str) -> None:
+        self._notes[message_id] = note
+        self._notes.move_to_end(message_id)
+        while len(self._notes) > _MAX_NOTES:
+            self._notes.popitem(last=False)
 
     @staticmethod
     def _may_lead(window: Window, item: HistoryItem) -> bool:

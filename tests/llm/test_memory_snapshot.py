@@ -48,6 +48,11 @@ def system_text(body: dict[str, Any]) -> str:
     return system if isinstance(system, str) else "".join(block["text"] for block in system)
 
 
+def strip_marks(message: dict[str, Any]) -> list[dict[str, Any]]:
+    """A message's blocks without their cache_control breakpoints."""
+    return [{k: v for k, v in b.items() if k != "cache_control"} for b in blocks(message)]
+
+
 def first_block(body: dict[str, Any]) -> str:
     return str(blocks(body["messages"][-1])[0].get("text", ""))
 
@@ -87,8 +92,10 @@ async def test_the_turn_after_an_extraction_sees_the_change_and_the_system_promp
     assert lifetimes(bodies[1]) == lifetimes(bodies[2]) == {"1h"}  # the prefix stayed: kept for the hour
     assert "Lives in Lisbon" in system_text(bodies[3])
     assert not first_block(bodies[3]).startswith(NOTE_START)
-    # The note goes with the current message only: the history reads as it was stored.
-    assert NOTE_START not in json.dumps(bodies[2]["messages"][:-1])
+    # The note stays with the message it was sent with: the next turn sends that message again
+    # word for word (SPEC S34), so the cached prefix still matches.
+    assert json.dumps(bodies[2]["messages"][:-1]).count(NOTE_START) == 1
+    assert strip_marks(bodies[2]["messages"][-3]) == strip_marks(bodies[1]["messages"][-1])
 
 
 async def test_a_new_conversation_and_a_new_day_rebuild_the_prompt(tmp_path: Path, fake: FakeAnthropic) -> None:

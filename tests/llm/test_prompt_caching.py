@@ -49,10 +49,11 @@ async def test_a_conversation_reads_its_earlier_turns_from_the_cache(tmp_path: P
     # the system prompt is the same text every turn: the date, never the time
     assert len({system_text(r) for r in requests}) == 1
     assert "Today is" in system_text(requests[0]) and not re.search(r"\d{2}:\d{2}", system_text(requests[0]))
-    # the time goes with the newest user message only, so older turns read as before
+    # every user message keeps the time label it was first sent with, so older turns read as
+    # they did in the request that cached them (SPEC S34)
     last = requests[3]["messages"]
-    assert LABEL.match(blocks(last[-1])[0]["text"])
-    assert all(not LABEL.match(blocks(m)[0]["text"]) for m in last[:-1] if m["role"] == "user")
+    assert all(LABEL.match(blocks(m)[0]["text"]) for m in last if m["role"] == "user")
+    assert blocks(last[-3])[0]["text"] == blocks(requests[2]["messages"][-1])[0]["text"]
     # turn 2 wrote the first exchange; turns 3 and 4 read it and the turns after it
     chat_rows = [r for r in rows if r.purpose == "chat"]
     assert len(chat_rows) == 1 and chat_rows[0].calls == 4
