@@ -16,6 +16,7 @@ from bot.llm.memory_snapshot import FileChange, MemorySnapshots
 from bot.llm.text_tool_calls import Labels, ReadReply, VisiblePreview, read_reply
 from bot.core.content.messages import Content, HistoryItem, encode_content, plain_text
 from bot.llm.tokens import PER_MESSAGE_OVERHEAD, TokenEstimator
+from bot.conversation.claims import SCHEDULE_TOOL, HonestReplies, ToolOutcome
 from bot.conversation.window import ConversationWindowManager, MessageTooLong, Window
 from bot.core.clock import Clock, iso, parse_iso, utc_now
 from bot.core.errors import LLMBusy, LLMError, PromptTooLong, StreamBroken
@@ -144,6 +145,11 @@ class Agent:
         # Tool markup is looked for where written tool calls are parsed (mate.llm.text-tool-calls):
         # there the model writes it; elsewhere a reply with JSON in it is an answer.
         self._markup = config.llm.parses_text_tool_calls
+        self._honest = HonestReplies(prompts, config.memory.remember_keywords)
+        # A scheduled run's own turn (its text opens so, after a group's "[name] ") asks for nothing.
+        self._scheduled_heads = tuple(
+            prompts.render("tasks/reminder-turn", message="\x00", created_by="\x00", repeating=repeating)
+            .partition("\x00")[0].strip() for repeating in (False, True))
 
     @property
     def model(self) -> str:
@@ -244,7 +250,7 @@ class Agent:
             window.memory_note = kept.note
             window.raw_tokens += self._tokens.count_text(window.memory_note) if window.memory_note else 0
         live = stream if stream is not None and self._config.llm.stream else None
-        reply = await self._run_turn(conversation, window, user_id, split, live, turn_tools, lead)
+        reply = await self._run_turn(conversation, window, user_id, split, live, turn_tools, lead, text)
         # A stored answer holds the lead already; an apology (nothing stored) gets it here.
         return reply if reply.last_message_id is not None else _led(reply, lead)
 
@@ -254,9 +260,10 @@ class Agent:
 
     async def _run_turn(
         self, conversation: ConversationRecord, window: Window, user_id: int, split: int,
-        stream: ReplyStream | None, turn_tools: Sequence[ToolSet] = (), lead: str = "",
+        stream: ReplyStream | None, turn_tools: Sequence[ToolSet] = (), lead: str = "", asked: str = "",
     ) -> AgentReply:
         turn: list[tuple[str, Content]] = []
+        outcomes: list[ToolOutcome] = []  # every tool call of the turn, in order
         rounds = 0
         retried = corrected = False
         said: list[str] = []  # what the model wrote beside its tool calls, as a person may see it
@@ -316,7 +323,8 @@ class Agent:
                 turn.append(("assistant", _as_seen(response, read.text)))
                 if read.text:
                     said.append(read.text)
-                results = await self._run_tools(conversation.agent_id, response.tool_calls, user_id, turn_tools)
+                results = await self._run_tools(conversation.agent_id, response.tool_calls, user_id, turn_tools,
+                                                outcomes)
                 turn.append(("tool", results))
                 continue
             if read.imitated and not response.tool_calls:
@@ -340,10 +348,27 @@ class Agent:
                 final = self._prompts.text("tool_rounds_exceeded")
             if not final:
                 final = self._prompts.text("empty_reply")
+            final = await self._truthful(asked, final, outcomes, user_id, turn_tools)
             final = self._cut(led_by(lead, final))
             ids, count = await self._store_turn(conversation, user_id, turn, final)
             return AgentReply(final, ok=True, user_message_id=user_id, last_message_id=ids[-1],
                               message_count=count)
+
+    async def _truthful(
+        self, asked: str, final: str, outcomes: Sequence[ToolOutcome], user_id: int, turn_tools: Sequence[ToolSet],
+    ) -> str:
+        """`final` with the plain line it needs when it claims a remember, reminder or change that
+        no tool did, or an action failed (SPEC S34)."""
+        if not asked or any(head in asked[:200] for head in self._scheduled_heads):
+            return final
+        can_remind = any(t.handles(SCHEDULE_TOOL) for t in (*self._tools, *turn_tools))
+        kept_later = False  # the memory worker runs an explicit "remember" at once, outside incognito
+        if self._config.memory.auto_summarize_enabled and self._honest.asks_to_remember(asked):
+            kept_later = not await self._repos.incognito.holds(user_id)
+        amended = self._honest.amend(asked, final, outcomes, can_remind=can_remind, kept_later=kept_later)
+        if amended != final:
+            log.info("the reply claimed an action that did not happen, or one failed: said so")
+        return amended
 
     def _read(self, text: str, offered: frozenset[str]) -> ReadReply:
         """A reply as read: the text a person may see (S34), and whether it imitated a tool result."""
@@ -408,6 +433,7 @@ class Agent:
 
     async def _run_tools(
         self, agent_id: int, calls: Sequence[ToolCall], asked_in: int, turn_tools: Sequence[ToolSet] = (),
+        outcomes: list[ToolOutcome] | None = None,
     ) -> list[dict[str, Any]]:
         results = []
         for index, call in enumerate(calls):
@@ -420,6 +446,8 @@ class Agent:
             if result.is_error:
                 block["is_error"] = True
             results.append(block)
+            if outcomes is not None:
+                outcomes.append(ToolOutcome.of(call.name, result.content, result.is_error))
         return results
 
     async def _run_tool(

@@ -78,8 +78,11 @@ SHORT_DESCRIPTIONS: dict[str, str] = {
 }
 
 
-def _error(text: str) -> ToolResult:
-    return ToolResult(json.dumps({"error": text}, ensure_ascii=False), is_error=True)
+def _error(text: str, fix: str = "") -> ToolResult:
+    """A refusal for the model: what is wrong (`error`, which the person may be shown as the reason)
+    and, apart from it, what to do about it (`fix`)."""
+    payload = {"error": text, "fix": fix} if fix else {"error": text}
+    return ToolResult(json.dumps(payload, ensure_ascii=False), is_error=True)
 
 
 def _ok(data: dict[str, Any]) -> ToolResult:
@@ -113,14 +116,14 @@ class ChatTaskTools:
         if name == SCHEDULE_TOOL:
             if asked_in is not None and self._off_the_record is not None and await self._off_the_record(asked_in):
                 # A reminder outlives the incognito messages it came from: its words would not.
-                return _error(self._prompts.text("task_error_incognito"))
+                return _error(self._prompts.text("task_error_incognito"), self._prompts.text("task_fix_incognito"))
             try:
                 task = await self._service.schedule(
                     self._chat, self._sender, agent_id, arguments.get("message"), at=arguments.get("at"),
                     cron=arguments.get("cron"), zone=arguments.get("timezone"), asked_at=self._asked_at,
                     place_id=self._place_id)
             except TaskProblem as problem:
-                return _error(str(problem))
+                return _error(str(problem), self._prompts.text("task_fix_schedule"))
             return _ok({"taskId": task.id, "nextRun": self._service.next_run_text(task), "timezone": task.timezone})
         if name == LIST_TOOL:
             tasks = await self._service.in_chat(self._chat)
@@ -129,7 +132,7 @@ class ChatTaskTools:
         if isinstance(task_id, str) and task_id.strip().isdigit() and len(task_id.strip()) <= 18:
             task_id = int(task_id.strip())  # small models write numbers as text
         if not isinstance(task_id, int) or isinstance(task_id, bool) or not 0 < task_id < 2**63:
-            return _error(self._prompts.text("task_error_id"))
+            return _error(self._prompts.text("task_error_id"), self._prompts.text("task_fix_id"))
         if not await self._service.cancel_in_chat(self._chat, task_id):
             return _error(self._prompts.text("task_error_not_found", task_id=task_id))
         return _ok({"taskId": task_id, "cancelled": True})
