@@ -28,6 +28,7 @@ from tests.support.fakes.anthropic import FakeAnthropic, RecordedRequest, Script
 from tests.support.memory_env import NOON, memory_reply
 from tests.support.runtime import chat as say
 from tests.support.runtime import running
+from tests.support.tasks_env import OWNER, world
 
 EN = PromptLibrary("en")
 
@@ -184,3 +185,13 @@ async def test_ordinary_replies_are_unchanged(tmp_path: Path, locale: str, asked
         fake.push(TextReply(answered))
         reply = await say(rt, asked)
     assert reply == answered
+
+
+async def test_a_scheduled_run_that_delivers_a_reminder_is_not_amended(tmp_path: Path) -> None:
+    async with world(tmp_path) as w:
+        w.reminder_reply = lambda instruction: TextReply("Noted: time to remember your water, I'll remind you again!")
+        w.llm.push(ToolUseReply(task_tool.SCHEDULE_TOOL, {"message": "remember to drink water", "at": local_at(1)}))
+        w.llm.push(TextReply("I'll remind you in a second."))
+        assert await w.tell(OWNER, "remind me in a second to drink water") == "I'll remind you in a second."
+        await w.until(lambda: len(w.sent_to(OWNER)) >= 2, "the reminder")
+        assert w.sent_to(OWNER)[1] == "Noted: time to remember your water, I'll remind you again!"
