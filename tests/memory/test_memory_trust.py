@@ -163,7 +163,9 @@ async def test_incognito_messages_stay_in_context_only_and_go_at_the_end(tmp_pat
         assert "incognito" in tool_result and await bot.rt.core.workspace.get(1, "memory/codes.md") is None
         bot.chat_replies.append(ToolUseReply("schedule_task", {"message": "change the locker code",
                                                                "at": "2099-01-01T09:00:00"}))
-        assert await bot.say("remind me to change the locker code") == "ok"
+        # The tool refused (incognito) and the model said "ok": the reply says it did not happen (S34).
+        reminded = await bot.say("remind me to change the locker code")
+        assert reminded.startswith("ok") and "no reminders are scheduled" in reminded
         assert "no reminders" in json.dumps(bot.llm.messages_requests()[-1]["messages"][-1])
         assert rows(bot, "SELECT COUNT(*) FROM mate_cron_job WHERE task_type = 'reminder'") == [(0,)]
         assert await bot.say("what was my locker code?") == "ok"
