@@ -24,6 +24,6 @@ def test_the_walk_goes_from_the_adapter_through_the_router_and_the_model_client(
 
 
 def test_the_bench_counts_climbs_by_the_layout_rule_the_tests_check() -> None:
-    assert message_walk.LAYERS == LAYERS
+    assert message_walk.LAYERS is LAYERS
     assert message_walk.layer_of("bot.schedule.timer") == 5
     assert message_walk.layer_of("bot.conversation.router") > message_walk.layer_of("bot.llm.port")  # type: ignore[operator]
