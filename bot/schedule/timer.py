@@ -65,7 +65,9 @@ class TaskTimer:
         self._loop: asyncio.Task[None] | None = None
         self._firing: set[asyncio.Task[None]] = set()
         self._held: dict[int, datetime] = {}  # task id -> when its failed check is tried again
-        self._skipped: set[int] = set()  # tasks whose unreadable schedule was already logged
+        # Tasks whose unreadable schedule was already logged, with that schedule: a fix is seen.
+        self._skipped: set[tuple[int, str, str]] = set()
+        self._running: set[int] = set()  # system tasks whose run has not ended: never two at once
 
     @property
     def runs_system_tasks(self) -> bool:
@@ -83,7 +85,27 @@ class TaskTimer:
     async def start(self) -> None:
         await self._service.load_missed()
         await self.vet_pending()
+        if self.runs_system_tasks:
+            await self._redo_unfinished()
         self._loop = asyncio.create_task(self._run(), name="task-timer")
+
+    async def _redo_unfinished(self) -> None:
+        """A system task's run is recorded when it ends (a reminder's before it starts): one whose
+        run was claimed but never ended (the daemon was killed) has a fire between its last run
+        and its next one. It is made due again, so the night's consolidation is not lost."""
+        for task in await self._store.system_tasks():
+            if not task.enabled or task.next_run_time is None or not task.cron:
+                continue
+            try:
+                seen = [parse_iso(t) for t in (task.last_run_time, task.create_time) if t]
+                trigger = parse_cron(task.cron, task.timezone or self._timezone)
+                first = next_fire(trigger, max(seen)) if seen else None
+                scheduled = parse_iso(task.next_run_time)
+            except (ValueError, KeyError):
+                continue  # an unreadable row is skipped when it is due
+            if first is not None and first < scheduled:
+                await self._store.release(task.id, iso(first), task.next_run_time, task.last_run_time)
+                log.info("task %s (%s) did not finish its last run; it runs again now", task.id, task.name)
 
     async def stop(self) -> None:
         """No new runs; runs in progress get a few seconds, then are cancelled (recorded already:
@@ -154,16 +176,20 @@ class TaskTimer:
         if it never ran. A fire that passed meanwhile is due now, so a task added or left unscheduled
         while the daemon was down is caught up once, not for the days before it existed."""
         for task in await self._store.unscheduled(system=self.runs_system_tasks):
-            if task.id in self._skipped:
-                continue
             try:
                 first = self._first_run(task)
             except (ValueError, KeyError) as exc:
-                self._skipped.add(task.id)
-                log.warning("task %s (%s) skipped: %r: %s", task.id, task.name, task.cron, exc)
+                self._skip(task, exc)
                 continue
             if first is not None:
                 await self._store.set_next_run(task.id, iso(first))
+
+    def _skip(self, task: TaskRecord, problem: Exception) -> None:
+        """Log once that a task's schedule cannot be read (again when it changes)."""
+        key = (task.id, task.cron, task.timezone)
+        if key not in self._skipped:
+            self._skipped.add(key)
+            log.warning("task %s (%s) skipped: %r: %s", task.id, task.name, task.cron, problem)
 
     def _first_run(self, task: TaskRecord) -> datetime | None:
         if not task.cron:
@@ -207,9 +233,14 @@ class TaskTimer:
         try:
             due = parse_iso(task.next_run_time)
             trigger = parse_cron(task.cron, task.timezone or self._timezone) if task.cron else None
-        except (ValueError, KeyError) as exc:  # a hand-edited row: stop it rather than retry it forever
-            log.warning("task %s disabled: %s", task.id, exc)
+        except (ValueError, KeyError) as exc:
+            if not task.is_reminder:  # the owner's hand edit: skipped until it reads again
+                self._skip(task, exc)
+                return False
+            log.warning("task %s disabled: %s", task.id, exc)  # a reminder is stopped, not retried forever
             await self._store.miss(task.id, task.next_run_time, None)
+            return False
+        if task.id in self._running:  # still at its last run: this one folds into it
             return False
         # Checked before anything is recorded or said in the chat, a missed-run notice included.
         if task.is_reminder and await self._cancel_if_lost(task):
@@ -226,8 +257,13 @@ class TaskTimer:
                 log.info("task %s missed its run of %s (%.0f min late); its chat hears of it once",
                          task.id, iso(due), late.total_seconds() / 60)
             return False
-        if not await self._store.claim(task.id, task.next_run_time, next_text, ran=iso(now)):
+        # A reminder is recorded as run before it is sent (at most once); a system task when its
+        # run ends (at least once: a run cut by a crash is made again at the next start).
+        ran = iso(now) if task.is_reminder else task.last_run_time
+        if not await self._store.claim(task.id, task.next_run_time, next_text, ran=ran):
             return False  # cancelled or taken meanwhile
+        if not task.is_reminder:
+            self._running.add(task.id)
         if late > timedelta(minutes=1):
             log.info("task %s runs %.0f min late (missed while down)", task.id, late.total_seconds() / 60)
         running = asyncio.create_task(self._deliver(task, next_text), name=f"task-{task.id}")
@@ -237,24 +273,31 @@ class TaskTimer:
 
     async def _deliver(self, task: TaskRecord, claimed_next: str | None) -> None:
         assert task.next_run_time is not None
-        try:
-            if task.is_reminder:
-                started = await self._fire(task)
-            else:
-                assert self._system is not None
-                await self._system(task)
-                started = True
-        except asyncio.CancelledError:
-            # A reminder's cut turn is stored: start-up recovery answers it. A system task's run
-            # is put back, so the next start runs it whole.
-            if not task.is_reminder:
-                await self._put_back(task, claimed_next)
-            raise
-        except Exception:  # boundary: one task's failure must not touch the others; its run stays recorded
-            log.exception("task %s (%s) failed", task.id, task.name)
+        if not task.is_reminder:
+            try:
+                await self._run_system(task, claimed_next)
+            finally:
+                self._running.discard(task.id)
             return
-        if not started:
+        try:
+            started = await self._fire(task)
+        except Exception:  # boundary: one task's failure must not touch the others; its run stays recorded
+            log.exception("task %s failed", task.id)
+            return
+        if not started:  # a reminder's cut turn is stored instead: start-up recovery answers it
             await self._put_back(task, claimed_next)
+
+    async def _run_system(self, task: TaskRecord, claimed_next: str | None) -> None:
+        assert self._system is not None
+        started = iso(self._clock())
+        try:
+            await self._system(task)
+        except asyncio.CancelledError:  # a stop: the next start runs it whole
+            await self._put_back(task, claimed_next)
+            raise
+        except Exception:  # boundary: recorded as run all the same, so a broken task is not redone at each start
+            log.exception("task %s (%s) failed", task.id, task.name)
+        await self._store.ran(task.id, started)
 
     async def _put_back(self, task: TaskRecord, claimed_next: str | None) -> None:
         assert task.next_run_time is not None

@@ -194,7 +194,7 @@ class SqliteTaskRepository:
         row = await self._db.fetchone(f"SELECT MIN(next_run_time) FROM mate_cron_job WHERE {_RUNNABLE[system]}")
         return row[0] if row and row[0] else None
 
-    async def claim(self, task_id: int, due: str, next_run_time: str | None, *, ran: str) -> bool:
+    async def claim(self, task_id: int, due: str, next_run_time: str | None, *, ran: str | None) -> bool:
         """Record the run due at `due` before it is delivered; False when another run took it or it
         was cancelled meanwhile. A one-shot task (no next run) is disabled by it."""
         result = await self._db.execute(
@@ -203,6 +203,10 @@ class SqliteTaskRepository:
             (ran, next_run_time, int(next_run_time is not None), self._db.now(), task_id, due),
         )
         return result.rowcount > 0
+
+    async def ran(self, task_id: int, started: str) -> None:
+        """Record a system task's run once it ended."""
+        await self._db.execute("UPDATE mate_cron_job SET last_run_time = ? WHERE id = ?", (started, task_id))
 
     async def release(self, task_id: int, due: str, claimed_next: str | None, last_run_time: str | None) -> None:
         """Undo a claim whose run never started or was cut by a stop: start-up makes it up."""

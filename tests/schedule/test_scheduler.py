@@ -233,3 +233,49 @@ async def _scheduled(env: Env, task_id: int) -> bool:
 
 async def _ran(env: Env, task_id: int) -> bool:
     return (await env.task(task_id)).last_run_time is not None
+
+
+async def test_a_run_cut_by_a_crash_is_made_again_at_the_next_start(env: Env) -> None:
+    task_id = await env.add("nightly", "0 2 * * *")
+    runner = RecordingRunner()
+    async with env.timer(runner):  # scheduled for tomorrow 02:00
+        await eventually(lambda: _scheduled(env, task_id), "the first run is scheduled")
+    stored = await env.task(task_id)
+    due = stored.next_run_time or ""
+    # The timer claimed the run at 02:00 and the process died before it ended: the row says
+    # when the next run is, but not that this one ran.
+    env.clock.set(parse_iso(due) + timedelta(minutes=3))
+    assert await env.core.repos.tasks.claim(task_id, due, iso(parse_iso(due) + timedelta(days=1)), ran=None)
+    async with env.timer(runner):
+        await eventually(lambda: runner.calls == [("text", task_id)], "the cut run made again")
+        await eventually(lambda: _ran(env, task_id), "the run recorded when it ended")
+    assert (await env.task(task_id)).next_run_time == iso(parse_iso(due) + timedelta(days=1))
+
+
+async def test_a_system_task_still_running_is_not_started_again(env: Env) -> None:
+    task_id = await env.add("slow", "* * * * *")
+    runner = BlockingRunner()
+    async with env.timer(runner, stop_grace=0.05) as timer:
+        await env.at(START + timedelta(minutes=1), timer)
+        await eventually(lambda: runner.calls == [("text", task_id)])
+        await env.at(START + timedelta(minutes=3), timer)  # due again while the first run goes on
+        await timer.run_due()
+        assert runner.calls == [("text", task_id)]
+
+
+async def test_a_system_task_whose_schedule_breaks_is_skipped_and_runs_once_fixed(
+    env: Env, caplog: pytest.LogCaptureFixture,
+) -> None:
+    task_id = await env.add("nightly")
+    runner = RecordingRunner()
+    with caplog.at_level(logging.WARNING, logger="bot.schedule.timer"):
+        async with env.timer(runner) as timer:
+            await eventually(lambda: _scheduled(env, task_id), "the first run is scheduled")
+            await env.core.db.execute("UPDATE mate_cron_job SET timezone = 'Mars/Olympus' WHERE id = ?", (task_id,))
+            await env.at(START + timedelta(minutes=1), timer)
+            await timer.run_due()
+            assert runner.calls == [] and (await env.task(task_id)).enabled  # skipped, not switched off
+            await env.core.db.execute("UPDATE mate_cron_job SET timezone = 'UTC' WHERE id = ?", (task_id,))
+            await timer.run_due()
+            await eventually(lambda: runner.calls == [("text", task_id)], "the fixed task runs")
+    assert sum(f"task {task_id} (nightly) skipped" in r.getMessage() for r in caplog.records) == 1
