@@ -177,9 +177,7 @@ class AccessPolicy:
         admin = self.is_admin(access.sender_id, vouched=access.vouched_admin)
         rule, place = self.places, access.place_id
         # No place where the chat's id is the place would be a caller's slip: it is not admitted.
-        # A Discord message whose server is not known (a reminder made before servers were kept)
-        # passes an allowlist, which the adapter checked; no server at all lets none pass.
-        admitted_elsewhere = place is None and not self.place_is_chat and rule.policy != "disabled"
+        admitted_elsewhere = place is None and not self.place_is_chat
         if access.kind is ChatKind.DIRECT or rule.policy == "open" or admitted_elsewhere:
             return Decision(Verdict.ANSWER, admin)
         if rule.policy == "disabled" or place is None:

@@ -208,9 +208,6 @@ def test_a_group_without_its_place_is_not_admitted_where_the_chat_is_the_place()
     # Discord's router-side check: the adapter admitted the server, which the message does not carry.
     rules = policies({"discord": {"guild-policy": "allowlist", "allowed-guilds": [LISTED]}})
     assert rules.discord.decide(Access(ChatKind.GROUP, ADMIN, None, addressed=True)).answers
-    # With servers switched off, a message whose server is not known (an old reminder) is not either.
-    rules = policies({"discord": {"guild-policy": "disabled", "admins": [ADMIN]}})
-    assert rules.discord.decide(Access(ChatKind.GROUP, ADMIN, None, addressed=True)).verdict is Verdict.IGNORE
 
 
 # -- the router -------------------------------------------------------------------------------
