@@ -253,6 +253,9 @@ CREATE INDEX ix_conversation_update ON mate_conversation(update_time);
 CREATE INDEX ix_cron_job_due ON mate_cron_job(next_run_time)
         WHERE task_type = 'reminder' AND enabled = 1;
 
+-- index ix_cron_job_runnable
+CREATE INDEX ix_cron_job_runnable ON mate_cron_job(next_run_time) WHERE enabled = 1;
+
 -- index ix_cron_job_target
 CREATE INDEX ix_cron_job_target ON mate_cron_job(target_channel, target_chat_id)
         WHERE task_type = 'reminder';
