@@ -17,10 +17,12 @@ CANCEL_TOOL = "cancel_task"
 
 # The tools that act, by the kind of action they do.
 _KIND_OF_TOOL = {WRITE_TOOL: "memory", EDIT_TOOL: "memory", SCHEDULE_TOOL: "remind", CANCEL_TOOL: "cancel"}
-# What is left of a reply once its claims are taken out, at most, for the reply to be "only a claim"
-# ("Got it, I'll remember that!"): then the honest line replaces it instead of following it.
+# What is left of a reply once its claiming sentences are taken out, at most, for it to go too
+# ("Done!", "Got it,"): then the honest line replaces the reply instead of following it.
 _ONLY_A_CLAIM = 12
 _WORD = re.compile(r"\w", re.UNICODE)
+# Where a sentence ends (its end and the space after stay with it): the pieces join back unchanged.
+_SENTENCE_END = re.compile(r"(?<=[.!?])(?=\s+\S)|(?<=[。！？\n])(?=\s*\S)")
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,9 +118,11 @@ class HonestReplies:
             claimed.append("remind")
         if not lines:
             return reply
-        if not reply.strip() or self._only_claims(reply, claimed):
+        # The sentences that claim what did not happen go; the honest lines say what did.
+        rest = self._without_claims(reply, claimed)
+        if len(_WORD.findall(rest)) <= _ONLY_A_CLAIM:  # nothing left worth keeping ("Done!")
             return "\n".join(lines)
-        return "\n\n".join([reply.rstrip(), "\n".join(lines)])
+        return "\n\n".join([rest, "\n".join(lines)])
 
     def _text(self, key: str, **values: object) -> str:
         return self._prompts.text(key, **values)
@@ -127,13 +131,9 @@ class HonestReplies:
         folded = _fold(reply)
         return any(word in folded for word in self._claims[kind])
 
-    def _only_claims(self, reply: str, kinds: Sequence[str]) -> bool:
-        """Whether `reply` says little besides its claims of `kinds` ("Noted!", "好的，记住了！")."""
-        folded = _fold(reply)
-        found = False
-        for kind in kinds:
-            for word in sorted(self._claims[kind], key=len, reverse=True):
-                if word in folded:
-                    found = True
-                    folded = folded.replace(word, " ")
-        return found and len(_WORD.findall(folded)) <= _ONLY_A_CLAIM
+    def _without_claims(self, reply: str, kinds: Sequence[str]) -> str:
+        """`reply` less its sentences that claim an action of `kinds`."""
+        words = [word for kind in kinds for word in self._claims[kind]]
+        kept = [piece for piece in _SENTENCE_END.split(reply.strip())
+                if not any(word in _fold(piece) for word in words)]
+        return "".join(kept).strip()

@@ -62,8 +62,10 @@ def test_the_reminder_tool_names_are_the_ones_the_agent_checks() -> None:
 
 @pytest.mark.parametrize(("locale", "asked", "claimed", "kept"), [
     ("en", "remember that my sister is called Mia", "Noted! I'll remember that.", ""),
-    ("en", "remember that my sister is called Mia", "I know you have a sister Mia, how lovely!",
-     "I know you have a sister Mia, how lovely!"),
+    ("en", "remember that my sister is called Mia", "I know you have a sister Mia, how lovely!", ""),
+    # The sentence that claims it goes; the rest of the reply stays.
+    ("en", "remember that my sister is called Mia", "Mia is a lovely name! I'll remember that. Anything else?",
+     "Mia is a lovely name! Anything else?"),
     ("zh-CN", "记住我妹妹叫米娅", "好的，记住了！", ""),
 ])
 async def test_a_remember_claimed_without_a_tool_says_it_is_not_saved_yet_and_is_kept_at_once(

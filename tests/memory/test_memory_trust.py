@@ -165,7 +165,7 @@ async def test_incognito_messages_stay_in_context_only_and_go_at_the_end(tmp_pat
                                                                "at": "2099-01-01T09:00:00"}))
         # The tool refused (incognito) and the model said "ok": the reply says it did not happen (S34).
         reminded = await bot.say("remind me to change the locker code")
-        assert reminded.startswith("ok") and "no reminders are scheduled" in reminded
+        assert "no reminders are scheduled" in reminded
         assert "no reminders" in json.dumps(bot.llm.messages_requests()[-1]["messages"][-1])
         assert rows(bot, "SELECT COUNT(*) FROM mate_cron_job WHERE task_type = 'reminder'") == [(0,)]
         assert await bot.say("what was my locker code?") == "ok"
