@@ -109,9 +109,32 @@ def parse_at(text: str, zone_name: str) -> datetime:
 
 
 def next_fire(trigger: CronTrigger, after: datetime) -> datetime | None:
-    """The first run strictly after `after` (an aware instant), in UTC."""
-    found = trigger.get_next_fire_time(None, after + timedelta(microseconds=1))
-    return found.astimezone(timezone.utc) if found is not None else None
+    """The first run strictly after `after` (an aware instant), in UTC. As cron does, a task set
+    for a fixed hour runs once in the hour a fall-back to winter time repeats, not twice."""
+    start = after + timedelta(microseconds=1)
+    plain: datetime | None = trigger.get_next_fire_time(None, start)
+    found = plain
+    for _ in range(_REPEATED_MINUTES):
+        if found is None:
+            return None
+        if found > after and not _repeated_hour(trigger, found):
+            return found.astimezone(timezone.utc)
+        # On by a minute (fires are whole minutes): inside the repeated hour APScheduler may read
+        # a time as its first pass and hand back this fire, or one before `after`.
+        start = max(found, start) + timedelta(minutes=1)
+        found = trigger.get_next_fire_time(None, start)
+    return plain.astimezone(timezone.utc) if plain is not None else None
+
+
+_HOUR_FIELD = CronTrigger.FIELD_NAMES.index("hour")
+_REPEATED_MINUTES = 24 * 60  # a repeated stretch is an hour or two: this bounds the walk past it
+
+
+def _repeated_hour(trigger: CronTrigger, moment: datetime) -> bool:
+    """The second pass through a wall-clock hour that a fall-back repeats, for a trigger whose
+    hour is not every hour (a task every 15 minutes still runs through both passes)."""
+    zone = trigger.timezone
+    return zone is not None and moment.astimezone(zone).fold == 1 and str(trigger.fields[_HOUR_FIELD]) != "*"
 
 
 def shortest_gap(trigger: CronTrigger, start: datetime) -> timedelta | None:

@@ -17,7 +17,7 @@ from bot.app.core import Core, open_core
 from bot.core.clock import iso, parse_iso
 from bot.schedule.reminders.service import TaskService
 from bot.schedule.timer import TaskTimer
-from bot.schedule.timing import parse_cron
+from bot.schedule.timing import next_fire, parse_cron
 from bot.storage.tasks import TaskRecord
 from tests.support.config import make_config
 from tests.support.clock import SteppedClock
@@ -279,3 +279,17 @@ async def test_a_system_task_whose_schedule_breaks_is_skipped_and_runs_once_fixe
             await timer.run_due()
             await eventually(lambda: runner.calls == [("text", task_id)], "the fixed task runs")
     assert sum(f"task {task_id} (nightly) skipped" in r.getMessage() for r in caplog.records) == 1
+
+
+def test_a_fixed_hour_runs_once_when_the_clocks_go_back_and_every_quarter_hour_runs_through_both() -> None:
+    # Europe/Berlin, 2026-10-25: 02:00-03:00 local comes twice (00:00-01:00 UTC in summer time, 01:00-02:00 in winter).
+    nightly = parse_cron("0 2 * * *", "Europe/Berlin")
+    first = next_fire(nightly, datetime(2026, 10, 24, 23, 59, tzinfo=timezone.utc))
+    assert first == datetime(2026, 10, 25, 0, 0, tzinfo=timezone.utc)
+    assert next_fire(nightly, first) == datetime(2026, 10, 26, 1, 0, tzinfo=timezone.utc)  # not 01:00 UTC that night
+    quarter = parse_cron("*/15 * * * *", "Europe/Berlin")
+    fires, moment = [], datetime(2026, 10, 24, 23, 50, tzinfo=timezone.utc)
+    while moment < datetime(2026, 10, 25, 2, 0, tzinfo=timezone.utc):
+        moment = next_fire(quarter, moment) or moment
+        fires.append(moment)
+    assert len(fires) == 9  # 00:00 to 02:00 UTC, both passes through the repeated hour
