@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from bot.schedule.reminders.tool import SCHEDULE_TOOL
+from tests.support.clock import SteppedClock
 from tests.support.fakes.anthropic import ErrorReply, TextReply, ToolUseReply
 from tests.support.tasks_env import OWNER, SCHEDULED_MARK, last_text, tool_names, tool_results, world
 
@@ -103,7 +104,7 @@ async def test_tool_argument_errors_name_the_problem(tmp_path: Path) -> None:
     assert "is in the past: it is now" in errors[0] and "2020-01-01T09:00:00" in errors[0]
     assert 'cron "61 * * * *" is not a valid five-field cron expression' in errors[1]
     assert "would run every 5 minutes; a task may repeat at most every 15 minutes" in errors[2]
-    assert errors[3].startswith("give exactly one of at") and errors[4].startswith("give exactly one of at")
+    assert errors[3].startswith("give exactly one of in_minutes") and errors[4].startswith("give exactly one of in_minutes")
     assert 'unknown time zone "Mars/Olympus"' in errors[5]
     assert "is not an ISO 8601 date and time" in errors[6]
     assert errors[7].startswith("message must be a non-empty text")
@@ -112,3 +113,22 @@ async def test_tool_argument_errors_name_the_problem(tmp_path: Path) -> None:
     assert [r["is_error"] for r in results] == [True] * 8 + [False, False, True]
     assert sorted(row[0] for row in rows(tmp_path / "mate.db", "SELECT trigger_message FROM mate_cron_job "
                                                            "WHERE task_type = 'reminder'")) == ["one", "two"]
+
+
+async def test_in_minutes_counts_from_the_minute_the_person_asked(tmp_path: Path) -> None:
+    # A small model added "in two minutes" to the clock time and set the reminder two hours out:
+    # with `in_minutes` it need not do the sum.
+    asked = datetime(2026, 4, 1, 12, 0, 30, tzinfo=timezone.utc)
+    clock = SteppedClock(asked)
+    async with world(tmp_path, clock=clock) as w:
+        w.llm.push(ToolUseReply(SCHEDULE_TOOL, {"message": "stretch", "in_minutes": 2}))
+        w.llm.push(ToolUseReply(SCHEDULE_TOOL, {"message": "tea", "in_minutes": "90"}))
+        w.llm.push(ToolUseReply(SCHEDULE_TOOL, {"message": "never", "in_minutes": 0}))
+        w.llm.push(ToolUseReply(SCHEDULE_TOOL, {"message": "both", "in_minutes": 5, "at": "2026-04-01T13:00:00"}))
+        w.llm.push(TextReply("Set."))
+        await w.tell(OWNER, "remind me in two minutes to stretch, and of tea in an hour and a half")
+        results = [json.loads(block["content"]) for recorded in w.chats()[1:] for block in tool_results(recorded)]
+    assert results[0]["nextRun"] == "2026-04-01T12:02:00+00:00"
+    assert results[1]["nextRun"] == "2026-04-01T13:30:00+00:00"
+    assert results[2]["error"].startswith("in_minutes must be a whole number of minutes from 1")
+    assert results[3]["error"].startswith("give exactly one of in_minutes")

@@ -93,7 +93,7 @@ class TaskService:
 
     async def schedule(
         self, chat: ChatRef, sender: Sender, agent_id: int, message: Any, *, at: Any = None, cron: Any = None,
-        zone: Any = None, asked_at: datetime | None = None, place_id: str | None = None,
+        zone: Any = None, asked_at: datetime | None = None, place_id: str | None = None, in_minutes: Any = None,
     ) -> TaskRecord:
         """A new task, or TaskProblem naming what is wrong (nothing is stored then).
 
@@ -110,11 +110,14 @@ class TaskService:
             zone_of(zone_name)
         except (ValueError, KeyError):
             raise TaskProblem(t("task_error_zone", timezone=zone_name[:60])) from None
-        given = [name for name, value in (("at", at), ("cron", cron)) if value not in (None, "")]
+        given = [name for name, value in (("in_minutes", in_minutes), ("at", at), ("cron", cron))
+                 if value not in (None, "")]
         if len(given) != 1:
             raise TaskProblem(t("task_error_when"))
         now = self._clock()
-        if given == ["at"]:
+        if given == ["in_minutes"]:
+            first, expression, run_at = self._after(in_minutes, now, asked_at), "", True
+        elif given == ["at"]:
             first, expression, run_at = self._one_shot(at, zone_name, now, asked_at), "", True
         else:
             first, expression, run_at = self._repeating(cron, zone_name, now), cron.strip(), False
@@ -132,6 +135,15 @@ class TaskService:
         log.info("task %s scheduled for %s", created, task.next_run_time,
                  extra={"channel": chat.channel, "chat_id": chat.chat_id})
         return task
+
+    def _after(self, minutes: Any, now: datetime, asked_at: datetime | None) -> datetime:
+        """`minutes` after the person asked (a small model need not add them to a clock time itself)."""
+        if isinstance(minutes, str) and minutes.strip().isdigit() and len(minutes.strip()) <= 9:
+            minutes = int(minutes.strip())  # small models write numbers as text
+        limit = MAX_YEARS_AHEAD * 366 * 24 * 60
+        if not isinstance(minutes, int) or isinstance(minutes, bool) or not 0 < minutes <= limit:
+            raise TaskProblem(self._prompts.text("task_error_in_minutes", limit=limit))
+        return max(_minute_of(asked_at or now) + timedelta(minutes=minutes), now)
 
     def _one_shot(self, at: Any, zone_name: str, now: datetime, asked_at: datetime | None) -> datetime:
         t = self._prompts.text

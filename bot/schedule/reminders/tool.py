@@ -33,14 +33,15 @@ def definitions(default_zone: str, min_interval: str) -> list[dict[str, Any]]:
             "description": (
                 "Schedule a message for this chat: a reminder (\"remind me tomorrow at 9 to call mum\") or a "
                 "repeating task. At that time you get `message` as an instruction and write the message "
-                "yourself. Give exactly one of `at` or `cron`. Use `at` for a one-time reminder (\"in 10 "
-                "minutes\", \"tomorrow at 9\"): add the delay to the time at the start of the user's message. "
+                "yourself. Give exactly one of `in_minutes`, `at` or `cron`. Use `in_minutes` for a delay "
+                "(\"in 10 minutes\": 10, \"in 2 hours\": 120), `at` for a clock time (\"tomorrow at 9\"). "
                 "Use `cron` only when the person asks for a repeating one (\"every Monday at 9\")."
             ),
             "input_schema": {
                 "type": "object",
                 "properties": {
                     "message": {"type": "string", "description": "What to say or do then, e.g. \"call mum\"."},
+                    "in_minutes": {"type": "integer", "description": "Once, this many minutes from now."},
                     "at": {"type": "string",
                            "description": "Once: local date and time, ISO 8601, e.g. 2026-12-04T09:00:00."},
                     "cron": {"type": "string",
@@ -71,8 +72,7 @@ def definitions(default_zone: str, min_interval: str) -> list[dict[str, Any]]:
 # The compact form's one-liners (mate.llm.tools: compact; bot.core.tools.compact_definitions):
 # what a call needs that the bare schema does not say.
 SHORT_DESCRIPTIONS: dict[str, str] = {
-    SCHEDULE_TOOL: "Remind this chat: `at` once (local ISO time: the message's time plus the delay) "
-                   "or `cron` to repeat.",
+    SCHEDULE_TOOL: "Remind once (in_minutes from now, or at: local ISO time) or repeat (cron).",
     LIST_TOOL: "List scheduled tasks.",
     CANCEL_TOOL: "Cancel a scheduled task.",
 }
@@ -121,7 +121,7 @@ class ChatTaskTools:
                 task = await self._service.schedule(
                     self._chat, self._sender, agent_id, arguments.get("message"), at=arguments.get("at"),
                     cron=arguments.get("cron"), zone=arguments.get("timezone"), asked_at=self._asked_at,
-                    place_id=self._place_id)
+                    place_id=self._place_id, in_minutes=arguments.get("in_minutes"))
             except TaskProblem as problem:
                 return _error(str(problem), self._prompts.text("task_fix_schedule"))
             return _ok({"taskId": task.id, "nextRun": self._service.next_run_text(task), "timezone": task.timezone})
