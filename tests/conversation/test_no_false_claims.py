@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +20,8 @@ from bot.conversation import claims
 from bot.core.prompts import PromptLibrary
 from bot.schedule.reminders import tool as task_tool
 from memory.workspace.tool import WRITE_TOOL
-from tests.support.clock import SteppedClock
+from tests.support.clock import SteppedClock, local_at
+from tests.support.config import pinned_clock
 from tests.support.eventually import eventually
 from tests.support.fakes.anthropic import FakeAnthropic, RecordedRequest, Script, TextReply, ToolUseReply, \
     is_memory_request
@@ -31,12 +31,6 @@ from tests.support.runtime import running
 from tests.support.tasks_env import OWNER, world
 
 EN = PromptLibrary("en")
-
-
-def local_at(seconds: float) -> str:
-    """`at` as the model writes it: local (UTC here) date and time, seconds ahead of now."""
-    return (datetime.now(timezone.utc) + timedelta(seconds=seconds)).replace(tzinfo=None).isoformat(
-        timespec="seconds")
 
 
 def chats(fake: FakeAnthropic) -> list[RecordedRequest]:
@@ -166,9 +160,10 @@ async def test_a_reminder_the_tool_refused_is_said_to_have_failed_with_the_reaso
 
 
 async def test_a_retry_that_worked_leaves_the_reply_alone(tmp_path: Path) -> None:
-    async with FakeAnthropic() as fake, running(tmp_path, fake) as rt:
+    clock = pinned_clock()
+    async with FakeAnthropic() as fake, running(tmp_path, fake, clock=clock) as rt:
         fake.push(ToolUseReply(task_tool.SCHEDULE_TOOL, {"message": "stretch", "at": "2020-01-01T09:00:00"}))
-        fake.push(ToolUseReply(task_tool.SCHEDULE_TOOL, {"message": "stretch", "at": local_at(600)}))
+        fake.push(ToolUseReply(task_tool.SCHEDULE_TOOL, {"message": "stretch", "at": local_at(clock, 600)}))
         fake.push(TextReply("Reminder set: in ten minutes."))
         reply = await say(rt, "remind me in ten minutes to stretch")
         [task] = await rt.core.repos.tasks.for_agent(1)
@@ -192,7 +187,7 @@ async def test_ordinary_replies_are_unchanged(tmp_path: Path, locale: str, asked
 async def test_a_scheduled_run_that_delivers_a_reminder_is_not_amended(tmp_path: Path) -> None:
     async with world(tmp_path) as w:
         w.reminder_reply = lambda instruction: TextReply("Noted: time to remember your water, I'll remind you again!")
-        w.llm.push(ToolUseReply(task_tool.SCHEDULE_TOOL, {"message": "remember to drink water", "at": local_at(1)}))
+        w.llm.push(ToolUseReply(task_tool.SCHEDULE_TOOL, {"message": "remember to drink water", "at": local_at(w.clock, 1)}))
         w.llm.push(TextReply("I'll remind you in a second."))
         assert await w.tell(OWNER, "remind me in a second to drink water") == "I'll remind you in a second."
         await w.until(lambda: len(w.sent_to(OWNER)) >= 2, "the reminder")

@@ -5,22 +5,15 @@ from __future__ import annotations
 
 import json
 import sqlite3
-import time
 from contextlib import closing
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 from bot.schedule.reminders.tool import SCHEDULE_TOOL
-from tests.support.clock import SteppedClock
+from tests.support.clock import SteppedClock, local_at
 from tests.support.fakes.anthropic import ErrorReply, TextReply, ToolUseReply
 from tests.support.tasks_env import OWNER, SCHEDULED_MARK, last_text, tool_names, tool_results, world
-
-
-def local_at(seconds: float) -> str:
-    """`at` as the model writes it: local (UTC here) date and time, seconds ahead of now."""
-    return (datetime.now(timezone.utc) + timedelta(seconds=seconds)).replace(tzinfo=None).isoformat(
-        timespec="seconds")
 
 
 def rows(db: Path, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
@@ -30,10 +23,10 @@ def rows(db: Path, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ..
 
 async def test_a_reminder_a_few_seconds_ahead_reaches_the_chat_once(tmp_path: Path) -> None:
     async with world(tmp_path, memory={"min-messages-for-summarize": 0, "min-user-message-length": 0}) as w:
-        at = local_at(2)
+        at = local_at(w.clock, 2)
         w.llm.push(ToolUseReply(SCHEDULE_TOOL, {"message": "stretch", "at": at}))
         w.llm.push(TextReply("I will remind you."))
-        asked = time.time()
+        asked = w.clock().timestamp()
         assert await w.tell(OWNER, "remind me in two seconds to stretch") == "I will remind you."
         [scheduled] = tool_results(w.chats()[1])
         result = json.loads(scheduled["content"])
@@ -41,7 +34,7 @@ async def test_a_reminder_a_few_seconds_ahead_reaches_the_chat_once(tmp_path: Pa
         assert not scheduled.get("is_error")
 
         await w.until(lambda: len(w.sent_to(OWNER)) >= 2, "the reminder", timeout=15)
-        arrived = time.time()
+        arrived = w.clock().timestamp()
         due = datetime.fromisoformat(at).replace(tzinfo=timezone.utc).timestamp()
         assert w.sent_to(OWNER)[1] == "It is time!"
         assert due <= arrived and arrived - asked < 10
@@ -67,7 +60,7 @@ async def test_a_reminder_a_few_seconds_ahead_reaches_the_chat_once(tmp_path: Pa
 async def test_the_model_failing_sends_the_reminder_as_written(tmp_path: Path) -> None:
     async with world(tmp_path) as w:
         w.reminder_reply = lambda instruction: ErrorReply(500, "api_error", "down")
-        w.llm.push(ToolUseReply(SCHEDULE_TOOL, {"message": "call mum", "at": local_at(1)}))
+        w.llm.push(ToolUseReply(SCHEDULE_TOOL, {"message": "call mum", "at": local_at(w.clock, 1)}))
         w.llm.push(TextReply("Noted."))
         await w.tell(OWNER, "remind me to call mum in a second")
         await w.until(lambda: len(w.sent_to(OWNER)) >= 2, "the reminder")
@@ -85,14 +78,14 @@ async def test_tool_argument_errors_name_the_problem(tmp_path: Path) -> None:
             {"message": "late", "at": "2020-01-01T09:00:00"},
             {"message": "bad", "cron": "61 * * * *"},
             {"message": "often", "cron": "*/5 * * * *"},
-            {"message": "both", "at": local_at(600), "cron": "0 9 * * *"},
+            {"message": "both", "at": local_at(w.clock, 600), "cron": "0 9 * * *"},
             {"message": "neither"},
-            {"message": "zone", "at": local_at(600), "timezone": "Mars/Olympus"},
+            {"message": "zone", "at": local_at(w.clock, 600), "timezone": "Mars/Olympus"},
             {"message": "date only", "at": "2030-01-01"},
-            {"message": "", "at": local_at(600)},
+            {"message": "", "at": local_at(w.clock, 600)},
             {"message": "one", "cron": "0 9 * * *"},
-            {"message": "two", "at": local_at(600)},
-            {"message": "three", "at": local_at(700)},
+            {"message": "two", "at": local_at(w.clock, 600)},
+            {"message": "three", "at": local_at(w.clock, 700)},
         ]
         for arguments in calls:
             w.llm.push(ToolUseReply(SCHEDULE_TOOL, arguments))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime, timedelta
 
 
@@ -19,3 +20,8 @@ class SteppedClock:
 
     def advance(self, **delta: float) -> None:
         self.now += timedelta(**delta)
+
+
+def local_at(clock: Callable[[], datetime], seconds: float) -> str:
+    """`at` as a model writes it: local (UTC in the tests) date and time, `seconds` after `clock`'s now."""
+    return (clock() + timedelta(seconds=seconds)).replace(tzinfo=None).isoformat(timespec="seconds")

@@ -14,6 +14,7 @@ from typing import Any
 from bot.app.runtime import Runtime
 from bot.schedule.reminders.delivery import ChannelOutbox, ReminderDelivery
 from bot.schedule.timer import TaskTimer
+from tests.support.config import pinned_clock
 from tests.support.eventually import eventually
 from tests.support.runtime import discord_channel, running, telegram_channel
 from tests.support.fakes.anthropic import FakeAnthropic, RecordedRequest, Script, TextReply, is_memory_extraction
@@ -109,7 +110,7 @@ async def world(
             channels["discord"] = {"enabled": True, "token": "TOKEN", "admins": [OWNER_DC],
                                    "allowed-users": [FRIEND_DC], "allowed-guilds": ["100"],
                                    "api-base-url": fake_dc.api_base, "gateway-url": fake_dc.gateway_url}
-        chosen = clock or (lambda: datetime.now(timezone.utc))
+        chosen = clock or pinned_clock()  # a fixed day (a Wednesday), running at the machine's pace
         # The tools, storage and the timer keep one time: a test's stepped clock, or this moment's.
         rt = await stack.enter_async_context(running(
             tmp_path, fake_llm, memory_worker=True, clock=chosen,
