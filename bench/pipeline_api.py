@@ -43,7 +43,6 @@ APIS = ("anthropic", "openai")
 LENGTHS = (10, 200)
 PATHS = ("plain", "streamed")
 REPLY = "Sure, that sounds like a good plan. Anything else I can help with?"
-_FAKES = {"anthropic": "tests.support.fakes.anthropic", "openai": "tests.support.fakes.openai_chat"}
 _REPO = Path(__file__).resolve().parent.parent
 
 
@@ -75,7 +74,7 @@ class _FakeProcess:
 
 
 def _start_fake(api: str) -> _FakeProcess:
-    process = subprocess.Popen([sys.executable, "-m", _FAKES[api], REPLY], cwd=_REPO, text=True,
+    process = subprocess.Popen([sys.executable, "-m", "tests.support.fakes.standalone", api, REPLY], cwd=_REPO, text=True,
                                stdin=subprocess.PIPE, stdout=subprocess.PIPE)
     assert process.stdout is not None
     url = process.stdout.readline().strip()

@@ -588,27 +588,3 @@ def is_memory_extraction(body: dict[str, Any]) -> bool:
 def is_memory_request(recorded: RecordedRequest) -> bool:
     """A recorded request that is a memory extraction (see is_memory_extraction)."""
     return is_memory_extraction(recorded.body)
-
-
-async def serve_stdio(fake: Any) -> None:
-    """Run `fake` standalone until stdin closes (bench/pipeline.py --api runs it in its own
-    process, so the bench's CPU figure leaves the fake's out): its root URL is the first line
-    on stdout, the number of requests it answered the last."""
-    import sys
-
-    loop = asyncio.get_running_loop()
-    async with fake:
-        print(fake.url, flush=True)
-        closed = loop.run_in_executor(None, sys.stdin.read)
-        answered = 0
-        while not closed.done():
-            await asyncio.wait([closed], timeout=1.0)
-            answered += len(fake.requests)
-            fake.requests.clear()  # a long run must not hold every prompt it was sent
-        print(answered, flush=True)
-
-
-if __name__ == "__main__":  # python -m tests.support.fakes.anthropic [reply text]
-    import sys
-
-    asyncio.run(serve_stdio(FakeAnthropic(default_text=" ".join(sys.argv[1:]) or "ok")))

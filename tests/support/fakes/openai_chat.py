@@ -517,11 +517,3 @@ def _error(status: int, error_type: str, message: str, headers: dict[str, str] |
            code: str | None = None) -> web.Response:
     body = {"error": {"message": message, "type": error_type, "param": None, "code": code}}
     return web.json_response(body, status=status, headers=headers or {})
-
-
-if __name__ == "__main__":  # python -m tests.support.fakes.openai_chat [reply text]; the API is at <url>/v1
-    import sys
-
-    from tests.support.fakes.anthropic import serve_stdio
-
-    asyncio.run(serve_stdio(FakeOpenAIChat(default_text=" ".join(sys.argv[1:]) or "ok")))
