@@ -26,6 +26,7 @@ from bot.core.text import storable
 from memory.extraction.budgets import tokens_for_chars
 from memory.extraction.corrections import Correction, PendingCorrections
 from memory.extraction.edits import EditNotApplicable, Rejection, placeholder_lines
+from memory.extraction.failures import CutOff, RetryableFailure, UnusableReply, is_retryable
 from memory.extraction.frame import ExtractionFrame, own_frame, shared_frame, shares_chat_prompt
 from memory.workspace.filenames import daily_note_part
 from memory.extraction.json_reply import InvalidJsonReply, parse_memory_reply
@@ -93,35 +94,6 @@ class _Snapshot:
 
     def file(self, filename: str) -> tuple[str, int]:
         return self.files.get(filename, ("", 0))
-
-
-class _RetryableFailure(Exception):
-    """One attempt failed in a way worth trying again (bad JSON, LLM error, repeated conflict)."""
-
-    def __init__(self, message: str, correction: Correction | None = None) -> None:
-        super().__init__(message)
-        self.correction = correction  # what the next try tells the model, when its answer was the trouble
-
-
-class _UnusableReply(InvalidJsonReply):
-    """A reply that gave nothing to write (not JSON, a field malformed, every change rejected)."""
-
-    def __init__(self, kind: str, message: str, correction: Correction) -> None:
-        super().__init__(message)
-        self.kind = kind
-        self.correction = correction
-
-
-def _is_retryable(exc: Exception) -> bool:
-    return isinstance(exc, _RetryableFailure)
-
-
-class _CutOff(Exception):
-    """The model stopped at max_tokens: the reply is incomplete and never parsed."""
-
-    def __init__(self, message: str, reply: str) -> None:
-        super().__init__(message)
-        self.reply = reply
 
 
 class MemorySummarizationService:
@@ -276,7 +248,7 @@ class MemorySummarizationService:
                 # The run row is finished inside the attempt's commit when it succeeds.
                 return await self._attempt(agent_id, conversation_id, scope, transcript, earlier_text, end, run_id,
                                            correction)
-            except _RetryableFailure as exc:
+            except RetryableFailure as exc:
                 self._corrections.remember(conversation_id, watermark, exc.correction or correction)
                 await self._repos.memory_runs.finish(
                     run_id, "failed", reason=f"attempt {number}/{policy.attempts}", error=str(exc)
@@ -290,8 +262,8 @@ class MemorySummarizationService:
                 raise
 
         try:
-            outcome = await retrying(attempt, _is_retryable, policy, sleep=self._sleep)
-        except _RetryableFailure as exc:
+            outcome = await retrying(attempt, is_retryable, policy, sleep=self._sleep)
+        except RetryableFailure as exc:
             return AnalysisOutcome("failed", False, str(exc), retryable=True)
         self._corrections.forget(conversation_id)
         if outcome.committed is not None and self._listener is not None:
@@ -318,7 +290,7 @@ class MemorySummarizationService:
                 plan = await self._ask(scope, snapshot, transcript, earlier, frame or self._own_frame(scope),
                                        correction)
                 return await self._commit(agent_id, conversation_id, scope, snapshot, plan, end, run_id)
-            except (LLMError, InvalidJsonReply, _CutOff, VersionConflict, EditNotApplicable) as exc:
+            except (LLMError, InvalidJsonReply, CutOff, VersionConflict, EditNotApplicable) as exc:
                 transient = isinstance(exc, LLMError) and not isinstance(exc, _REFUSED)
                 if frame is not None and not transient:
                     log.info("memory extraction through the chat's prefix did not work (%s); asking with its own "
@@ -331,15 +303,15 @@ class MemorySummarizationService:
                     redone = True
                     continue
                 if isinstance(exc, (VersionConflict, EditNotApplicable)):
-                    raise _RetryableFailure(f"failed again on fresh contents: {exc}") from None
-                if isinstance(exc, _UnusableReply):
-                    raise _RetryableFailure(f"{exc.kind}: {exc}", exc.correction) from None
-                if isinstance(exc, _CutOff):
+                    raise RetryableFailure(f"failed again on fresh contents: {exc}") from None
+                if isinstance(exc, UnusableReply):
+                    raise RetryableFailure(f"{exc.kind}: {exc}", exc.correction) from None
+                if isinstance(exc, CutOff):
                     note = self._cut_off_note(scope, self._max_tokens(scope, snapshot))
-                    raise _RetryableFailure(f"reply cut off: {exc}", Correction(exc.reply, note)) from None
+                    raise RetryableFailure(f"reply cut off: {exc}", Correction(exc.reply, note)) from None
                 kind = "invalid JSON reply" if isinstance(exc, InvalidJsonReply) else "LLM error"
                 # An error of the provider's: the next try carries the same correction, if any.
-                raise _RetryableFailure(f"{kind}: {exc}", correction) from None
+                raise RetryableFailure(f"{kind}: {exc}", correction) from None
 
     async def _read_files(self, agent_id: int, scope: _Scope) -> _Snapshot:
         zone = self._config.timezone  # "local" = the system's zone
@@ -389,7 +361,7 @@ class MemorySummarizationService:
     async def _call(self, messages: list[dict[str, Any]], frame: ExtractionFrame, max_tokens: int) -> str:
         response = await self._llm.complete(frame.request(messages, max_tokens))
         if response.stop_reason == "max_tokens":
-            raise _CutOff(response.text, response.text)
+            raise CutOff(response.text, response.text)
         return response.text
 
     def _cut_off_note(self, scope: _Scope, max_tokens: int) -> str:
@@ -415,7 +387,7 @@ class MemorySummarizationService:
         """
         try:
             return await self._call(messages, frame, max_tokens)
-        except _CutOff as cut:
+        except CutOff as cut:
             log.warning("memory reply cut off at max_tokens (%d); asking for edits instead", max_tokens)
             messages += [
                 {"role": "assistant", "content": cut.reply.strip() or "..."},
@@ -423,8 +395,8 @@ class MemorySummarizationService:
             ]
         try:
             return await self._call(messages, frame, max_tokens)
-        except _CutOff as again:
-            raise _CutOff(f"the reply was cut off at max_tokens ({max_tokens}) twice", again.reply) from None
+        except CutOff as again:
+            raise CutOff(f"the reply was cut off at max_tokens ({max_tokens}) twice", again.reply) from None
 
     def _prompt(self, scope: _Scope, snap: _Snapshot, transcript: str, earlier: str, frame: ExtractionFrame) -> str:
         """The extraction request's user message: a direct chat's, a group's with its people, or one
@@ -466,7 +438,7 @@ class MemorySummarizationService:
                    frame: ExtractionFrame, correction: Correction | None = None) -> Plan:
         """The reply resolved into writes. Parts that missed (an edit whose text is not in the file)
         and budget problems are sent back once; what the second answer fixes is taken, the rest of
-        the first is kept. A reply with nothing usable raises _UnusableReply, with what to tell the
+        the first is kept. A reply with nothing usable raises UnusableReply, with what to tell the
         model on the next try."""
         max_tokens = self._max_tokens(scope, snap)
         messages: list[dict[str, Any]] = [{"role": "user", "content": self._prompt(scope, snap, transcript, earlier,
@@ -486,14 +458,14 @@ class MemorySummarizationService:
                 text = await self._call(messages, frame, max_tokens)
                 again = self._parse(scope, text)
                 second = self._resolve(scope, snap, again, frame)
-            except (InvalidJsonReply, EditNotApplicable, _CutOff, LLMError) as exc:
+            except (InvalidJsonReply, EditNotApplicable, CutOff, LLMError) as exc:
                 log.info("the memory model's corrected answer was not usable: %s", exc)
             else:
                 self._resolver.take_corrections(self._targets(scope), self._texts(scope, snap), plan, again)
                 self._take_fixes(scope, plan, second)
         if plan.should_update and plan.rejected and not plan.contents and not plan.daily_entry:
             problem = "; ".join(str(r) for r in plan.rejected)
-            raise _UnusableReply("unusable reply", f"nothing usable: {problem}", Correction(
+            raise UnusableReply("unusable reply", f"nothing usable: {problem}", Correction(
                 text, self._correction_note(rejections=plan.rejected, number=number), number))
         plan.notes += [f"left out {r}" for r in plan.rejected]
         self._enforce_budgets(scope, plan)
@@ -503,7 +475,7 @@ class MemorySummarizationService:
         try:
             return self._parse(scope, text)
         except InvalidJsonReply as exc:
-            raise _UnusableReply("invalid JSON reply", str(exc), Correction(
+            raise UnusableReply("invalid JSON reply", str(exc), Correction(
                 text, self._correction_note(problems=[str(exc)], number=number), number)) from None
 
     def _resolve(self, scope: _Scope, snap: _Snapshot, reply: dict[str, Any], frame: ExtractionFrame) -> Plan:
