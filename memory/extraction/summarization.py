@@ -23,6 +23,7 @@ from bot.core.records import MessageRecord
 from memory.events import CommitListener, ConversationCompletedEvent, FileChange, MemoryCommitted
 from bot.storage.memory_commit import ExtractionCommit, FileWrite
 from bot.core.text import storable
+from memory.extraction.asked import RememberRequest, keep_requests, remember_requests
 from memory.extraction.budgets import tokens_for_chars
 from memory.extraction.corrections import Correction, PendingCorrections
 from memory.extraction.edits import EditNotApplicable, Rejection, placeholder_lines
@@ -128,8 +129,9 @@ class MemorySummarizationService:
             w.casefold() for w in (*words, *self._memory.remember_keywords) if w.strip()
         )
         # The seeds' "_Nothing known yet._" lines, every locale's: replaced by the first fact.
-        self._resolver = ReplyResolver(placeholder_lines(
-            PromptLibrary(locale).workspace_seed(name) for locale in LOCALES for name in (PROFILE_FILE, MEMORY_FILE)))
+        self._placeholders = placeholder_lines(
+            PromptLibrary(locale).workspace_seed(name) for locale in LOCALES for name in (PROFILE_FILE, MEMORY_FILE))
+        self._resolver = ReplyResolver(self._placeholders)
         self._corrections = PendingCorrections()
 
     # -- pre-checks ------------------------------------------------------------
@@ -237,6 +239,7 @@ class MemorySummarizationService:
         speakers = {m.sender_id: f"{m.ref} {m.name}" for m in scope.members}
         transcript = build_transcript(batch, self._prompts, self._memory.max_transcript_message_chars, speakers)
         earlier_text = build_transcript(earlier, self._prompts, EARLIER_CONTEXT_CHARS)
+        requests = remember_requests(batch, self.is_explicit_remember, group=scope.is_group)
         policy = self._retry if attempts is None else replace(self._retry, attempts=max(1, attempts))
         tries = itertools.count(1)
 
@@ -247,7 +250,7 @@ class MemorySummarizationService:
             try:
                 # The run row is finished inside the attempt's commit when it succeeds.
                 return await self._attempt(agent_id, conversation_id, scope, transcript, earlier_text, end, run_id,
-                                           correction)
+                                           correction, requests)
             except RetryableFailure as exc:
                 self._corrections.remember(conversation_id, watermark, exc.correction or correction)
                 await self._repos.memory_runs.finish(
@@ -275,20 +278,21 @@ class MemorySummarizationService:
 
     async def _attempt(
         self, agent_id: int, conversation_id: str, scope: _Scope, transcript: str, earlier: str, end: int,
-        run_id: int, correction: Correction | None = None,
+        run_id: int, correction: Correction | None = None, requests: Sequence[RememberRequest] = (),
     ) -> AnalysisOutcome:
         """One analysis; if a file changed during the LLM call it is redone once on fresh contents.
         A request through the chat's prefix that the provider refuses, or whose answer is not usable
         (not JSON, or edits of lines changed since the prefix), is asked again with the extraction's
         own prompt first (that does not use up the redo). `correction`: the answer an earlier try
-        could not use, and why; sent after the prompt."""
+        could not use, and why; sent after the prompt. `requests`: what the person explicitly asked
+        to remember in the transcript."""
         shared, redone = True, False
         while True:
             snapshot = await self._read_files(agent_id, scope)
             frame = self._shared_frame(scope, conversation_id, snapshot) if shared else None
             try:
                 plan = await self._ask(scope, snapshot, transcript, earlier, frame or self._own_frame(scope),
-                                       correction)
+                                       correction, requests)
                 return await self._commit(agent_id, conversation_id, scope, snapshot, plan, end, run_id)
             except (LLMError, InvalidJsonReply, CutOff, VersionConflict, EditNotApplicable) as exc:
                 transient = isinstance(exc, LLMError) and not isinstance(exc, _REFUSED)
@@ -398,14 +402,16 @@ class MemorySummarizationService:
         except CutOff as again:
             raise CutOff(f"the reply was cut off at max_tokens ({max_tokens}) twice", again.reply) from None
 
-    def _prompt(self, scope: _Scope, snap: _Snapshot, transcript: str, earlier: str, frame: ExtractionFrame) -> str:
+    def _prompt(self, scope: _Scope, snap: _Snapshot, transcript: str, earlier: str, frame: ExtractionFrame,
+                requests: Sequence[RememberRequest] = ()) -> str:
         """The extraction request's user message: a direct chat's, a group's with its people, or one
         through the chat's prefix (the instructions with it; the files are in the prefix)."""
         memory = self._memory
         daily, omitted = _tail(snap.daily[0], memory.daily_context_chars)
         shared = {"date": snap.date, "memory": snap.file(MEMORY_FILE)[0], "memory_chars": len(snap.file(MEMORY_FILE)[0]),
                   "memory_max_chars": memory.memory_max_chars, "daily_note": daily, "daily_note_omitted": omitted,
-                  "earlier_context": earlier, "transcript": transcript}
+                  "earlier_context": earlier, "transcript": transcript,
+                  "asked_to_remember": [(r.speaker, r.text) for r in requests]}
         if scope.is_group:
             people = [{"ref": m.ref, "name": m.name, "profile": snap.file(m.filename)[0],
                        "chars": len(snap.file(m.filename)[0])} for m in scope.members]
@@ -435,14 +441,15 @@ class MemorySummarizationService:
         return reply
 
     async def _ask(self, scope: _Scope, snap: _Snapshot, transcript: str, earlier: str,
-                   frame: ExtractionFrame, correction: Correction | None = None) -> Plan:
+                   frame: ExtractionFrame, correction: Correction | None = None,
+                   requests: Sequence[RememberRequest] = ()) -> Plan:
         """The reply resolved into writes. Parts that missed (an edit whose text is not in the file)
         and budget problems are sent back once; what the second answer fixes is taken, the rest of
         the first is kept. A reply with nothing usable raises UnusableReply, with what to tell the
         model on the next try."""
         max_tokens = self._max_tokens(scope, snap)
         messages: list[dict[str, Any]] = [{"role": "user", "content": self._prompt(scope, snap, transcript, earlier,
-                                                                                  frame)}]
+                                                                                  frame, requests)}]
         if correction is not None:  # after the prompt, so the cached part of the request stays as it was
             messages += correction.turns()
         number = correction.number + 1 if correction is not None else 1
@@ -468,6 +475,9 @@ class MemorySummarizationService:
             raise UnusableReply("unusable reply", f"nothing usable: {problem}", Correction(
                 text, self._correction_note(rejections=plan.rejected, number=number), number))
         plan.notes += [f"left out {r}" for r in plan.rejected]
+        keep_requests(plan, requests, memory_file=MEMORY_FILE, memory_text=snap.file(MEMORY_FILE)[0],
+                      budget=self._memory.memory_max_chars, date=snap.date, placeholders=self._placeholders,
+                      kept_files=[t.filename for t in self._targets(scope)])
         self._enforce_budgets(scope, plan)
         return plan
 
