@@ -72,7 +72,7 @@ def _keyed(value: Any, field: str) -> dict[str, Any]:
 def parse_memory_reply(
     text: str, text_fields: tuple[str, ...], edit_fields: tuple[str, ...] = (), *,
     keyed_text_fields: tuple[str, ...] = (), keyed_edit_fields: tuple[str, ...] = (),
-    refused_fields: tuple[str, ...] = (), refuse_unknown: bool = False,
+    refused_fields: tuple[str, ...] = (), refuse_unknown: bool = False, changes_win: bool = False,
 ) -> dict[str, Any]:
     """{should_update: bool, reason: str, <text_fields>: str, <edit_fields>: tuple[FileEdit, ...]}.
 
@@ -80,7 +80,8 @@ def parse_memory_reply(
     object of those per person: {"P1": "...", ...}. A refused field that holds anything
     makes the reply invalid (a direct chat's PROFILE.md fields in a group's reply); so does,
     with `refuse_unknown`, any other field that holds anything in a reply that updates ("people", "P1", a misspelt
-    field): what it meant would be dropped without a word.
+    field): what it meant would be dropped without a word. `changes_win`: a reply that holds
+    changes updates whatever its should_update says.
     """
     data = extract_json_object(text)
     if "should_update" not in data:
@@ -88,17 +89,9 @@ def parse_memory_reply(
     for field in refused_fields:
         if data.get(field) not in (None, "", [], {}):
             raise InvalidJsonReply(f"{field} does not belong in this reply")
-    if refuse_unknown and _as_bool(data["should_update"], "should_update"):
-        known = {"should_update", "reason", *text_fields, *edit_fields, *keyed_text_fields, *keyed_edit_fields,
-                 *refused_fields}
-        # A number or a flag beside the fields ("confidence": 0.9) holds nothing that would be lost.
-        unknown = [key for key, value in data.items()
-                   if key not in known and isinstance(value, (str, list, dict)) and value not in ("", [], {})]
-        if unknown:
-            raise InvalidJsonReply(f"{', '.join(unknown)}: not a field of this reply (its fields are "
-                                   f"{', '.join(sorted(known - set(refused_fields)))})")
+    flag = _as_bool(data["should_update"], "should_update")
     parsed: dict[str, Any] = {
-        "should_update": _as_bool(data["should_update"], "should_update"),
+        "should_update": flag,
         "reason": _as_text(data.get("reason"), "reason"),
     }
     for field in text_fields:
@@ -117,4 +110,27 @@ def parse_memory_reply(
                              for key, value in _keyed(data.get(field), field).items()}
         except InvalidEdits as exc:
             raise InvalidJsonReply(str(exc)) from None
+    # A small model writes the changes and then says should_update: false: what it wrote wins.
+    parsed["should_update"] = flag or changes_win and _holds_changes(parsed, (*text_fields, *keyed_text_fields),
+                                                     (*edit_fields, *keyed_edit_fields))
+    if refuse_unknown and parsed["should_update"]:
+        known = {"should_update", "reason", *text_fields, *edit_fields, *keyed_text_fields, *keyed_edit_fields,
+                 *refused_fields}
+        # A number or a flag beside the fields ("confidence": 0.9) holds nothing that would be lost.
+        unknown = [key for key, value in data.items()
+                   if key not in known and isinstance(value, (str, list, dict)) and value not in ("", [], {})]
+        if unknown:
+            raise InvalidJsonReply(f"{', '.join(unknown)}: not a field of this reply (its fields are "
+                                   f"{', '.join(sorted(known - set(refused_fields)))})")
     return parsed
+
+
+def _holds_changes(parsed: dict[str, Any], text_fields: tuple[str, ...], edit_fields: tuple[str, ...]) -> bool:
+    def texts(value: Any) -> list[str]:
+        return list(value.values()) if isinstance(value, dict) else [value]
+
+    def edits(value: Any) -> list[Any]:
+        return [e for group in value.values() for e in group] if isinstance(value, dict) else list(value)
+
+    return (any(text.strip() for field in text_fields for text in texts(parsed[field]))
+            or any(edits(parsed[field]) for field in edit_fields))

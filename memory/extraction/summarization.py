@@ -428,8 +428,9 @@ class MemorySummarizationService:
     def _parse(self, scope: _Scope, text: str) -> dict[str, Any]:
         """The reply's fields; in a group, people only by the numbers the prompt gave them."""
         if not scope.is_group:
-            return parse_memory_reply(text, REPLY_FIELDS, EDIT_FIELDS, refuse_unknown=True)
+            return parse_memory_reply(text, REPLY_FIELDS, EDIT_FIELDS, refuse_unknown=True, changes_win=True)
         reply = parse_memory_reply(text, GROUP_REPLY_FIELDS, GROUP_EDIT_FIELDS, keyed_text_fields=(PEOPLE_UPDATES,),
+                                   changes_win=True,
                                    keyed_edit_fields=(PEOPLE_EDITS,),
                                    refused_fields=("profile_update", "profile_edits"), refuse_unknown=True)
         refs = [m.ref for m in scope.members]

@@ -204,6 +204,30 @@ async def test_a_groups_people_edits_beside_a_replacement_are_applied_to_it(tmp_
     assert bob is not None and bob.content == "# Bob\n\n- lives in Porto, Foz\n"
 
 
+async def test_changes_written_beside_should_update_false_are_kept(tmp_path: Path) -> None:
+    """The real lane's 1.5B model wrote every person's profile and then said should_update: false."""
+    async with memory_env(tmp_path, **{"min-messages-for-summarize": 0}) as env:
+        group = await env.core.agents.for_chat(GROUP, "Family")
+        await group_chat(env.core, group, LINES)
+        env.fake.reply_text(json.dumps({"should_update": False, "reason": "small talk", "daily_entry": "",
+                                        "memory_update": "", "memory_edits": [],
+                                        "people_updates": {"P1": "# Alice\n\n- nurse", "P2": ""},
+                                        "people_edits": []}))
+        outcome = await env.service.analyze_and_update_memory(group, GROUP)
+        alice = await env.core.workspace.get(group, profile_filename("telegram", "111"))
+    assert outcome.status == "completed" and outcome.updated, outcome
+    assert alice is not None and alice.content == "# Alice\n\n- nurse\n"
+
+
+async def test_should_update_false_with_nothing_written_keeps_nothing(tmp_path: Path) -> None:
+    async with memory_env(tmp_path) as env:
+        await add_messages(env.core, chat(2))
+        env.fake.reply_text(json.dumps({"should_update": False, "reason": "small talk", "daily_entry": " ",
+                                        "memory_update": "", "profile_update": "", "profile_edits": []}))
+        outcome = await env.service.analyze_and_update_memory(1, CONVERSATION)
+    assert outcome.status == "completed" and not outcome.updated and outcome.files == ()
+
+
 # -- a malformed group reply is a failed run --------------------------------------------------------
 
 
