@@ -57,6 +57,8 @@ REVIEW_HOUR = 2  # the default emergence-cron "0 2 * * *": the night after the d
 INSIDE_GAP_S = (30.0, 900.0)
 BETWEEN_GAP_S = (3600.0, 3 * 3600.0)
 HISTORY_TOKENS = 48_000
+# SPEC S34, "Cost targets restated" (S32's first targets were 0.4 x baseline, 0.35 and 0.15).
+TARGET = "vs_baseline <= 0.15, memory_share <= 0.30, cost_ratio <= 0.45 (burst: cost_ratio <= 0.25)"
 FILES_SHARE = 0.70
 NOTE_DAYS = 6
 AGENT_ID = 1
@@ -263,5 +265,5 @@ def day_result(turns: list[Turn], cached: DayRun, uncached: DayRun, baseline: fl
         "memory_file_chars": {name: list(sizes) for name, sizes in cached.file_chars.items()},
         "recorded_matches_billed": (cached.recorded_prompt_tokens == sum(b.prompt_tokens for b in bill.purposes.values())
                                     and cached.recorded_output_tokens == sum(b.output for b in bill.purposes.values())),
-        "target": "cost_per_message_tokens <= 0.4 x baseline, cost_ratio <= 0.35, memory_share <= 0.15",
+        "target": TARGET,
     }

@@ -54,7 +54,7 @@ async def test_auto_keeps_an_active_conversation_for_an_hour_and_a_quiet_one_for
     moment = Moment()
     async with running(tmp_path, fake, moment, None) as rt:  # auto is the default
         for gap, text in ((0, LONG_FACT), (2, "what grows there?"), (10, "and the tomatoes?"),
-                          (61, "back again"), (3, "still here")):
+                          (181, "back again"), (3, "still here")):
             moment.wait(minutes=gap)
             fake.reply_text("noted")
             await chat(rt, text)
@@ -62,7 +62,7 @@ async def test_auto_keeps_an_active_conversation_for_an_hour_and_a_quiet_one_for
     first, second, third, after_silence, resumed = (r.body for r in chat_requests(fake))
     assert lifetimes(first) == {"5m"}  # nothing before it: the next turn may never come
     assert lifetimes(second) == {"1h"} and lifetimes(third) == {"1h"}
-    assert lifetimes(after_silence) == {"5m"}  # the previous turn was 61 minutes ago
+    assert lifetimes(after_silence) == {"5m"}  # the previous turn was 181 minutes ago
     assert lifetimes(resumed) == {"1h"}
     usage = [r.usage for r in chat_requests(fake)]
     assert all(u is not None for u in usage)
@@ -158,7 +158,7 @@ async def test_a_server_that_refuses_the_hour_long_cache_gets_the_five_minute_on
     assert lifetimes(retried) == {"5m"} and lifetimes(later) == {"5m"}  # still cached, for 5 minutes
 
 
-async def test_a_changed_prefix_is_written_for_five_minutes_then_kept_for_the_hour(
+async def test_a_changed_prefix_in_an_active_conversation_is_kept_for_the_hour(
     tmp_path: Path, fake: FakeAnthropic,
 ) -> None:
     moment = Moment()
@@ -171,5 +171,6 @@ async def test_a_changed_prefix_is_written_for_five_minutes_then_kept_for_the_ho
 
     bodies = [r.body for r in chat_requests(fake)]
     assert json.dumps(bodies[1]["system"]).count("2026-03-04") and json.dumps(bodies[2]["system"]).count("2026-03-05")
-    assert [lifetimes(b) for b in bodies] == [{"5m"}, {"1h"}, {"5m"}, {"1h"}]
+    # the new day's prompt is written once, for the hour, as the conversation goes on
+    assert [lifetimes(b) for b in bodies] == [{"5m"}, {"1h"}, {"1h"}, {"1h"}]
     assert_all_accepted(fake)
