@@ -35,10 +35,26 @@ class RememberRequest:
         return f"- {who}{self.text} ({date})"
 
 
+class RequestWords:
+    """Whether a message asks to keep something: it holds a request's words ("please remember",
+    "don't forget", "记住") or starts with a remember word ("Remember, I'm vegetarian"), and is no
+    question. "I remember our trip" and "do you remember where I live?" are not requests."""
+
+    def __init__(self, request_words: Sequence[str], remember_words: Sequence[str]) -> None:
+        self._requests = tuple(w.casefold() for w in request_words if w.strip())
+        self._starts = tuple(w.casefold() for w in remember_words if w.strip())
+
+    def __call__(self, text: str) -> bool:
+        folded = text.casefold().replace("\u2019", "'").strip()
+        if not folded or _QUESTION_END.search(folded):
+            return False
+        return any(w in folded for w in self._requests) or folded.startswith(self._starts)
+
+
 def remember_requests(
     batch: Sequence[MessageRecord], asks_to_remember: Callable[[str], bool], *, group: bool,
 ) -> list[RememberRequest]:
-    """The person's messages in `batch` that ask to remember something (a question does not)."""
+    """The person's messages in `batch` that `asks_to_remember` takes for a request to keep something."""
     found: list[RememberRequest] = []
     for message in batch:
         if message.role != "user":
@@ -47,7 +63,7 @@ def remember_requests(
         speaker = (message.sender_name or message.sender_id or "") if group else ""
         if speaker and text.startswith(f"[{speaker}] "):  # a group row starts with who said it
             text = text[len(speaker) + 3:]
-        if not asks_to_remember(text) or _QUESTION_END.search(text):
+        if not asks_to_remember(text):
             continue
         match = _AFTER_COLON.match(text)
         what = (match.group("what") if match else text).strip()

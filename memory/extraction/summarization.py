@@ -23,7 +23,7 @@ from bot.core.records import MessageRecord
 from memory.events import CommitListener, ConversationCompletedEvent, FileChange, MemoryCommitted
 from bot.storage.memory_commit import ExtractionCommit, FileWrite
 from bot.core.text import storable
-from memory.extraction.asked import RememberRequest, keep_requests, remember_requests
+from memory.extraction.asked import RememberRequest, RequestWords, keep_requests, remember_requests
 from memory.extraction.budgets import tokens_for_chars
 from memory.extraction.corrections import Correction, PendingCorrections
 from memory.extraction.edits import EditNotApplicable, Rejection, placeholder_lines
@@ -128,6 +128,9 @@ class MemorySummarizationService:
         self._remember_words = tuple(
             w.casefold() for w in (*words, *self._memory.remember_keywords) if w.strip()
         )
+        self._asks_to_keep = RequestWords(
+            [w for locale in LOCALES for w in PromptLibrary(locale).words("remember_request_words")]
+            + list(self._memory.remember_keywords), self._remember_words)
         # The seeds' "_Nothing known yet._" lines, every locale's: replaced by the first fact.
         self._placeholders = placeholder_lines(
             PromptLibrary(locale).workspace_seed(name) for locale in LOCALES for name in (PROFILE_FILE, MEMORY_FILE))
@@ -239,7 +242,7 @@ class MemorySummarizationService:
         speakers = {m.sender_id: f"{m.ref} {m.name}" for m in scope.members}
         transcript = build_transcript(batch, self._prompts, self._memory.max_transcript_message_chars, speakers)
         earlier_text = build_transcript(earlier, self._prompts, EARLIER_CONTEXT_CHARS)
-        requests = remember_requests(batch, self.is_explicit_remember, group=scope.is_group)
+        requests = remember_requests(batch, self._asks_to_keep, group=scope.is_group)
         policy = self._retry if attempts is None else replace(self._retry, attempts=max(1, attempts))
         tries = itertools.count(1)
 

@@ -52,15 +52,17 @@ async def test_what_the_model_kept_itself_is_not_added_again(tmp_path: Path) -> 
     assert WHAT not in memory
 
 
-async def test_a_question_about_memory_is_no_request_to_keep(tmp_path: Path) -> None:
+@pytest.mark.parametrize("said", ["Do you remember where I live?", "I remember our trip to Rome, it rained all week",
+                                  "你还记得我住在哪儿吗？"])
+async def test_a_question_or_a_memory_of_ones_own_is_no_request_to_keep(tmp_path: Path, said: str) -> None:
     async with memory_env(tmp_path) as env:
-        await add_messages(env.core, [("user", "Do you remember where I live?"), ("assistant", "Not yet.")])
+        await add_messages(env.core, [("user", said), ("assistant", "Not yet.")])
         env.fake.reply_text(nothing_kept())
         outcome = await env.service.analyze_and_update_memory(1, CONVERSATION)
         memory, _ = await env.core.workspace.read_text(1, "MEMORY.md")
         (request,) = env.fake.messages_requests()
     assert "Asked to remember" not in user_text(request)
-    assert outcome.files == () and "where I live" not in memory
+    assert outcome.files == () and said not in memory
 
 
 async def test_a_request_that_does_not_fit_memorys_budget_goes_to_the_daily_note(tmp_path: Path) -> None:
@@ -73,6 +75,17 @@ async def test_a_request_that_does_not_fit_memorys_budget_goes_to_the_daily_note
         note, _ = await env.core.workspace.read_text(1, daily[0]) if daily else ("", 0)
     assert outcome.status == "completed" and daily and "MEMORY.md" not in outcome.files
     assert WHAT not in memory and WHAT in note
+
+
+@pytest.mark.parametrize("said", ["Remember, I'm vegetarian", "don't forget: I'm vegetarian",
+                                  "记住：我吃素", "Keep in mind that I'm vegetarian"])
+async def test_each_way_of_asking_is_kept(tmp_path: Path, said: str) -> None:
+    async with memory_env(tmp_path) as env:
+        await add_messages(env.core, [("user", said), ("assistant", "ok")])
+        env.fake.reply_text(nothing_kept())
+        await env.service.analyze_and_update_memory(1, CONVERSATION)
+        memory, _ = await env.core.workspace.read_text(1, "MEMORY.md")
+    assert ("vegetarian" if "素" not in said else "我吃素") in memory
 
 
 @pytest.mark.parametrize("locale", ["en", "zh-CN"])
