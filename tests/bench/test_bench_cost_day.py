@@ -56,8 +56,8 @@ def test_caching_pays_on_a_day_with_realistic_gaps(tiny_day: tuple[dict[str, Any
     assert 0 < result["cost_ratio"] < 1
     assert result["cost_per_message_tokens"] < result["uncached_cost_per_message_tokens"]
     chat = result["breakdown"]["chat"]
-    # sessions 1-3 hours apart are one active day: the chat writes for the hour; the nightly
-    # review, hours after the last turn, for 5 minutes
+    # turns minutes apart are written for the hour; the nightly review, hours after the last
+    # turn, for 5 minutes
     assert chat["cache_read"] > 0 and chat["cache_write_1h"] > 0
     assert result["breakdown"]["emergence"]["cache_write_5m"] > 0
     assert result["gaps_s"]["max"] > 3600  # the two sessions are hours apart

@@ -54,7 +54,7 @@ async def test_auto_keeps_an_active_conversation_for_an_hour_and_a_quiet_one_for
     moment = Moment()
     async with running(tmp_path, fake, moment, None) as rt:  # auto is the default
         for gap, text in ((0, LONG_FACT), (2, "what grows there?"), (10, "and the tomatoes?"),
-                          (181, "back again"), (3, "still here")):
+                          (61, "back again"), (3, "still here")):
             moment.wait(minutes=gap)
             fake.reply_text("noted")
             await chat(rt, text)
@@ -62,7 +62,7 @@ async def test_auto_keeps_an_active_conversation_for_an_hour_and_a_quiet_one_for
     first, second, third, after_silence, resumed = (r.body for r in chat_requests(fake))
     assert lifetimes(first) == {"5m"}  # nothing before it: the next turn may never come
     assert lifetimes(second) == {"1h"} and lifetimes(third) == {"1h"}
-    assert lifetimes(after_silence) == {"5m"}  # the previous turn was 181 minutes ago
+    assert lifetimes(after_silence) == {"5m"}  # the previous turn was 61 minutes ago
     assert lifetimes(resumed) == {"1h"}
     usage = [r.usage for r in chat_requests(fake)]
     assert all(u is not None for u in usage)
