@@ -30,9 +30,13 @@ class RememberRequest:
     text: str
     speaker: str = ""
 
-    def line(self, date: str) -> str:
+    def listed(self) -> str:
+        """The request as a bullet: who asked (in a group), and the words."""
         who = f"{self.speaker}: " if self.speaker else ""
-        return f"- {who}{self.text} ({date})"
+        return f"- {who}{self.text}"
+
+    def line(self, date: str) -> str:
+        return f"{self.listed()} ({date})"
 
 
 class RequestWords:

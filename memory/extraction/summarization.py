@@ -414,7 +414,7 @@ class MemorySummarizationService:
         shared = {"date": snap.date, "memory": snap.file(MEMORY_FILE)[0], "memory_chars": len(snap.file(MEMORY_FILE)[0]),
                   "memory_max_chars": memory.memory_max_chars, "daily_note": daily, "daily_note_omitted": omitted,
                   "earlier_context": earlier, "transcript": transcript,
-                  "asked_to_remember": [(r.speaker, r.text) for r in requests]}
+                  "asked_to_remember": "\n".join(r.listed() for r in requests)}
         if scope.is_group:
             people = [{"ref": m.ref, "name": m.name, "profile": snap.file(m.filename)[0],
                        "chars": len(snap.file(m.filename)[0])} for m in scope.members]

@@ -38,6 +38,7 @@ TEMPLATES: dict[str, dict[str, object]] = {
         "daily_note_omitted": 4567,
         "earlier_context": "EARLIER-BODY",
         "transcript": "User: TRANSCRIPT-BODY",
+        "asked_to_remember": "- ASKED-BODY",
     },
     "memory/emergence-system": {"memory_max_chars": 12001},
     "memory/emergence-user": {

@@ -99,5 +99,5 @@ async def test_in_a_group_the_request_is_kept_with_who_asked(tmp_path: Path, loc
         outcome = await env.service.analyze_and_update_memory(1, GROUP)
         memory, _ = await env.core.workspace.read_text(1, "MEMORY.md")
         (request,) = env.fake.messages_requests()
-    assert f"Bob{'：' if locale == 'zh-CN' else ': '}{what}" in user_text(request)
+    assert f"- Bob: {what}" in user_text(request).split("</transcript>", 1)[1]
     assert outcome.files == ("MEMORY.md",) and f"- Bob: {what} (" in memory

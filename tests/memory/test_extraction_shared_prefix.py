@@ -186,7 +186,7 @@ def test_the_shared_prompt_renders_in_both_locales() -> None:
             changes=[FileChange(MEMORY_FILE, ("- new",), ("- old",))], unshown=(PROFILE_FILE,), profile_chars=10,
             profile_max_chars=4000,
             memory_chars=20, memory_max_chars=12000, daily_note="", daily_note_omitted=0, earlier_context="",
-            transcript="User: hi", asked_to_remember=[("", "my sister's birthday is in March")])
+            transcript="User: hi", asked_to_remember="- my sister's birthday is in March")
         assert "my sister's birthday is in March" in text.split("</transcript>", 1)[1]
         assert "INSTRUCTIONS" in text and removed in text and "<transcript>\nUser: hi\n</transcript>" in text
         assert PROFILE_FILE in text.split("MEMORY.md", 2)[1]  # named as not shown above
