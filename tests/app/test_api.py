@@ -108,6 +108,7 @@ async def test_emergence_failure_is_500_with_message(api: Api) -> None:
 async def test_summarize_unknown_conversation_is_404(api: Api) -> None:
     status, body = await api.call("POST", "/api/v1/memory/1/summarize/console:nobody")
     assert (status, body["code"]) == (404, 404)
+    assert body["msg"] == "No such conversation for this agent: console:nobody"  # as the messages route says
 
 
 async def test_summarize_runs_for_a_conversation(api: Api) -> None:

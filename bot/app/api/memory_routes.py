@@ -7,7 +7,7 @@ import logging
 
 from aiohttp import web
 
-from bot.app.api.common import RUNTIME, NotFound, agent_id_of, dumps, fail, ok
+from bot.app.api.common import RUNTIME, NotFound, agent_id_of, conversation_of, dumps, fail, ok
 from bot.app.api.input import BadRequest, json_body, opened_id, whole_number
 from bot.core.errors import VersionConflict, WorkspaceError
 from bot.core.prompts import PromptLibrary
@@ -35,11 +35,8 @@ async def emergence(request: web.Request) -> web.Response:
 
 async def summarize(request: web.Request) -> web.Response:
     rt = request.app[RUNTIME]
-    agent_id = await agent_id_of(request)
-    conversation_id = request.match_info["conversation_id"]
-    conversation = await rt.core.repos.conversations.get(conversation_id)
-    if conversation is None or conversation.agent_id != agent_id:
-        raise NotFound(f"conversation {conversation_id[:80]} not found for agent {agent_id}")
+    agent_id, conversation = await conversation_of(request)
+    conversation_id = conversation.id
     if rt.memory_services is None:
         return fail(500, rt.core.prompts.text("api_summarize_failed", error="memory worker not running"))
     try:

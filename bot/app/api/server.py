@@ -19,7 +19,7 @@ from aiohttp import web
 from aiohttp.http_exceptions import HttpProcessingError
 from aiohttp.typedefs import Handler
 
-from bot.app.api.common import RUNTIME, NotFound, agent_id_of, dumps, fail, ok
+from bot.app.api.common import RUNTIME, NotFound, agent_id_of, conversation_of, dumps, fail, ok
 from bot.app.api.memory_routes import (
     answer_proposal,
     emergence,
@@ -200,11 +200,8 @@ async def cancel_task(request: web.Request) -> web.Response:
 async def conversation_messages(request: web.Request) -> web.Response:
     """What was said in one conversation, oldest first; tool turns left out (read-only)."""
     rt = request.app[RUNTIME]
-    agent_id = await agent_id_of(request)
-    conversation_id = request.match_info["conversation_id"]
-    found = await rt.core.repos.conversations.get(conversation_id)
-    if found is None or found.agent_id != agent_id:
-        raise NotFound(rt.core.prompts.text("api_unknown_conversation", conversation_id=conversation_id[:64]))
+    agent_id, conversation = await conversation_of(request)
+    conversation_id = conversation.id
     after = whole_number(request.query.get("after", "0"), "after (a message id)", 0)
     records = await rt.core.repos.messages.after(conversation_id, after, limit=_MAX_LISTED)
     items = [{"messageId": m.id, "role": m.role, "content": m.content, "senderName": m.sender_name,
