@@ -2,6 +2,13 @@
 
 from __future__ import annotations
 
+import sys
+
+# Bytecode is kept even where PYTHONDONTWRITEBYTECODE is set (container images set it): else each
+# xdist worker compiles the suite and matebot afresh on every run (~2 s of CPU each). Set before
+# the imports below, so that they are cached too; __pycache__/ is git-ignored.
+sys.dont_write_bytecode = False
+
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -29,6 +36,9 @@ def _loopback_without_proxy(monkeypatch: pytest.MonkeyPatch, _one_root_certifica
         monkeypatch.delenv(name, raising=False)
     # The fakes speak plain HTTP: a small trust store spares each SDK client loading the whole bundle.
     monkeypatch.setenv("SSL_CERT_FILE", str(_one_root_certificate))
+    # A `python -m bot` started by a test would otherwise compile every module of matebot again
+    # (~0.2 s of CPU a start, over a hundred starts a run): it keeps its bytecode, as an install does.
+    monkeypatch.delenv("PYTHONDONTWRITEBYTECODE", raising=False)
 
 
 @pytest.fixture

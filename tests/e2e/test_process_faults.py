@@ -233,10 +233,12 @@ async def test_a_second_signal_exits_at_once_without_a_traceback(tmp_path: Path)
 
 async def test_a_second_daemon_on_the_same_database_refuses_to_start(tmp_path: Path) -> None:
     port = free_port()
+    offline = {"provider": "offline"}  # the lock is what is tested: no model, no SDK to load (~1.5 s of CPU)
     async with FakeAnthropic() as fake:
-        config_path = write_config(tmp_path, fake, port)
+        config_path = write_config(tmp_path, fake, port, llm=offline)
         (tmp_path / "other").mkdir()
-        other = write_config(tmp_path / "other", fake, free_port(), database={"path": str(tmp_path / "mate.db")})
+        other = write_config(tmp_path / "other", fake, free_port(), llm=offline,
+                             database={"path": str(tmp_path / "mate.db")})
         async with daemon(config_path, port):
             done = await asyncio.create_subprocess_exec(
                 sys.executable, "-m", "bot", "run", "--config", str(other), stdin=asyncio.subprocess.DEVNULL,
