@@ -45,8 +45,9 @@ class EditsApplied:
     rejected: tuple[Rejection, ...]
 
 
-# A line of the example ("...", "- ...", "<a fact>") that a small model copies instead of writing its own.
-_FILLER = re.compile(r"(?:[-*]\s*)?(?:\.{2,}|…+|<[^<>\n]*>)")
+# A line of the example ("...", "- ...", "<a fact>") that a small model copies instead of writing its own,
+# or the prompt's own frame around a file ('<profile ref="P2">(empty)</profile>').
+_FILLER = re.compile(r"(?:[-*]\s*)?(?:\.{2,}|…+|<[^<>\n]*>|<[^<>\n]*>\s*(?:\(empty\)|（空）)?\s*</[^<>\n]*>)")
 _PLACEHOLDER = re.compile(r"_[^_\n]+_")
 
 

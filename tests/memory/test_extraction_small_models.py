@@ -295,3 +295,21 @@ async def test_a_chinese_seeds_placeholder_is_replaced_too(tmp_path: Path) -> No
         profile, _ = await env.core.workspace.read_text(1, "PROFILE.md")
     assert memory == "# 核心记忆\n\n- 周六去爬山\n"
     assert profile == "# 用户画像\n\n- 喜欢喝茶\n"
+
+
+# -- the request a small model gets ----------------------------------------------------------------
+
+
+async def test_the_prompts_own_frame_echoed_into_a_profile_is_left_out(tmp_path: Path) -> None:
+    async with memory_env(tmp_path, **{"min-messages-for-summarize": 0}) as env:
+        group = await env.core.agents.for_chat(GROUP, "Family")
+        await group_chat(env.core, group, LINES)
+        echo = {"append": '<profile ref="P2">(empty)</profile>'}
+        env.fake.reply_text(answer("- talked", people_updates={"P1": "# Alice\n\n- nurse"}, people_edits={"P2": [echo]}))
+        env.fake.reply_text(answer("- talked", people_edits={"P2": [echo]}))  # asked once to correct it
+        outcome = await env.service.analyze_and_update_memory(group, GROUP)
+        bob = await env.core.workspace.get(group, profile_filename("telegram", "222"))
+        alice = await env.core.workspace.get(group, profile_filename("telegram", "111"))
+    assert outcome.status == "completed", outcome
+    assert bob is None or "<profile" not in bob.content
+    assert alice is not None and "- nurse" in alice.content
