@@ -177,6 +177,11 @@ class SqliteTaskRepository:
             f"SELECT {_COLUMNS} FROM mate_cron_job WHERE {_RUNNABLE[system]} AND next_run_time IS NULL ORDER BY id")
         return [_record(r) for r in rows]
 
+    async def set_place(self, task_id: int, place_id: str) -> None:
+        """The group or server of a task's chat, found after it was made (before places were kept)."""
+        await self._db.execute("UPDATE mate_cron_job SET target_place_id = ? WHERE id = ? AND target_place_id IS NULL",
+                               (place_id, task_id))
+
     async def set_next_run(self, task_id: int, next_run_time: str) -> bool:
         """A first next run, set only where none is (False: set meanwhile, or gone)."""
         result = await self._db.execute(

@@ -330,6 +330,20 @@ class DiscordChannel:
             raise RuntimeError("the Discord channel is not running")
         return self._client.get_partial_messageable(int(thread_id or chat_id))
 
+    async def place_of(self, chat_id: str) -> str | None:
+        """The server a channel is in: None for a direct chat, or a channel this bot cannot see."""
+        client = self._client
+        if client is None or not chat_id.isdigit():
+            return None
+        channel: Any = client.get_channel(int(chat_id))
+        if channel is None:
+            try:
+                channel = await client.fetch_channel(int(chat_id))
+            except (discord.HTTPException, discord.InvalidData):
+                return None
+        guild = getattr(channel, "guild", None)
+        return None if guild is None else str(guild.id)
+
     async def send(self, message: OutboundMessage) -> None:
         target = self._messageable(message.chat_id, message.thread_id)
         for chunk in split_message(message.text, DISCORD_LIMIT):

@@ -210,6 +210,37 @@ async def test_a_discord_reminder_in_a_server_no_longer_allowed_is_cancelled_not
     assert line.chat_id == "200"
 
 
+@pytest.mark.parametrize("still_allowed", [False, True])
+async def test_a_discord_reminder_made_before_places_were_kept_has_its_server_found_and_checked(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture, still_allowed: bool) -> None:
+    """A reminder stored without its server (made by a version that did not keep it) is not let
+    through the server rules: its channel's server is asked of Discord at the run, and kept."""
+    caplog.set_level(logging.INFO)
+    async with fakes() as (llm, tg):
+        async with world(tmp_path, llm=llm, tg=tg, clock=SteppedClock(TODAY), discord_too=True) as w:
+            assert w.dc is not None
+            w.llm.push(ToolUseReply(SCHEDULE_TOOL, {"message": "stand-up", "at": tomorrow()}))
+            w.llm.push(TextReply("Done."))
+            await w.dc.send_guild_message("remind us of the stand-up", author_id=OWNER_DC, mention_bot=True)
+            await w.dc.wait_sent(1, timeout=15)
+            [task] = await live(w)
+            await w.rt.core.db.execute("UPDATE mate_cron_job SET target_place_id = NULL WHERE id = ?", (task.id,))
+        llm.requests.clear()
+        caplog.clear()
+        clock = SteppedClock(parse_iso(task.next_run_time or ""))
+        guilds = ("100",) if still_allowed else ("555",)
+        async with world(tmp_path, llm=llm, tg=tg, clock=clock, discord_too=True, discord_guilds=guilds) as w:
+            if still_allowed:
+                w.llm.push(TextReply("Time for the stand-up!"))
+                await w.until(lambda: bool(w.reminder_turns()), "the reminder's turn")
+                kept = await w.rt.core.repos.tasks.get(task.id)
+                assert kept is not None and kept.place_id == "100"  # found, and kept for the next runs
+            else:
+                await w.until(lambda: bool(cancel_lines(caplog)), "the cancellation")
+                assert await w.rt.core.repos.tasks.get(task.id) is None
+                assert w.reminder_turns() == []
+
+
 ABSURD = ["9999-12-31T23:59:59-05:00", "9999-12-31T23:59:59", "0001-01-01T00:00:00+05:00", "5000-06-01T09:00:00"]
 
 

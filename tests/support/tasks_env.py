@@ -95,9 +95,10 @@ def _reminders_first(world: list[World]) -> Callable[[RecordedRequest], Script |
 async def world(
     tmp_path: Path, *, clock: Callable[[], datetime] | None = None, discord_too: bool = False,
     max_sleep: float = 0.05, llm: FakeAnthropic | None = None, tg: FakeTelegram | None = None,
-    **mate: Any,
+    discord_guilds: tuple[str, ...] = ("100",), **mate: Any,
 ) -> AsyncIterator[World]:
-    """Everything a reminder goes through, on fakes; `mate` overrides configuration keys."""
+    """Everything a reminder goes through, on fakes; `mate` overrides configuration keys;
+    `discord_guilds`: the servers a Discord world allows (the fake's own is "100")."""
     async with AsyncExitStack() as stack:
         fake_llm = llm or await stack.enter_async_context(FakeAnthropic(default_text="ok"))
         fake_tg = tg or await stack.enter_async_context(FakeTelegram())
@@ -108,7 +109,7 @@ async def world(
                          "require-mention": False}}
         if fake_dc is not None:
             channels["discord"] = {"enabled": True, "token": "TOKEN", "admins": [OWNER_DC],
-                                   "allowed-users": [FRIEND_DC], "allowed-guilds": ["100"],
+                                   "allowed-users": [FRIEND_DC], "allowed-guilds": list(discord_guilds),
                                    "api-base-url": fake_dc.api_base, "gateway-url": fake_dc.gateway_url}
         chosen = clock or pinned_clock()  # a fixed day (a Wednesday), running at the machine's pace
         # The tools, storage and the timer keep one time: a test's stepped clock, or this moment's.

@@ -76,6 +76,16 @@ class ChannelOutbox:
         await channel.send(message)
         return True
 
+    async def place_of(self, channel_name: str, chat_id: str) -> str | None:
+        """The group or server a chat is in, asked of its channel (Discord: a channel's id does not
+        tell its server); None when the channel does not run here or cannot tell."""
+        channel = self._channels.get(channel_name)
+        finder = getattr(channel, "place_of", None)  # only channels whose chat id is not the place have it
+        if finder is None or channel is None or channel.state != CHANNEL_OK:
+            return None
+        place: str | None = await finder(chat_id)
+        return place
+
 
 class ReminderDelivery:
     """Runs a task's turn in its chat's active conversation (trigger source `cron`, so memory
@@ -144,7 +154,15 @@ class ReminderDelivery:
                                       repeating=bool(task.cron)),
         )
         active = await self._repos.conversations.active_for_chat(conversation_key(message))
-        return replace(message, is_direct=active is None or not active.is_group)
+        message = replace(message, is_direct=active is None or not active.is_group)
+        if message.place_id is None and not message.is_direct:
+            # A reminder made before places were kept: its server is asked once and kept, so
+            # the server rules hold for it too.
+            place = await self._outbox.place_of(chat.channel, chat.chat_id)
+            if place is not None:
+                await self._repos.tasks.set_place(task.id, place)
+                message = replace(message, place_id=place)
+        return message
 
     def _still_allowed(self, message: InboundMessage) -> bool:
         """The chat's access rules as a message of the task's maker would meet them now."""
