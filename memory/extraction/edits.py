@@ -146,6 +146,12 @@ def apply_each(
                 text = _appended(text, edit.new)
             continue
         found = text.count(edit.old)
+        if found == 0 and edit.new.strip() and not _holds_facts(text, placeholders):
+            # A file with nothing in it yet: an edit there can only mean its new text (a small
+            # model "replaced" a line it made up in an empty profile).
+            if not (skip_done and edit.new.strip() in text):
+                text = _appended(text, edit.new)
+            continue
         if found != 1:
             if not (skip_done and edit.new.strip() and edit.new.strip() in text):
                 rejected.append(Rejection(where, filename, "missing" if found == 0 else "repeated", edit.old, found))
@@ -162,6 +168,12 @@ def apply_each(
     if text != original:
         text = without_placeholders(text, placeholders)
     return EditsApplied(text, tuple(rejected))
+
+
+def _holds_facts(text: str, placeholders: frozenset[str]) -> bool:
+    """Any line besides headings and the seed's placeholder lines."""
+    return any(line.strip() and not line.lstrip().startswith("#") and line.strip() not in placeholders
+               for line in text.splitlines())
 
 
 def _appended(text: str, addition: str) -> str:

@@ -84,12 +84,13 @@ def parse_memory_reply(
     changes updates whatever its should_update says.
     """
     data = extract_json_object(text)
-    if "should_update" not in data:
+    if "should_update" not in data and not changes_win:
         raise InvalidJsonReply("should_update is missing")
     for field in refused_fields:
         if data.get(field) not in (None, "", [], {}):
             raise InvalidJsonReply(f"{field} does not belong in this reply")
-    flag = _as_bool(data["should_update"], "should_update")
+    # With changes_win a missing flag is no error: the fields say whether anything changes.
+    flag = _as_bool(data.get("should_update", False), "should_update")
     parsed: dict[str, Any] = {
         "should_update": flag,
         "reason": _as_text(data.get("reason"), "reason"),

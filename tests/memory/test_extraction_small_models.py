@@ -80,7 +80,8 @@ async def test_the_workers_next_try_carries_the_correction_too(tmp_path: Path) -
 
 
 async def test_a_reply_whose_every_change_misses_is_retried_naming_each_edit(tmp_path: Path) -> None:
-    copied = answer(profile_edits=[{"old": "...", "new": "..."}], memory_edits=[{"old": "- Ann in Oslo", "new": "x"}])
+    # (a deletion: an edit's new text in a file that holds nothing yet would be written as is)
+    copied = answer(profile_edits=[{"old": "...", "new": "..."}], memory_edits=[{"old": "- Ann in Oslo", "new": ""}])
     async with memory_env(tmp_path) as env:
         await add_messages(env.core, chat(2))
         before = await env.core.workspace.read_text(1, "PROFILE.md")
@@ -313,3 +314,16 @@ async def test_the_prompts_own_frame_echoed_into_a_profile_is_left_out(tmp_path:
     assert outcome.status == "completed", outcome
     assert bob is None or "<profile" not in bob.content
     assert alice is not None and "- nurse" in alice.content
+
+
+async def test_an_edit_in_a_profile_that_holds_nothing_yet_writes_its_new_text(tmp_path: Path) -> None:
+    """The real group lane's 1.5B model "replaced" a line it made up in a new person's profile."""
+    async with memory_env(tmp_path, **{"min-messages-for-summarize": 0}) as env:
+        group = await env.core.agents.for_chat(GROUP, "Family")
+        await group_chat(env.core, group, LINES)
+        env.fake.reply_text(json.dumps({"people_edits": {"P2": [{"old": "Bob is a carpenter", "new": "- lives in Porto"}]},
+                                        "daily_entry": "", "reason": "facts"}))  # and no should_update at all
+        outcome = await env.service.analyze_and_update_memory(group, GROUP)
+        bob = await env.core.workspace.get(group, profile_filename("telegram", "222"))
+    assert outcome.status == "completed", outcome
+    assert bob is not None and bob.content == "# Bob\n- lives in Porto\n"  # as an append writes it
