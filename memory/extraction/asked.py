@@ -19,6 +19,8 @@ from memory.extraction.resolve import Plan
 # What is kept of one request, at most: the person's words, not a whole pasted document.
 MAX_REQUEST_CHARS = 300
 _QUESTION_END = re.compile(r"[?？]\s*$")
+# What an API key or a token looks like: a long run of letters, digits and -_ with both in it.
+_KEY_SHAPE = re.compile(r"\b(?=[A-Za-z0-9_\-]*\d)(?=[A-Za-z0-9_\-]*[A-Za-z])[A-Za-z0-9_\-]{24,}\b")
 # "Please remember this: <what>" — the words after the first colon are what to keep.
 _AFTER_COLON = re.compile(r"^[^:：]{0,80}[:：]\s*(?P<what>\S.*)$", re.DOTALL)
 
@@ -42,17 +44,25 @@ class RememberRequest:
 class RequestWords:
     """Whether a message asks to keep something: it holds a request's words ("please remember",
     "don't forget", "记住") or starts with a remember word ("Remember, I'm vegetarian"), and is no
-    question. "I remember our trip" and "do you remember where I live?" are not requests."""
+    question. "I remember our trip" and "do you remember where I live?" are not requests, and
+    neither is one to keep a secret: it is left to the model, which notes at most that it exists."""
 
-    def __init__(self, request_words: Sequence[str], remember_words: Sequence[str]) -> None:
+    def __init__(self, request_words: Sequence[str], remember_words: Sequence[str],
+                 secret_words: Sequence[str] = ()) -> None:
         self._requests = tuple(w.casefold() for w in request_words if w.strip())
         self._starts = tuple(w.casefold() for w in remember_words if w.strip())
+        self._secrets = tuple(w.casefold() for w in secret_words if w.strip())
 
     def __call__(self, text: str) -> bool:
         folded = text.casefold().replace("\u2019", "'").strip()
-        if not folded or _QUESTION_END.search(folded):
+        if not folded or _QUESTION_END.search(folded) or self.is_secret(text):
             return False
         return any(w in folded for w in self._requests) or folded.startswith(self._starts)
+
+    def is_secret(self, text: str) -> bool:
+        """Names a password, a code or a key, or holds a key's shape."""
+        folded = text.casefold()
+        return any(w in folded for w in self._secrets) or _KEY_SHAPE.search(text) is not None
 
 
 def remember_requests(

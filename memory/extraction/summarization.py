@@ -130,7 +130,8 @@ class MemorySummarizationService:
         )
         self._asks_to_keep = RequestWords(
             [w for locale in LOCALES for w in PromptLibrary(locale).words("remember_request_words")]
-            + list(self._memory.remember_keywords), self._remember_words)
+            + list(self._memory.remember_keywords), self._remember_words,
+            [w for locale in LOCALES for w in PromptLibrary(locale).words("secret_words")])
         # The seeds' "_Nothing known yet._" lines, every locale's: replaced by the first fact.
         self._placeholders = placeholder_lines(
             PromptLibrary(locale).workspace_seed(name) for locale in LOCALES for name in (PROFILE_FILE, MEMORY_FILE))

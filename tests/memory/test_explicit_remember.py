@@ -53,8 +53,9 @@ async def test_what_the_model_kept_itself_is_not_added_again(tmp_path: Path) -> 
 
 
 @pytest.mark.parametrize("said", ["Do you remember where I live?", "I remember our trip to Rome, it rained all week",
-                                  "你还记得我住在哪儿吗？"])
-async def test_a_question_or_a_memory_of_ones_own_is_no_request_to_keep(tmp_path: Path, said: str) -> None:
+                                  "你还记得我住在哪儿吗？", "Please remember my bank password: hunter2hunter2",
+                                  "remember this key sk4f9a8b7c6d5e4f3a2b1c0d9e8f7a6b5c4", "记住：我的银行卡密码是 123456"])
+async def test_a_question_a_memory_of_ones_own_or_a_secret_is_no_request_to_keep(tmp_path: Path, said: str) -> None:
     async with memory_env(tmp_path) as env:
         await add_messages(env.core, [("user", said), ("assistant", "Not yet.")])
         env.fake.reply_text(nothing_kept())
