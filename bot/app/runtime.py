@@ -148,7 +148,11 @@ async def open_runtime(
         tokens = TokenEstimator()
         outbox = ChannelOutbox()
         prefixes = ChatPrefixes()  # the agent's chat prefixes, which memory extraction reads from the cache
-        services = _memory_services(stack, core, llm, clock, sleep, outbox, prefixes) if with_memory_worker else None
+        # A model that holds little context gets the compact tool schemas (mate.llm.tools), and its
+        # memory work is asked in smaller pieces.
+        form = mate.llm.tool_form(window_config.default_max_input_tokens)
+        services = _memory_services(stack, core, llm, clock, sleep, outbox, prefixes,
+                                    small_model=form == "compact") if with_memory_worker else None
         memory: MemoryEventSink = services.worker if services else NullMemorySink()
         window = ConversationWindowManager(
             window_config, core.repos, tokens, llm, core.prompts, memory,
@@ -161,8 +165,6 @@ async def open_runtime(
             consolidation_run=consolidation_turns.run_of)
         semantic = await _semantic_search(stack, core, backfill=with_memory_worker)
         search = MemorySearchService(core.repos.search, semantic)
-        # A model that holds little context gets the compact tool schemas (mate.llm.tools).
-        form = mate.llm.tool_form(window_config.default_max_input_tokens)
         agent = Agent(mate, core.repos, core.workspace, window, llm, tokens, core.prompts,
                       [offered(tool, MEMORY_TOOL_LINES, form),
                        offered(MemorySearchTool(search, core.prompts), SEARCH_TOOL_LINES, form)],
@@ -193,12 +195,12 @@ async def open_runtime(
 
 def _memory_services(
     stack: AsyncExitStack, core: Core, llm: LLMClient, clock: Clock, sleep: Sleep, outbox: ChannelOutbox,
-    prefixes: ChatPrefixes,
+    prefixes: ChatPrefixes, *, small_model: bool = False,
 ) -> MemoryServices:
     mate = core.config.mate
     receipts = MemoryReceipts(mate.memory.receipts, core.repos, outbox, core.prompts)
     service = MemorySummarizationService(mate, core.repos, core.workspace, llm, core.prompts, clock, sleep=sleep,
-                                         listener=receipts, prefixes=prefixes)
+                                         listener=receipts, prefixes=prefixes, people_one_by_one=small_model)
     worker = MemoryWorker(service, core.repos, mate, clock=clock, sleep=sleep)
     stack.push_async_callback(worker.close)
     # The owner's direct chat, where a proposal is sent: Telegram first (a private chat's id

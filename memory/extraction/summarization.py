@@ -25,6 +25,7 @@ from bot.storage.memory_commit import ExtractionCommit, FileWrite
 from bot.core.text import storable
 from memory.extraction.asked import RememberRequest, RequestWords, keep_requests, remember_requests
 from memory.extraction.budgets import tokens_for_chars
+from memory.extraction.one_by_one import PeopleOneByOne, PersonLines, lines_by_member
 from memory.extraction.corrections import Correction, PendingCorrections
 from memory.extraction.edits import EditNotApplicable, Rejection, placeholder_lines
 from memory.extraction.failures import CutOff, RetryableFailure, UnusableReply, is_retryable
@@ -104,9 +105,12 @@ class MemorySummarizationService:
         self, config: MateConfig, repos: Repositories, workspace: WorkspaceFileService, llm: LLMClient,
         prompts: PromptLibrary, clock: Clock = utc_now, *, sleep: Sleep = asyncio.sleep,
         retry: Backoff = MEMORY_MODEL_CALL, listener: CommitListener | None = None,
-        prefixes: ChatPrefixes | None = None,
+        prefixes: ChatPrefixes | None = None, people_one_by_one: bool = False,
     ) -> None:
         self._config = config
+        # A model that holds little context is asked about a group's people one by one too.
+        self._one_by_one = PeopleOneByOne(llm, prompts, config.llm.effective_memory_model) if people_one_by_one \
+            else None
         self._listener = listener  # told what changed once a batch's transaction committed
         self._prefixes = prefixes  # the chats' cached prefixes a direct conversation's extraction reuses
         self._shares_chat_prompt = shares_chat_prompt(config)
@@ -244,6 +248,7 @@ class MemorySummarizationService:
         transcript = build_transcript(batch, self._prompts, self._memory.max_transcript_message_chars, speakers)
         earlier_text = build_transcript(earlier, self._prompts, EARLIER_CONTEXT_CHARS)
         requests = remember_requests(batch, self._asks_to_keep, group=scope.is_group)
+        people = lines_by_member(batch, scope.members) if self._one_by_one is not None else []
         policy = self._retry if attempts is None else replace(self._retry, attempts=max(1, attempts))
         tries = itertools.count(1)
 
@@ -254,7 +259,7 @@ class MemorySummarizationService:
             try:
                 # The run row is finished inside the attempt's commit when it succeeds.
                 return await self._attempt(agent_id, conversation_id, scope, transcript, earlier_text, end, run_id,
-                                           correction, requests)
+                                           correction, requests, people)
             except RetryableFailure as exc:
                 self._corrections.remember(conversation_id, watermark, exc.correction or correction)
                 await self._repos.memory_runs.finish(
@@ -283,20 +288,21 @@ class MemorySummarizationService:
     async def _attempt(
         self, agent_id: int, conversation_id: str, scope: _Scope, transcript: str, earlier: str, end: int,
         run_id: int, correction: Correction | None = None, requests: Sequence[RememberRequest] = (),
+        people: Sequence[PersonLines] = (),
     ) -> AnalysisOutcome:
         """One analysis; if a file changed during the LLM call it is redone once on fresh contents.
         A request through the chat's prefix that the provider refuses, or whose answer is not usable
         (not JSON, or edits of lines changed since the prefix), is asked again with the extraction's
         own prompt first (that does not use up the redo). `correction`: the answer an earlier try
         could not use, and why; sent after the prompt. `requests`: what the person explicitly asked
-        to remember in the transcript."""
+        to remember in the transcript; `people`: each member's lines, to be asked about one by one."""
         shared, redone = True, False
         while True:
             snapshot = await self._read_files(agent_id, scope)
             frame = self._shared_frame(scope, conversation_id, snapshot) if shared else None
             try:
                 plan = await self._ask(scope, snapshot, transcript, earlier, frame or self._own_frame(scope),
-                                       correction, requests)
+                                       correction, requests, people)
                 return await self._commit(agent_id, conversation_id, scope, snapshot, plan, end, run_id)
             except (LLMError, InvalidJsonReply, CutOff, VersionConflict, EditNotApplicable) as exc:
                 transient = isinstance(exc, LLMError) and not isinstance(exc, _REFUSED)
@@ -447,7 +453,7 @@ class MemorySummarizationService:
 
     async def _ask(self, scope: _Scope, snap: _Snapshot, transcript: str, earlier: str,
                    frame: ExtractionFrame, correction: Correction | None = None,
-                   requests: Sequence[RememberRequest] = ()) -> Plan:
+                   requests: Sequence[RememberRequest] = (), people: Sequence[PersonLines] = ()) -> Plan:
         """The reply resolved into writes. Parts that missed (an edit whose text is not in the file)
         and budget problems are sent back once; what the second answer fixes is taken, the rest of
         the first is kept. A reply with nothing usable raises UnusableReply, with what to tell the
@@ -483,6 +489,8 @@ class MemorySummarizationService:
         keep_requests(plan, requests, memory_file=MEMORY_FILE, memory_text=snap.file(MEMORY_FILE)[0],
                       budget=self._memory.memory_max_chars, date=snap.date, placeholders=self._placeholders,
                       kept_files=[t.filename for t in self._targets(scope)])
+        if self._one_by_one is not None and people:
+            await self._one_by_one.fill(plan, people, self._texts(scope, snap))
         self._enforce_budgets(scope, plan)
         return plan
 

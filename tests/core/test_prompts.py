@@ -41,6 +41,8 @@ TEMPLATES: dict[str, dict[str, object]] = {
         "asked_to_remember": "- ASKED-BODY",
     },
     "memory/emergence-system": {"memory_max_chars": 12001},
+    "memory/person-facts-system": {},
+    "memory/person-facts-user": {"person": "PERSON-NAME", "lines": "LINES-BODY"},
     "memory/emergence-user": {
         "date": "2026-04-03",
         "memory": "MEMORY-BODY",
