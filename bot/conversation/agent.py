@@ -22,6 +22,7 @@ from bot.core.clock import Clock, iso, parse_iso, utc_now
 from bot.core.errors import LLMBusy, LLMError, PromptTooLong, StreamBroken
 from bot.llm import LLMClient, LLMRequest, LLMResponse, ToolCall
 from bot.media.preparer import PreparedMedia
+from bot.core.content.remember import scheduled_turn_heads
 from bot.core.prompts import PromptLibrary
 from bot.storage import Repositories
 from bot.core.records import ConversationRecord
@@ -146,10 +147,7 @@ class Agent:
         # there the model writes it; elsewhere a reply with JSON in it is an answer.
         self._markup = config.llm.parses_text_tool_calls
         self._honest = HonestReplies(prompts, config.memory.remember_keywords)
-        # A scheduled run's own turn (its text opens so, after a group's "[name] ") asks for nothing.
-        self._scheduled_heads = tuple(
-            prompts.render("tasks/reminder-turn", message="\x00", created_by="\x00", repeating=repeating)
-            .partition("\x00")[0].strip() for repeating in (False, True))
+        self._scheduled_heads = scheduled_turn_heads()  # a scheduled run's own turn asks for nothing
 
     @property
     def model(self) -> str:

@@ -7,6 +7,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from bot.core.content.remember import RememberRequests
 from bot.core.prompts import LOCALES, PromptLibrary
 from memory.workspace.tool import EDIT_TOOL, WRITE_TOOL
 
@@ -61,21 +62,22 @@ class HonestReplies:
 
     def __init__(self, prompts: PromptLibrary, remember_keywords: Sequence[str] = ()) -> None:
         self._prompts = prompts
-        # The same words the memory worker runs an explicit "remember" at once for.
-        self._remember = _words("remember_words", remember_keywords)
+        # The same reading the memory worker runs an explicit "remember" at once for.
+        self._requests = RememberRequests(remember_keywords)
         self._remind = _words("remind_words")
         self._change = _words("change_words")
         self._claims = {"memory": _words("memory_claim_words"), "remind": _words("reminder_claim_words")}
 
     def asks_to_remember(self, text: str) -> bool:
-        folded = _fold(text)
-        return any(word in folded for word in self._remember)
+        return self._requests.asks(text)
 
     def requested(self, text: str) -> frozenset[str]:
         """The actions `text` asks for: "remember", "remind", "change"."""
         folded = _fold(text)
-        asked = {kind for kind, words in (("remember", self._remember), ("remind", self._remind),
-                                          ("change", self._change)) if any(w in folded for w in words)}
+        asked = {kind for kind, words in (("remind", self._remind), ("change", self._change))
+                 if any(w in folded for w in words)}
+        if self._requests.asks(text):
+            asked.add("remember")
         return frozenset(asked)
 
     def amend(

@@ -46,8 +46,8 @@ class EditsApplied:
 
 
 # A line of the example ("...", "- ...", "<a fact>") that a small model copies instead of writing its own,
-# or the prompt's own frame around a file ('<profile ref="P2">(empty)</profile>').
-_FILLER = re.compile(r"(?:[-*]\s*)?(?:\.{2,}|…+|<[^<>\n]*>|<[^<>\n]*>\s*(?:\(empty\)|（空）)?\s*</[^<>\n]*>)")
+# or the prompt's own frame around a file ('<profile ref="P2">(empty)</profile>', a line "(empty)").
+_FILLER = re.compile(r"(?:[-*]\s*)?(?:\.{2,}|…+|<[^<>\n]*>|<[^<>\n]*>[^<>\n]{0,20}</[^<>\n]*>|[(（][^()（）\n]{0,20}[)）])")
 _PLACEHOLDER = re.compile(r"_[^_\n]+_")
 
 
@@ -145,8 +145,10 @@ def apply_each(
             if not (skip_done and edit.new.strip() in text):
                 text = _appended(text, edit.new)
             continue
+        if edit.old.strip() == edit.new.strip():  # changes nothing ("empty" for "empty")
+            continue
         found = text.count(edit.old)
-        if found == 0 and edit.new.strip() and not _holds_facts(text, placeholders):
+        if found == 0 and edit.new.strip() and not _holds_facts(original, placeholders):
             # A file with nothing in it yet: an edit there can only mean its new text (a small
             # model "replaced" a line it made up in an empty profile).
             if not (skip_done and edit.new.strip() in text):

@@ -73,6 +73,7 @@ def parse_memory_reply(
     text: str, text_fields: tuple[str, ...], edit_fields: tuple[str, ...] = (), *,
     keyed_text_fields: tuple[str, ...] = (), keyed_edit_fields: tuple[str, ...] = (),
     refused_fields: tuple[str, ...] = (), refuse_unknown: bool = False, changes_win: bool = False,
+    no_change: frozenset[str] = frozenset(),
 ) -> dict[str, Any]:
     """{should_update: bool, reason: str, <text_fields>: str, <edit_fields>: tuple[FileEdit, ...]}.
 
@@ -81,7 +82,9 @@ def parse_memory_reply(
     makes the reply invalid (a direct chat's PROFILE.md fields in a group's reply); so does,
     with `refuse_unknown`, any other field that holds anything in a reply that updates ("people", "P1", a misspelt
     field): what it meant would be dropped without a word. `changes_win`: a reply that holds
-    changes updates whatever its should_update says.
+    changes to a file updates whatever its should_update says (a daily entry alone only when the
+    flag is missing). `no_change`: folded words ("unchanged", "(empty)") a text field may hold to
+    say it holds nothing; such a field reads as ''.
     """
     data = extract_json_object(text)
     if "should_update" not in data and not changes_win:
@@ -96,14 +99,14 @@ def parse_memory_reply(
         "reason": _as_text(data.get("reason"), "reason"),
     }
     for field in text_fields:
-        parsed[field] = _as_text(data.get(field), field)
+        parsed[field] = _blank_if(no_change, _as_text(data.get(field), field))
     for field in edit_fields:
         try:
             parsed[field] = parse_edits(data.get(field), field)
         except InvalidEdits as exc:
             raise InvalidJsonReply(str(exc)) from None
     for field in keyed_text_fields:
-        parsed[field] = {str(key): _as_text(value, f"{field}.{key}")
+        parsed[field] = {str(key): _blank_if(no_change, _as_text(value, f"{field}.{key}"))
                          for key, value in _keyed(data.get(field), field).items()}
     for field in keyed_edit_fields:
         try:
@@ -112,9 +115,11 @@ def parse_memory_reply(
         except InvalidEdits as exc:
             raise InvalidJsonReply(str(exc)) from None
     # A small model writes the changes and then says should_update: false: what it wrote wins.
-    parsed["should_update"] = flag or changes_win and _holds_changes(parsed, (*text_fields, *keyed_text_fields),
-                                                     (*edit_fields, *keyed_edit_fields))
-    if refuse_unknown and parsed["should_update"]:
+    missing = "should_update" not in data
+    counted = [f for f in (*text_fields, *keyed_text_fields) if missing or f != "daily_entry"]
+    parsed["should_update"] = flag or changes_win and _holds_changes(parsed, tuple(counted),
+                                                                     (*edit_fields, *keyed_edit_fields))
+    if refuse_unknown and (parsed["should_update"] or missing):
         known = {"should_update", "reason", *text_fields, *edit_fields, *keyed_text_fields, *keyed_edit_fields,
                  *refused_fields}
         # A number or a flag beside the fields ("confidence": 0.9) holds nothing that would be lost.
@@ -124,6 +129,12 @@ def parse_memory_reply(
             raise InvalidJsonReply(f"{', '.join(unknown)}: not a field of this reply (its fields are "
                                    f"{', '.join(sorted(known - set(refused_fields)))})")
     return parsed
+
+
+def _blank_if(no_change: frozenset[str], text: str) -> str:
+    """'' for a text that only says it holds nothing ("(unchanged)", "N/A.", "（空）")."""
+    core = text.strip().strip("()（）[]【】.。!！ ").casefold()
+    return "" if core in no_change or (not core and text.strip()) else text
 
 
 def _holds_changes(parsed: dict[str, Any], text_fields: tuple[str, ...], edit_fields: tuple[str, ...]) -> bool:

@@ -23,7 +23,8 @@ from bot.core.records import MessageRecord
 from memory.events import CommitListener, ConversationCompletedEvent, FileChange, MemoryCommitted
 from bot.storage.memory_commit import ExtractionCommit, FileWrite
 from bot.core.text import storable
-from memory.extraction.asked import RememberRequest, RequestWords, keep_requests, remember_requests
+from bot.core.content.remember import RememberRequests
+from memory.extraction.asked import RememberRequest, keep_requests, remember_requests
 from memory.extraction.budgets import tokens_for_chars
 from memory.extraction.one_by_one import PeopleOneByOne, PersonLines, lines_by_member
 from memory.extraction.corrections import Correction, PendingCorrections
@@ -128,14 +129,8 @@ class MemorySummarizationService:
             raise ValueError("memory extraction needs a retry policy with a number of attempts")
         self._retry = retry
         # Every locale's words: a bilingual owner writes "记住 ..." to an English-locale bot too.
-        words = [w for locale in LOCALES for w in PromptLibrary(locale).words("remember_words")]
-        self._remember_words = tuple(
-            w.casefold() for w in (*words, *self._memory.remember_keywords) if w.strip()
-        )
-        self._asks_to_keep = RequestWords(
-            [w for locale in LOCALES for w in PromptLibrary(locale).words("remember_request_words")]
-            + list(self._memory.remember_keywords), self._remember_words,
-            [w for locale in LOCALES for w in PromptLibrary(locale).words("secret_words")])
+        self._requests = RememberRequests(self._memory.remember_keywords)
+        self._no_change = frozenset(w.casefold() for locale in LOCALES for w in PromptLibrary(locale).words("no_change_words"))
         # The seeds' "_Nothing known yet._" lines, every locale's: replaced by the first fact.
         self._placeholders = placeholder_lines(
             PromptLibrary(locale).workspace_seed(name) for locale in LOCALES for name in (PROFILE_FILE, MEMORY_FILE))
@@ -145,8 +140,7 @@ class MemorySummarizationService:
     # -- pre-checks ------------------------------------------------------------
 
     def is_explicit_remember(self, text: str) -> bool:
-        folded = text.casefold()
-        return any(word in folded for word in self._remember_words)
+        return self._requests.asks(text)
 
     def should_analyze(self, event: ConversationCompletedEvent) -> tuple[bool, str]:
         """The cheap checks of S6, run before an event is queued; (go, reason)."""
@@ -247,7 +241,7 @@ class MemorySummarizationService:
         speakers = {m.sender_id: f"{m.ref} {m.name}" for m in scope.members}
         transcript = build_transcript(batch, self._prompts, self._memory.max_transcript_message_chars, speakers)
         earlier_text = build_transcript(earlier, self._prompts, EARLIER_CONTEXT_CHARS)
-        requests = remember_requests(batch, self._asks_to_keep, group=scope.is_group)
+        requests = remember_requests(batch, self._requests, group=scope.is_group)
         people = lines_by_member(batch, scope.members) if self._one_by_one is not None else []
         policy = self._retry if attempts is None else replace(self._retry, attempts=max(1, attempts))
         tries = itertools.count(1)
@@ -438,9 +432,10 @@ class MemorySummarizationService:
     def _parse(self, scope: _Scope, text: str) -> dict[str, Any]:
         """The reply's fields; in a group, people only by the numbers the prompt gave them."""
         if not scope.is_group:
-            return parse_memory_reply(text, REPLY_FIELDS, EDIT_FIELDS, refuse_unknown=True, changes_win=True)
+            return parse_memory_reply(text, REPLY_FIELDS, EDIT_FIELDS, refuse_unknown=True, changes_win=True,
+                                      no_change=self._no_change)
         reply = parse_memory_reply(text, GROUP_REPLY_FIELDS, GROUP_EDIT_FIELDS, keyed_text_fields=(PEOPLE_UPDATES,),
-                                   changes_win=True,
+                                   changes_win=True, no_change=self._no_change,
                                    keyed_edit_fields=(PEOPLE_EDITS,),
                                    refused_fields=("profile_update", "profile_edits"), refuse_unknown=True)
         refs = [m.ref for m in scope.members]
@@ -486,12 +481,12 @@ class MemorySummarizationService:
             raise UnusableReply("unusable reply", f"nothing usable: {problem}", Correction(
                 text, self._correction_note(rejections=plan.rejected, number=number), number))
         plan.notes += [f"left out {r}" for r in plan.rejected]
-        keep_requests(plan, requests, memory_file=MEMORY_FILE, memory_text=snap.file(MEMORY_FILE)[0],
-                      budget=self._memory.memory_max_chars, date=snap.date, placeholders=self._placeholders,
-                      kept_files=[t.filename for t in self._targets(scope)])
         if self._one_by_one is not None and people:
             await self._one_by_one.fill(plan, people, self._texts(scope, snap))
         self._enforce_budgets(scope, plan)
+        keep_requests(plan, requests, memory_file=MEMORY_FILE, files=self._texts(scope, snap),
+                      budget=self._memory.memory_max_chars, date=snap.date, placeholders=self._placeholders,
+                      group=scope.is_group)
         return plan
 
     def _parse_or_correct(self, scope: _Scope, text: str, number: int) -> dict[str, Any]:

@@ -201,7 +201,7 @@ def _raw(library: PromptLibrary, key: str) -> str:
 
 REQUIRED_KEYS = {
     "summary_prefix", "transcript_user", "transcript_assistant", "truncated_marker",
-    "remember_words", "help", "new_conversation", "compact_done", "compact_nothing",
+    "remember_request_words", "help", "new_conversation", "compact_done", "compact_nothing",
     "status", "status_summary_yes", "status_summary_no", "status_file_line",
     "status_run_line", "status_no_runs", "status_channel_line", "status_no_channels", "not_admin", "direct_only", "unknown_command",
     "memory_usage", "emerge_updated", "emerge_not_updated", "emerge_skipped",
@@ -283,11 +283,9 @@ def test_exact_seed_strings() -> None:
     assert zh.text("tool_edited") == "工作区记忆文件编辑成功"
 
 
-def test_remember_words() -> None:
-    assert PromptLibrary("en").words("remember_words") == (
-        "remember", "remember that", "don't forget", "note that", "keep in mind",
-    )
-    assert PromptLibrary("zh-CN").words("remember_words") == ("记住", "记一下", "别忘了", "帮我记")
+def test_remember_request_words() -> None:
+    assert PromptLibrary("en").words("remember_request_words")[:3] == ("remember", "don't forget", "do not forget")
+    assert PromptLibrary("zh-CN").words("remember_request_words")[:2] == ("记住", "记一下")
 
 
 def test_text_formats_and_rejects_unknown_keys(library: PromptLibrary) -> None:
@@ -297,7 +295,7 @@ def test_text_formats_and_rejects_unknown_keys(library: PromptLibrary) -> None:
     with pytest.raises(KeyError):
         library.words("no_such_key")
     with pytest.raises(TypeError):
-        library.text("remember_words")
+        library.text("remember_request_words")
     with pytest.raises(TypeError):
         library.words("help")
 

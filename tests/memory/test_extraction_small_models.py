@@ -312,7 +312,7 @@ async def test_the_prompts_own_frame_echoed_into_a_profile_is_left_out(tmp_path:
         bob = await env.core.workspace.get(group, profile_filename("telegram", "222"))
         alice = await env.core.workspace.get(group, profile_filename("telegram", "111"))
     assert outcome.status == "completed", outcome
-    assert bob is None or "<profile" not in bob.content
+    assert bob is None
     assert alice is not None and "- nurse" in alice.content
 
 
@@ -327,3 +327,43 @@ async def test_an_edit_in_a_profile_that_holds_nothing_yet_writes_its_new_text(t
         bob = await env.core.workspace.get(group, profile_filename("telegram", "222"))
     assert outcome.status == "completed", outcome
     assert bob is not None and bob.content == "# Bob\n- lives in Porto\n"  # as an append writes it
+
+
+async def test_fields_that_only_say_unchanged_are_no_new_text(tmp_path: Path) -> None:
+    """A confused "false" answer with "(unchanged)" in its fields must not replace the files."""
+    async with memory_env(tmp_path) as env:
+        await add_messages(env.core, chat(2))
+        before = {name: (await env.core.workspace.read_text(1, name))[0] for name in ("MEMORY.md", "PROFILE.md")}
+        env.fake.reply_text(json.dumps({"should_update": False, "reason": "nothing", "daily_entry": "- weather talk",
+                                        "memory_update": "(unchanged)", "profile_update": "No changes."}))
+        outcome = await env.service.analyze_and_update_memory(1, CONVERSATION)
+        after = {name: (await env.core.workspace.read_text(1, name))[0] for name in ("MEMORY.md", "PROFILE.md")}
+    assert after == before
+    assert outcome.files == ()  # a daily entry alone does not overrule an explicit false
+
+
+async def test_a_reply_without_the_flag_and_with_unknown_fields_is_corrected_not_skipped(tmp_path: Path) -> None:
+    async with memory_env(tmp_path, **{"min-messages-for-summarize": 0}) as env:
+        group = await env.core.agents.for_chat(GROUP, "Family")
+        await group_chat(env.core, group, LINES)
+        env.fake.reply_text(json.dumps({"P1": "# Alice\n- nurse"}))
+        env.fake.reply_text(answer("- talked", people_updates={"P1": "# Alice\n\n- nurse"}))
+        outcome = await env.service.analyze_and_update_memory(group, GROUP)
+        alice = await env.core.workspace.get(group, profile_filename("telegram", "111"))
+        first, retry = env.fake.messages_requests()
+    assert "P1: not a field of this reply" in text_of(retry["messages"][-1])
+    assert outcome.status == "completed" and alice is not None and "- nurse" in alice.content
+
+
+async def test_an_edit_that_changes_nothing_or_writes_the_prompts_marker_is_left_out(tmp_path: Path) -> None:
+    async with memory_env(tmp_path, **{"min-messages-for-summarize": 0}) as env:
+        group = await env.core.agents.for_chat(GROUP, "Family")
+        await group_chat(env.core, group, LINES)
+        env.fake.reply_text(answer("- talked", people_edits={
+            "P1": [{"old": "empty", "new": "empty"}],
+            "P2": [{"append": '<profile ref="P2">\n(empty)\n</profile>'}]}))
+        env.fake.reply_text(answer("- talked"))  # asked once to correct the copied marker
+        await env.service.analyze_and_update_memory(group, GROUP)
+        alice = await env.core.workspace.get(group, profile_filename("telegram", "111"))
+        bob = await env.core.workspace.get(group, profile_filename("telegram", "222"))
+    assert alice is None and bob is None
