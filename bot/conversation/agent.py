@@ -10,7 +10,7 @@ from datetime import datetime
 from typing import Any
 
 from bot.core.config import MateConfig
-from bot.llm.cache_lifetime import ChatCacheLifetimes
+from bot.llm.cache_lifetime import cache_lifetime
 from bot.llm.chat_prefix import ChatPrefix, ChatPrefixes
 from bot.llm.memory_snapshot import FileChange, MemorySnapshots
 from bot.llm.text_tool_calls import Labels, ReadReply, VisiblePreview, read_reply
@@ -139,7 +139,6 @@ class Agent:
         self._base_prompts: dict[tuple[str, str], str] = {}
         self._today_text = today_text or _DayText(config.timezone, clock)
         self._clock = clock
-        self._lifetimes = ChatCacheLifetimes(config.llm.cache)
         self._snapshots = MemorySnapshots(lambda changes: prompts.render("agent/memory-updated", changes=changes))
         self._prefixes = prefixes  # told each direct conversation's cached prefix, for its memory extraction
         self._labels = our_labels(prompts)
@@ -267,9 +266,10 @@ class Agent:
         said: list[str] = []  # what the model wrote beside its tool calls, as a person may see it
         offered = frozenset(str(d.get("name")) for d in window.tools)
         preview: VisiblePreview | None = None
-        # Decided once a turn: its tool rounds read the prefix the first request wrote.
-        lifetime = self._lifetimes.choose(conversation.id, window.system, window.tools, _last_turn_at(window),
-                                          self._clock())
+        # Decided once a turn: its tool rounds read the prefix the first request wrote. A prefix
+        # that changed (a new day, a compaction) gets the same lifetime as any other: written for 5
+        # minutes first, it cost the day bench two writes of the conversation in one session.
+        lifetime = cache_lifetime(self._config.llm.cache, _last_turn_at(window), self._clock())
         self._snapshots.sent(conversation.id, lifetime, self._clock())
         # What memory extraction may reuse, once the provider says it cached it (a group's prompt
         # changes with who speaks: never).

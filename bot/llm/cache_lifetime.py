@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from datetime import datetime, timedelta
-from typing import Any, Literal
+from typing import Literal
 
 from bot.llm.port import CacheTtl
 
@@ -45,24 +44,3 @@ def cache_lifetime(mode: CacheMode, last_turn_at: datetime | None, now: datetime
     if mode == "auto":
         return "1h" if is_active(last_turn_at, now) else "5m"
     return mode
-
-
-class ChatCacheLifetimes:
-    """Each chat turn's cache lifetime: `mate.llm.cache`, and in `auto` the conversation's pace.
-
-    A turn whose prefix (tools and system prompt) differs from the conversation's previous one
-    (a new day, a compaction, memory files that changed while the cache had expired;
-    bot/llm/memory_snapshot.py keeps it otherwise) gets the same lifetime as any other. It used
-    to be written for 5 minutes first, in case it changed again soon; with the snapshot it does
-    not, and on the day bench that rule cost two whole writes of the conversation in one session
-    (a 5-minute write that expired before the next turn, then the hour's): 9 227 billed-equivalent
-    tokens a message with it, 8 711 without; the burst bench is 0.1705 of uncached either way.
-    """
-
-    def __init__(self, mode: CacheMode) -> None:
-        self._mode = mode
-
-    def choose(self, conversation_id: str, system: str, tools: Sequence[dict[str, Any]],
-               last_turn_at: datetime | None, now: datetime) -> CacheTtl | None:
-        # The conversation and its prefix no longer decide anything; the agent still names them.
-        return cache_lifetime(self._mode, last_turn_at, now)

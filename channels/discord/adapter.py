@@ -333,7 +333,7 @@ class DiscordChannel:
     async def place_of(self, chat_id: str) -> str | None:
         """The server a channel is in: None for a direct chat, or a channel this bot cannot see."""
         client = self._client
-        if client is None or not chat_id.isdigit():
+        if client is None or not (chat_id.isascii() and chat_id.isdigit()):
             return None
         channel: Any = client.get_channel(int(chat_id))
         if channel is None:

@@ -7,7 +7,7 @@ import asyncio
 import logging
 from collections.abc import Callable
 from dataclasses import replace
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 from bot.conversation.access import AccessPolicies
 from bot.core.prompts import PromptLibrary
@@ -48,6 +48,13 @@ class Outlet(Protocol):
     async def send(self, message: OutboundMessage) -> None: ...
 
 
+@runtime_checkable
+class PlaceFinder(Protocol):
+    """A channel whose chat id does not tell its group or server (Discord)."""
+
+    async def place_of(self, chat_id: str) -> str | None: ...
+
+
 class ChannelOutbox:
     """The channels the daemon runs, by name; the console joins when it starts. Web chats have
     none: their history shows the message."""
@@ -80,11 +87,9 @@ class ChannelOutbox:
         """The group or server a chat is in, asked of its channel (Discord: a channel's id does not
         tell its server); None when the channel does not run here or cannot tell."""
         channel = self._channels.get(channel_name)
-        finder = getattr(channel, "place_of", None)  # only channels whose chat id is not the place have it
-        if finder is None or channel is None or channel.state != CHANNEL_OK:
+        if not isinstance(channel, PlaceFinder) or channel.state != CHANNEL_OK:
             return None
-        place: str | None = await finder(chat_id)
-        return place
+        return await channel.place_of(chat_id)
 
 
 class ReminderDelivery:
@@ -153,16 +158,16 @@ class ReminderDelivery:
                                       created_by=task.created_by_name or task.created_by,
                                       repeating=bool(task.cron)),
         )
-        active = await self._repos.conversations.active_for_chat(conversation_key(message))
-        message = replace(message, is_direct=active is None or not active.is_group)
-        if message.place_id is None and not message.is_direct:
-            # A reminder made before places were kept: its server is asked once and kept, so
-            # the server rules hold for it too.
+        if message.place_id is None:
+            # A reminder made before places were kept: its server is asked once and kept, so the
+            # server rules hold for it too (a channel that is not connected yet tells nothing).
             place = await self._outbox.place_of(chat.channel, chat.chat_id)
             if place is not None:
                 await self._repos.tasks.set_place(task.id, place)
                 message = replace(message, place_id=place)
-        return message
+        active = await self._repos.conversations.active_for_chat(conversation_key(message))
+        is_direct = message.place_id is None and (active is None or not active.is_group)
+        return replace(message, is_direct=is_direct)
 
     def _still_allowed(self, message: InboundMessage) -> bool:
         """The chat's access rules as a message of the task's maker would meet them now."""
