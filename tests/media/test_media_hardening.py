@@ -228,8 +228,10 @@ def answer_documents(recorded: RecordedRequest) -> Script:
     return TextReply("It is an empty document.")
 
 
-def telegram_config(tmp_path: Path, llm: FakeAnthropic, tg: FakeTelegram, port: int) -> Path:
-    return write_config(tmp_path, llm, port, **{
+def telegram_config(tmp_path: Path, llm: FakeAnthropic, tg: FakeTelegram, port: int, *,
+                    offline: bool = False) -> Path:
+    """`offline`: the canned client answers, for a test the model plays no part in (no SDK to load)."""
+    return write_config(tmp_path, llm, port, **({"llm": {"provider": "offline"}} if offline else {}), **{
         "shutdown-drain-seconds": 1,
         "channels": {"console": {"enabled": False}, "telegram": {
             "enabled": True, "token": tg.token, "base-url": tg.base_url, "group-policy": "allowlist",
@@ -283,7 +285,7 @@ async def test_sigterm_while_a_crafted_pdf_is_read_stops_the_daemon_promptly(tmp
     port = free_port()
     async with FakeAnthropic() as llm, FakeTelegram() as tg:
         llm.responder = answer_documents
-        async with daemon(telegram_config(tmp_path, llm, tg, port), port) as d:
+        async with daemon(telegram_config(tmp_path, llm, tg, port, offline=True), port) as d:
             tg.push_document(crafted_pdf(200 * 1024), "crafted.pdf", "application/pdf",
                              caption="@mate_bot what is it?", chat_id=GROUP, user_id=MEMBER, chat_type="group")
             await wait_for(lambda: bool(tg.downloads), 20, "the download")
