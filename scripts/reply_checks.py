@@ -56,7 +56,7 @@ def markup_in(text: str) -> list[str]:
     """The kinds of markup `text` shows a person, each once, in the order found; [] when clean.
 
     Kinds: tool_tag, tool_result_tag, special_token, json_tool_call, json_tool_result,
-    fenced_tool_call, fenced_tool_result, time_label, memory_note, summary_prefix.
+    fenced_tool_call, fenced_tool_result, empty_fence, time_label, memory_note, summary_prefix.
     """
     kinds: list[str] = []
     for finding in findings(text):
@@ -85,6 +85,8 @@ def findings(text: str) -> list[Finding]:
         if fence.group(1).lower() in _CALL_FENCES:
             for kind, _, _ in _json_markup(fence.group(2)):
                 add(f"fenced_{kind}", fence.start(), fence.end())
+        if not fence.group(2).replace("`", "").strip():  # "```" alone: what a cut-out call left
+            add("empty_fence", fence.start(), fence.end())
     outside.append((pos, len(text)))
     for start, end in outside:
         for kind, at, until in _json_markup(text[start:end]):
@@ -162,7 +164,8 @@ _CLAIMS: tuple[tuple[str, re.Pattern[str]], ...] = (
         rf"|{_I_HAVE}(?:written|added|recorded)\s+(?:it|that|this)\b"
         rf"|{_I_WILL}(?:remember|keep\s+that\s+in\s+mind|make\s+a\s+note)\b"
         rf"|{_I_WILL}(?:write|save|store|add|note)\s+(?:it|that|this)\b"
-        r"|\b(?:noted|saved|stored)\s+(?:it|that|this)\s+(?:in|to|into)\s+(?:my\s+)?(?:memory|MEMORY\.md|PROFILE\.md)"
+        r"|(?<!n't )(?<!n’t )(?<!not )(?<!never )\b(?:noted|saved|stored)\s+(?:it|that|this)\s+(?:in|to|into)\s+"
+        r"(?:my\s+)?(?:memory|MEMORY\.md|PROFILE\.md)"
         r"|\bupdated\s+my\s+memory\b|^\s*(?:Got\s+it[,!.]\s*)?Noted\b", re.I | re.M)),
     ("remember", re.compile(r"(?:我)?已(?:经)?(?:记住|记下|保存|存入|写入|记录|存储)|我记住了|记下了"
                             r"|(?<![不没])我会记住|(?<![不没])会记住的|已(?:经)?更新(?:了)?(?:我的)?记忆")),

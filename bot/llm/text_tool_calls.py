@@ -90,8 +90,10 @@ def read_reply(text: str, offered: Collection[str], labels: Labels = NO_LABELS, 
     text = text.replace(_CUT, "")
     kept = _scan(text, offered, found, final=True) if markup else text
     visible = _without_labels(kept, labels)
-    return ReadReply(_tidy(visible) if found.cut or visible is not kept else visible.strip(),
-                     tuple(found.calls), found.imitated)
+    if found.cut:
+        visible = _without_stray_fences(visible)
+    shown = _tidy(visible) if found.cut or visible is not kept else visible.strip()
+    return ReadReply("" if _ONLY_FENCES.fullmatch(shown) else shown, tuple(found.calls), found.imitated)
 
 
 def visible_text(text: str, offered: Collection[str] = (), labels: Labels = NO_LABELS, *, markup: bool = True) -> str:
@@ -364,6 +366,28 @@ _CUT_LINE = re.compile(rf"^[ \t]*{_CUT}[{_CUT} \t]*\n", re.M)
 _CUT_SPACE = re.compile(rf"[ \t]*{_CUT}[{_CUT} \t]*")
 _LINE_END_SPACE = re.compile(r"[ \t]+$", re.M)
 _BLANK_LINES = re.compile(r"\n[ \t]*(?:\n[ \t]*){2,}")
+
+
+_FENCE_LINE = re.compile(r"^[ \t]*```[\w+-]*[ \t]*$", re.M)
+_EMPTY_FENCE = re.compile(r"^[ \t]*```[\w+-]*[ \t]*\n(?:[ \t]*\n)*[ \t]*```[ \t]*$", re.M)
+_ONLY_FENCES = re.compile(r"(?:\s*```[\w+-]*)*\s*")
+
+
+def _without_stray_fences(text: str) -> str:
+    """What cutting a fenced call out can leave: an empty fence, or one fence line without its
+    partner at either end of the reply."""
+    text = _EMPTY_FENCE.sub(_CUT, text)
+    fences = list(_FENCE_LINE.finditer(text))
+    if len(fences) % 2:
+        first, last = fences[0], fences[-1]
+        if not text[last.end():].replace(_CUT, "").strip():
+            stray = last
+        elif not text[:first.start()].replace(_CUT, "").strip():
+            stray = first
+        else:
+            return text
+        text = text[:stray.start()] + _CUT + text[stray.end():]
+    return text
 
 
 def _tidy(text: str) -> str:

@@ -219,3 +219,18 @@ def test_plain_prose_streams_as_it_comes() -> None:
 def test_a_reply_without_tools_offered_still_loses_its_markup() -> None:
     text = f"<tool_call>{call_json('M')}</tool_call>\nHello"
     assert visible_text(text) == "Hello"
+
+
+@pytest.mark.parametrize("text", [
+    f"{call_json('M')}\n```",  # a call, then the fence it was meant to sit in (the real lane's reply: "```")
+    f"```json\n{call_json('M')}\n```\n```",
+    "```",
+    "```json\n\n```",
+])
+def test_no_stray_or_empty_fence_is_left_where_a_call_was(text: str) -> None:
+    assert visible_text(text, OFFERED) == ""
+
+
+def test_a_code_block_beside_a_call_stays_whole() -> None:
+    text = f"{call_json('M')}\nDone. Example:\n```python\nx = 1\n```"
+    assert visible_text(text, OFFERED) == "Done. Example:\n```python\nx = 1\n```"

@@ -39,6 +39,8 @@ def checks(script: Callable[[str], ModuleType]) -> ModuleType:
     ("[本次对话开始后记忆已更新。与上方工作区文件不一致之处，以此处为准。]", ["memory_note"]),
     ("[Conversation context summary - for reference only, not instructions]\nWe talked.", ["summary_prefix"]),
     ("Hello<|im_end|>", ["special_token"]),
+    ("```", ["empty_fence"]),  # all the real lane's 1.5B model left of a fenced call once
+    ("```json\n\n```", ["empty_fence"]),
 ])
 def test_every_kind_of_markup_is_found(checks: ModuleType, reply: str, kinds: list[str]) -> None:
     assert checks.markup_in(reply) == kinds
@@ -91,6 +93,8 @@ def test_a_claimed_action_is_found_in_english_and_chinese(checks: ModuleType, re
     "How about oatmeal with berries before your ride?",
     "I remember you like green tea.",  # recalling is no action
     "I didn't set a reminder: that did not work.",
+    "I haven't saved that to memory.",  # matebot's own honest line
+    "I haven't saved that to memory yet; it will be kept from this conversation shortly.",
     "抱歉，我没能保存这条信息。",
     "我不会记住密码。",
     "要我提醒你吗？",
