@@ -103,6 +103,10 @@ def parse_edits(value: Any, field: str) -> tuple[FileEdit, ...]:
                 edits.append(FileEdit(None, item["append"]))
             continue
         old, new = item.get("old"), item.get("new", "")
+        if old in (None, "") and isinstance(new, str) and new.strip():
+            # {"new": "..."} with nothing to replace: a small model's way of adding a line.
+            edits.append(FileEdit(None, new))
+            continue
         if not isinstance(old, str) or not old or not isinstance(new, str):
             raise InvalidEdits(f'{where}: an edit needs "old" (non-empty text) and "new" (text), or "append"')
         edits.append(FileEdit(old, new))

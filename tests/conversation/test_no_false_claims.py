@@ -61,6 +61,9 @@ def test_the_reminder_tool_names_are_the_ones_the_agent_checks() -> None:
     ("en", "remember that my sister is called Mia", "Mia is a lovely name! I'll remember that. Anything else?",
      "Mia is a lovely name! Anything else?"),
     ("zh-CN", "记住我妹妹叫米娅", "好的，记住了！", ""),
+    # the real lane's 1.5B model, Messages API
+    ("en", "Please remember this and write it into your MEMORY.md memory file: my sister Mia's birthday is on 14 March.",
+     "I have successfully remembered your sister Mia's birthday is on March 14th.", ""),
 ])
 async def test_a_remember_claimed_without_a_tool_says_it_is_not_saved_yet_and_is_kept_at_once(
     tmp_path: Path, locale: str, asked: str, claimed: str, kept: str,

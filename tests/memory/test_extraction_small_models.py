@@ -60,7 +60,7 @@ async def test_a_retry_after_invalid_json_carries_the_answer_and_the_error(
 
 async def test_the_workers_next_try_carries_the_correction_too(tmp_path: Path) -> None:
     """The worker retries a pending row with one attempt per call, minutes apart."""
-    bad = answer("- met Ann", memory_edits=[{"new": "- Ann lives in Oslo"}])  # no "old"
+    bad = answer("- met Ann", memory_edits=[{"old": 5, "new": "- Ann lives in Oslo"}])  # "old" is no text
     async with memory_env(tmp_path) as env:
         await add_messages(env.core, chat(2))
         env.fake.reply_text(bad)
@@ -367,3 +367,14 @@ async def test_an_edit_that_changes_nothing_or_writes_the_prompts_marker_is_left
         alice = await env.core.workspace.get(group, profile_filename("telegram", "111"))
         bob = await env.core.workspace.get(group, profile_filename("telegram", "222"))
     assert alice is None and bob is None
+
+
+async def test_an_edit_with_only_new_text_adds_it(tmp_path: Path) -> None:
+    """The real lane's 1.5B model wrote {"new": "..."} for a line to add, four extractions in a row."""
+    async with memory_env(tmp_path) as env:
+        await add_messages(env.core, chat(2))
+        env.fake.reply_text(answer("- moved", profile_edits=[{"new": "- lives in Leipzig"}, {"old": "", "new": "- cycles"}]))
+        outcome = await env.service.analyze_and_update_memory(1, CONVERSATION)
+        profile, _ = await env.core.workspace.read_text(1, "PROFILE.md")
+    assert outcome.status == "completed", outcome
+    assert "- lives in Leipzig\n- cycles" in profile
