@@ -1,9 +1,8 @@
 """A group's people one by one, for a model that holds little context (SPEC S34).
 
-A small local model asked for the whole group at once often keeps nothing at all, copies the
-transcript, or puts what one person said into another's profile. Asked about one person, from
-that person's own lines only, it lists their facts well; those are added to profiles the group
-answer left unchanged.
+A small local model asked for the whole group at once often keeps nothing at all, or only each
+person's first fact, or copies the transcript. Asked about one person, from that person's own
+lines only, it lists their facts well; those the group answer did not write are added.
 """
 
 from __future__ import annotations
@@ -84,7 +83,7 @@ def with_facts(current: str, title: str, facts: Sequence[str]) -> str | None:
 
 
 class PeopleOneByOne:
-    """Asks the memory model about each member whose profile a group answer left as it was."""
+    """Asks the memory model about each member who said enough, one by one."""
 
     def __init__(self, llm: LLMClient, prompts: PromptLibrary, model: str) -> None:
         self._llm = llm
@@ -92,12 +91,12 @@ class PeopleOneByOne:
         self._model = model
 
     async def fill(self, plan: Plan, people: Sequence[PersonLines], profiles: Mapping[str, str]) -> int:
-        """Adds to `plan` the facts of each member it does not change; the number of calls made.
+        """Adds to `plan` each member's facts it does not hold yet; the number of calls made.
         A call that fails changes nothing: the group answer stands as it was."""
         calls = 0
         for person in people:
             member = person.member
-            if member.filename in plan.contents or not person.worth_asking:
+            if not person.worth_asking:
                 continue
             calls += 1
             try:
@@ -105,7 +104,8 @@ class PeopleOneByOne:
             except LLMError as exc:
                 log.info("asking the memory model about %s alone failed: %s", member.ref, exc)
                 continue
-            updated = with_facts(profiles.get(member.filename, ""), f"# {member.name}", facts_of(answer))
+            current = plan.contents.get(member.filename, profiles.get(member.filename, ""))
+            updated = with_facts(current, f"# {member.name}", facts_of(answer))
             if updated is not None:
                 plan.contents[member.filename] = updated
                 plan.should_update = True

@@ -23,7 +23,7 @@ def user_text(body: dict[str, Any]) -> str:
     return content if isinstance(content, str) else "".join(block.get("text", "") for block in content)
 
 
-async def test_members_the_group_answer_left_out_are_asked_about_alone(tmp_path: Path) -> None:
+async def test_members_are_asked_about_alone_from_their_own_lines(tmp_path: Path) -> None:
     async with memory_env(tmp_path, people_one_by_one=True, **{"min-messages-for-summarize": 0}) as env:
         group = await env.core.agents.for_chat(GROUP, "Family")
         await group_chat(env.core, group, LINES)
@@ -43,18 +43,22 @@ async def test_members_the_group_answer_left_out_are_asked_about_alone(tmp_path:
     assert "I live in Porto and Alice plays chess" in user_text(asked_bob) and "nurse" not in user_text(asked_bob)
 
 
-async def test_a_member_the_group_answer_wrote_is_not_asked_again(tmp_path: Path) -> None:
+async def test_a_member_the_group_answer_wrote_gets_only_the_facts_it_missed(tmp_path: Path) -> None:
+    """The real lane's 1.5B model wrote each person's first fact in the group answer and no more."""
     async with memory_env(tmp_path, people_one_by_one=True, **{"min-messages-for-summarize": 0}) as env:
         group = await env.core.agents.for_chat(GROUP, "Family")
         await group_chat(env.core, group, LINES)
         env.fake.reply_text(json.dumps({"should_update": True, "reason": "r", "daily_entry": "",
-                                        "people_updates": {"P1": "# Alice\n\n- nurse"}}))
+                                        "people_updates": {"P1": "# Alice\n\n- works as a nurse"}}))
+        env.fake.reply_text("- works as a nurse\n- has a cat called Miso")  # Alice, asked alone
         env.fake.reply_text("NONE")  # Bob, asked alone, told nothing about himself
         outcome = await env.service.analyze_and_update_memory(group, GROUP)
+        alice = await env.core.workspace.get(group, profile_filename("telegram", "111"))
         bob = await env.core.workspace.get(group, profile_filename("telegram", "222"))
         requests = env.fake.messages_requests()
     assert outcome.status == "completed"
-    assert len(requests) == 2 and "Bob wrote:" in user_text(requests[1])
+    assert len(requests) == 3 and "Bob wrote:" in user_text(requests[2])
+    assert alice is not None and alice.content == "# Alice\n\n- works as a nurse\n- has a cat called Miso\n"
     assert bob is None
 
 
