@@ -200,7 +200,7 @@ def _memory_services(
     mate = core.config.mate
     receipts = MemoryReceipts(mate.memory.receipts, core.repos, outbox, core.prompts)
     service = MemorySummarizationService(mate, core.repos, core.workspace, llm, core.prompts, clock, sleep=sleep,
-                                         listener=receipts, prefixes=prefixes, people_one_by_one=small_model)
+                                         listener=receipts, prefixes=prefixes, small_model=small_model)
     worker = MemoryWorker(service, core.repos, mate, clock=clock, sleep=sleep)
     stack.push_async_callback(worker.close)
     # The owner's direct chat, where a proposal is sent: Telegram first (a private chat's id

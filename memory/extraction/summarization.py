@@ -58,6 +58,8 @@ PEOPLE_UPDATES, PEOPLE_EDITS = "people_updates", "people_edits"
 PERSON_SORT_ORDER = 100
 # The JSON around the fields, and the reason.
 _REPLY_OVERHEAD_TOKENS = 256
+# A small model's group answer, at most: its people are asked about one by one besides.
+SMALL_MODEL_GROUP_REPLY_TOKENS = 1536
 # Already-analysed messages shown before the transcript so the model knows what the
 # new lines refer to; short, since they must not be recorded again.
 EARLIER_CONTEXT_MESSAGES = 6
@@ -106,12 +108,12 @@ class MemorySummarizationService:
         self, config: MateConfig, repos: Repositories, workspace: WorkspaceFileService, llm: LLMClient,
         prompts: PromptLibrary, clock: Clock = utc_now, *, sleep: Sleep = asyncio.sleep,
         retry: Backoff = MEMORY_MODEL_CALL, listener: CommitListener | None = None,
-        prefixes: ChatPrefixes | None = None, people_one_by_one: bool = False,
+        prefixes: ChatPrefixes | None = None, small_model: bool = False,
     ) -> None:
         self._config = config
-        # A model that holds little context is asked about a group's people one by one too.
-        self._one_by_one = PeopleOneByOne(llm, prompts, config.llm.effective_memory_model) if people_one_by_one \
-            else None
+        # A model that holds little context is asked about a group's people one by one too, and its
+        # group answer is kept short: a 1.5B model once wrote 5 700 tokens of a loop, 6 minutes.
+        self._one_by_one = PeopleOneByOne(llm, prompts, config.llm.effective_memory_model) if small_model else None
         self._listener = listener  # told what changed once a batch's transaction committed
         self._prefixes = prefixes  # the chats' cached prefixes a direct conversation's extraction reuses
         self._shares_chat_prompt = shares_chat_prompt(config)
@@ -352,7 +354,8 @@ class MemorySummarizationService:
         budgets = sum(t.budget for t in self._targets(scope))
         files = tokens_for_chars(budgets, locale, sample)
         entry = max(memory.summary_max_tokens, tokens_for_chars(memory.daily_entry_max_chars, locale, sample))
-        return files + entry + _REPLY_OVERHEAD_TOKENS
+        room = files + entry + _REPLY_OVERHEAD_TOKENS
+        return min(room, SMALL_MODEL_GROUP_REPLY_TOKENS) if scope.is_group and self._one_by_one else room
 
     def _shared_frame(self, scope: _Scope, conversation_id: str, snap: _Snapshot) -> ExtractionFrame | None:
         """The conversation's chat prefix while it is in the provider's cache (direct chats only)."""

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from memory.extraction.one_by_one import facts_of, with_facts
+from memory.extraction.summarization import SMALL_MODEL_GROUP_REPLY_TOKENS
 from memory.extraction.people_profiles import profile_filename
 from tests.support.group_chat import GROUP, LINES, group_chat
 from tests.support.memory_env import memory_env
@@ -24,7 +25,7 @@ def user_text(body: dict[str, Any]) -> str:
 
 
 async def test_members_are_asked_about_alone_from_their_own_lines(tmp_path: Path) -> None:
-    async with memory_env(tmp_path, people_one_by_one=True, **{"min-messages-for-summarize": 0}) as env:
+    async with memory_env(tmp_path, small_model=True, **{"min-messages-for-summarize": 0}) as env:
         group = await env.core.agents.for_chat(GROUP, "Family")
         await group_chat(env.core, group, LINES)
         env.fake.reply_text(kept_nothing())
@@ -45,7 +46,7 @@ async def test_members_are_asked_about_alone_from_their_own_lines(tmp_path: Path
 
 async def test_a_member_the_group_answer_wrote_gets_only_the_facts_it_missed(tmp_path: Path) -> None:
     """The real lane's 1.5B model wrote each person's first fact in the group answer and no more."""
-    async with memory_env(tmp_path, people_one_by_one=True, **{"min-messages-for-summarize": 0}) as env:
+    async with memory_env(tmp_path, small_model=True, **{"min-messages-for-summarize": 0}) as env:
         group = await env.core.agents.for_chat(GROUP, "Family")
         await group_chat(env.core, group, LINES)
         env.fake.reply_text(json.dumps({"should_update": True, "reason": "r", "daily_entry": "",
@@ -63,7 +64,7 @@ async def test_a_member_the_group_answer_wrote_gets_only_the_facts_it_missed(tmp
 
 
 async def test_a_failed_call_about_one_member_leaves_the_group_answer_as_it_was(tmp_path: Path) -> None:
-    async with memory_env(tmp_path, people_one_by_one=True, **{"min-messages-for-summarize": 0}) as env:
+    async with memory_env(tmp_path, small_model=True, **{"min-messages-for-summarize": 0}) as env:
         group = await env.core.agents.for_chat(GROUP, "Family")
         await group_chat(env.core, group, LINES)
         env.fake.reply_text(json.dumps({"should_update": True, "reason": "r", "daily_entry": "- talked"}))
@@ -90,3 +91,17 @@ def test_facts_are_the_bullets_of_an_answer_not_new_to_the_profile() -> None:
     assert with_facts("# Ann\n\n- nurse\n", "# Ann", ["Nurse", "likes tea"]) == "# Ann\n\n- nurse\n- likes tea\n"
     assert with_facts("", "# Ann", ["likes tea"]) == "# Ann\n\n- likes tea\n"
     assert with_facts("# Ann\n- likes tea\n", "# Ann", ["likes tea"]) is None
+
+
+async def test_a_small_models_group_answer_is_kept_short(tmp_path: Path) -> None:
+    sizes = []
+    for small in (True, False):
+        async with memory_env(tmp_path / str(small), small_model=small, **{"min-messages-for-summarize": 0}) as env:
+            group = await env.core.agents.for_chat(GROUP, "Family")
+            await group_chat(env.core, group, LINES)
+            env.fake.reply_text(kept_nothing())
+            env.fake.reply_text("NONE")
+            env.fake.reply_text("NONE")
+            await env.service.analyze_and_update_memory(group, GROUP)
+            sizes.append(env.fake.messages_requests()[0]["max_tokens"])
+    assert sizes[0] == SMALL_MODEL_GROUP_REPLY_TOKENS < sizes[1]

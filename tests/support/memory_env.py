@@ -66,7 +66,7 @@ class MemoryEnv:
 @asynccontextmanager
 async def memory_env(
     tmp_path: Path, *, locale: str = "en", clock: Clock = lambda: NOON, timezone_name: str = "UTC",
-    people_one_by_one: bool = False, **memory: Any,
+    small_model: bool = False, **memory: Any,
 ) -> AsyncIterator[MemoryEnv]:
     """Core over a tmp SQLite file, the fake Anthropic server, and the real SDK client talking to it."""
 
@@ -76,7 +76,7 @@ async def memory_env(
         async with AnthropicClient(LlmConfig(api_key="test-key", base_url=fake.url, max_retries=0)) as llm:
             service = MemorySummarizationService(
                 core.config.mate, core.repos, core.workspace, llm, core.prompts, clock, retry=NO_WAITS,
-                people_one_by_one=people_one_by_one,
+                small_model=small_model,
             )
             yield MemoryEnv(core, fake, llm, service)
 
