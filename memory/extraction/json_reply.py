@@ -58,6 +58,10 @@ def _as_text(value: Any, field: str) -> str:
         return ""
     if isinstance(value, str):
         return value
+    if isinstance(value, list) and all(isinstance(line, str) for line in value):
+        # A small model's file as a list of its lines: each a bullet unless it is one already.
+        return "\n".join(line if line.lstrip().startswith(("#", "-", "*")) else f"- {line}"
+                         for line in value if line.strip())
     raise InvalidJsonReply(f"{field} must be a string")
 
 

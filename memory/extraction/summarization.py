@@ -111,8 +111,7 @@ class MemorySummarizationService:
         prefixes: ChatPrefixes | None = None, small_model: bool = False,
     ) -> None:
         self._config = config
-        # A model that holds little context is asked about a group's people one by one too, and its
-        # group answer is kept short: a 1.5B model once wrote 5 700 tokens of a loop, 6 minutes.
+        # A small model: a group's people asked one by one, its group answer kept short (a 1.5B model looped).
         self._one_by_one = PeopleOneByOne(llm, prompts, config.llm.effective_memory_model) if small_model else None
         self._listener = listener  # told what changed once a batch's transaction committed
         self._prefixes = prefixes  # the chats' cached prefixes a direct conversation's extraction reuses
@@ -485,6 +484,8 @@ class MemorySummarizationService:
                 text, self._correction_note(rejections=plan.rejected, number=number), number))
         plan.notes += [f"left out {r}" for r in plan.rejected]
         if self._one_by_one is not None and people:
+            for person in people:  # a small model's group answer mixes up who said what: each alone counts
+                plan.contents.pop(person.member.filename, None)
             await self._one_by_one.fill(plan, people, self._texts(scope, snap))
         self._enforce_budgets(scope, plan)
         keep_requests(plan, requests, memory_file=MEMORY_FILE, files=self._texts(scope, snap),
