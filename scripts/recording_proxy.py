@@ -30,7 +30,9 @@ from aiohttp import web
 # The first words of the extraction prompts (prompts/<locale>/memory/summarize-system.md.j2 and
 # summarize-group-system.md.j2, wherever the request carries them: the system prompt, or a user
 # message when the extraction reuses the chat's prefix); tests/scripts keeps them in step.
-EXTRACTION_MARKERS = ("You maintain the long-term memory of a chat assistant", "你负责维护一个聊天助手")
+EXTRACTION_MARKERS = ("You maintain the long-term memory of a chat assistant", "你负责维护一个聊天助手",
+                      # a group member asked about alone (a small model's group extraction)
+                      "list the facts they told about themselves", "请列出此人说到的关于自己的事实")
 # Paths that make the model write (a count_tokens or a health check is no model call).
 GENERATION_PATHS = ("/v1/messages", "/v1/chat/completions", "/chat/completions", "/completion", "/completions")
 _HOP_BY_HOP = frozenset({"host", "connection", "keep-alive", "proxy-authenticate", "proxy-authorization",

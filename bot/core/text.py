@@ -50,3 +50,14 @@ def is_blank(text: str) -> bool:
 def led_by(lead: str, text: str) -> str:
     """`text` opened by `lead` and a blank line (a notice before a reply), or `text` alone."""
     return f"{lead}\n\n{text}" if lead else text
+
+
+def last_chars(text: str, limit: int) -> tuple[str, int]:
+    """The last `limit` characters of `text`, from a line start when one is near; (tail, omitted)."""
+    if len(text) <= limit:
+        return text, 0
+    tail = text[len(text) - limit:]
+    newline = tail.find("\n")
+    if 0 <= newline < limit // 2:
+        tail = tail[newline + 1:]
+    return tail, len(text) - len(tail)

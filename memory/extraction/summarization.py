@@ -22,7 +22,7 @@ from bot.storage import Repositories
 from bot.core.records import MessageRecord
 from memory.events import CommitListener, ConversationCompletedEvent, FileChange, MemoryCommitted
 from bot.storage.memory_commit import ExtractionCommit, FileWrite
-from bot.core.text import storable
+from bot.core.text import last_chars, storable
 from bot.core.content.remember import RememberRequests
 from memory.extraction.asked import RememberRequest, keep_requests, remember_requests
 from memory.extraction.budgets import tokens_for_chars
@@ -413,7 +413,7 @@ class MemorySummarizationService:
         """The extraction request's user message: a direct chat's, a group's with its people, or one
         through the chat's prefix (the instructions with it; the files are in the prefix)."""
         memory = self._memory
-        daily, omitted = _tail(snap.daily[0], memory.daily_context_chars)
+        daily, omitted = last_chars(snap.daily[0], memory.daily_context_chars)
         shared = {"date": snap.date, "memory": snap.file(MEMORY_FILE)[0], "memory_chars": len(snap.file(MEMORY_FILE)[0]),
                   "memory_max_chars": memory.memory_max_chars, "daily_note": daily, "daily_note_omitted": omitted,
                   "earlier_context": earlier, "transcript": transcript,
@@ -588,13 +588,3 @@ class MemorySummarizationService:
             committed = MemoryCommitted(agent_id, conversation_id, run_id, changes)
         return AnalysisOutcome(status, bool(written), reason, written, end, committed=committed)
 
-
-def _tail(text: str, limit: int) -> tuple[str, int]:
-    """The last `limit` characters of `text`, from a line start when one is near; (tail, omitted)."""
-    if len(text) <= limit:
-        return text, 0
-    tail = text[len(text) - limit:]
-    newline = tail.find("\n")
-    if 0 <= newline < limit // 2:
-        tail = tail[newline + 1:]
-    return tail, len(text) - len(tail)

@@ -72,11 +72,25 @@ def test_every_fact_is_said_once_by_its_owner_and_found_by_its_own_pattern(lane:
         assert remark == [scenario.remark.speaker]
 
 
-def _filing(shift: int) -> Callable[[RecordedRequest], Script | None]:
-    """A memory model that files every line a person said under the profile `shift` numbers on."""
+def _filing(shift: int, scenario: object) -> Callable[[RecordedRequest], Script | None]:
+    """A memory model that files every line a person said under the profile `shift` numbers on;
+    asked about one person alone (the lane runs a small model's setup), it answers with the lines
+    of the person `shift` places on from them."""
+    speakers = list(scenario.speakers)  # type: ignore[attr-defined]
+    lines: dict[str, list[str]] = {}
+    for who, text in scenario.lines:  # type: ignore[attr-defined]
+        lines.setdefault(who, []).append(text)
+
     def respond(recorded: RecordedRequest) -> Script | None:
-        if "people_updates" not in json.dumps(recorded.body.get("system", "")):
-            return None
+        system = json.dumps(recorded.body.get("system", ""), ensure_ascii=False)
+        prompt = recorded.body["messages"][0]["content"]
+        prompt = prompt if isinstance(prompt, str) else " ".join(b.get("text", "") for b in prompt)
+        if "people_updates" not in system:
+            asked = next((i for i, p in enumerate(speakers) if prompt.startswith(f"{p.name} ")), None)
+            if asked is None:
+                return None
+            filed = speakers[(asked - shift) % len(speakers)]  # whose lines land in the asked one's profile
+            return TextReply("\n".join(f"- {line}" for line in lines.get(filed.key, [])) or "NONE")
         prompt = recorded.body["messages"][0]["content"]
         prompt = prompt if isinstance(prompt, str) else " ".join(b.get("text", "") for b in prompt)
         refs = re.findall(r"^(P\d+) = ", prompt, re.M)
@@ -98,7 +112,7 @@ async def test_the_lane_scores_a_model_by_where_it_files_each_speakers_words(
 ) -> None:
     scenario = lane.SCENARIOS[locale]
     async with FakeAnthropic() as llm:
-        llm.responder = _filing(shift)
+        llm.responder = _filing(shift, scenario)
         result = await lane.run_locale(scenario, locale, llm.url, tmp_path / "work", tmp_path / "dump.md")
     assert result["extraction"] == "completed", result
     assert (result["facts"], result["right"], result["wrong"], result["missing"]) == (6, right, wrong, 0)
@@ -107,10 +121,11 @@ async def test_the_lane_scores_a_model_by_where_it_files_each_speakers_words(
     first, _, third = scenario.speakers
     expected = first if shift == 0 else third
     assert result["remark_in"] == [f"people/telegram-{expected.sender_id}.md"]
-    assert result["attempts"] == 1 and result["model_calls"] == 1 and result["attempt_errors"] == []
-    # The lane's recording proxy saw the one extraction request go by, repeated by none.
-    assert (result["model_requests"], result["extraction_requests"], result["extraction_prompts_repeated"]) == (1, 1, 0)
-    assert [r.path for r in llm.requests] == ["/v1/messages"]
+    # One group request, then one about each of the three people (the lane runs a small model's setup).
+    assert result["attempts"] == 1 and result["model_calls"] == 4 and result["attempt_errors"] == []
+    # The lane's recording proxy saw them go by, repeated by none.
+    assert (result["model_requests"], result["extraction_requests"], result["extraction_prompts_repeated"]) == (4, 4, 0)
+    assert [r.path for r in llm.requests] == ["/v1/messages"] * 4
     dump = (tmp_path / "dump.md").read_text()
     assert f"P1 = {first.name}" in dump and f"P3 = {third.name}" in dump
     assert json.loads(json.dumps(result, ensure_ascii=False)) == result  # one JSON line's worth
