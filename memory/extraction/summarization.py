@@ -461,8 +461,14 @@ class MemorySummarizationService:
         if correction is not None:  # after the prompt, so the cached part of the request stays as it was
             messages += correction.turns()
         number = correction.number + 1 if correction is not None else 1
-        text = await self._complete(scope, messages, frame, max_tokens)
-        plan = self._resolve(scope, snap, self._parse_or_correct(scope, text, number), frame)
+        try:
+            text = await self._complete(scope, messages, frame, max_tokens)
+            plan = self._resolve(scope, snap, self._parse_or_correct(scope, text, number), frame)
+        except (CutOff, UnusableReply) as exc:
+            if not people:  # a small model's group: its people are still asked about one by one
+                raise
+            log.info("the group's memory answer was not usable (%s); asking about its people alone", exc)
+            plan, text = Plan(False, "the group answer was not usable", {}, ""), ""
         feedback = self._feedback(scope, plan)
         if plan.rejected:
             feedback.insert(0, self._correction_note(rejections=plan.rejected, kept=True))

@@ -105,3 +105,17 @@ async def test_a_small_models_group_answer_is_kept_short(tmp_path: Path) -> None
             await env.service.analyze_and_update_memory(group, GROUP)
             sizes.append(env.fake.messages_requests()[0]["max_tokens"])
     assert sizes[0] == SMALL_MODEL_GROUP_REPLY_TOKENS < sizes[1]
+
+
+async def test_a_small_models_unusable_group_answer_still_has_its_people_asked_alone(tmp_path: Path) -> None:
+    """The real lane's 1.5B model looped past the group answer's room twice; its people still count."""
+    async with memory_env(tmp_path, small_model=True, **{"min-messages-for-summarize": 0}) as env:
+        group = await env.core.agents.for_chat(GROUP, "Family")
+        await group_chat(env.core, group, LINES)
+        env.fake.reply_text("I think everyone had a nice chat.")  # no JSON at all
+        env.fake.reply_text("- works as a nurse")  # Alice
+        env.fake.reply_text("- lives in Porto")  # Bob
+        outcome = await env.service.analyze_and_update_memory(group, GROUP)
+        alice = await env.core.workspace.get(group, profile_filename("telegram", "111"))
+    assert outcome.status == "completed" and "not usable" in outcome.reason, outcome
+    assert alice is not None and "- works as a nurse" in alice.content
