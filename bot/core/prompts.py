@@ -107,7 +107,7 @@ class PromptLibrary:
         return value.format(**variables)
 
     def words(self, key: str) -> tuple[str, ...]:
-        """Return a list-valued entry of strings.yaml, such as remember_words."""
+        """Return a list-valued entry of strings.yaml, such as remember_request_words."""
         value = _strings(self.locale)[key]
         if isinstance(value, str):
             raise TypeError(f"strings.yaml: {key} is a string; use text()")
