@@ -22,6 +22,7 @@ from bot.llm.anthropic_messages import (
     usage_only,
 )
 from bot.llm.attempts import AskAgain, CallPolicy, answer_with_retries
+from bot.llm.slots import CallSlots
 from bot.llm.failures import (
     RETRY_STATUSES,
     Retryable,
@@ -66,6 +67,11 @@ class AnthropicClient:
         # Caching: off for good when the server shows it cannot do it (local servers, proxies).
         self._caching = config.cache != "off"
         self._long_cache = True  # the 1-hour lifetime (`ttl`), which servers that cache may still not know
+
+    @property
+    def slots(self) -> CallSlots:
+        """The model's call slots: how many calls wait for one, chat and memory."""
+        return self._policy.slots
 
     async def __aenter__(self) -> AnthropicClient:
         return self

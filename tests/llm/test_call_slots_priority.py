@@ -125,18 +125,11 @@ async def test_with_one_slot_the_client_sends_a_waiting_chat_request_before_a_wa
             first = asyncio.create_task(llm.complete(request("first chat", "chat")))
             await eventually(lambda: len(fake.requests) == 1, "the first chat request to reach the model")
             memory = asyncio.create_task(llm.complete(request("extraction", "memory")))
-            await _queued()
+            await eventually(lambda: llm.slots.memory_waiting == 1, "the extraction to wait for the slot")
             chat = asyncio.create_task(llm.complete(request("second chat", "chat")))
-            await _queued()
+            await eventually(lambda: llm.slots.chat_waiting == 1, "the second chat to wait for the slot")
             assert len(fake.requests) == 1  # one slot: both wait for it
             release.set()
             answers = await asyncio.gather(first, memory, chat)
     assert [r.body["messages"][0]["content"] for r in fake.requests] == ["first chat", "second chat", "extraction"]
     assert [a.text for a in answers] == ["answer to first chat", "answer to extraction", "answer to second chat"]
-
-
-async def _queued() -> None:
-    # A new call reaches the slot queue without any I/O before it: the loop running each ready
-    # task once puts it there (no time passes, nothing is waited out).
-    for _ in range(3):
-        await asyncio.sleep(0)
