@@ -5,11 +5,13 @@ idle-minutes, unless enough unanalysed messages gathered, a fold, /new or an exp
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 import pytest
 
+from bot.app.runtime import MemoryServices, Runtime
 from bot.core.clock import iso
 from memory.events import ConversationCompletedEvent
 from tests.support.clock import SteppedClock
@@ -192,29 +194,35 @@ def _answers(fact: str) -> Callable[[RecordedRequest], Script | None]:
     return respond
 
 
-async def test_new_extracts_the_closed_conversation_without_waiting(tmp_path: Path) -> None:
-    clock = SteppedClock(NOON)
-    async with FakeAnthropic() as fake, \
-            running(tmp_path, fake, memory_worker=True, clock=clock, memory={"idle-minutes": 10}) as rt:
-        fake.responder = _answers("- the launch venue")
+@asynccontextmanager
+async def _chat_with_worker(tmp_path: Path, fact: str) -> AsyncIterator[tuple[Runtime, FakeAnthropic, MemoryServices]]:
+    """A runtime whose memory worker runs (idle-minutes 10), its model answering extractions with `fact`."""
+    async with FakeAnthropic() as fake, running(tmp_path, fake, memory_worker=True, clock=SteppedClock(NOON),
+                                                memory={"idle-minutes": 10}) as rt:
+        fake.responder = _answers(fact)
         services = rt.memory_services
         assert services is not None
         loop = asyncio.create_task(services.worker.run(), name="memory-worker")
         try:
-            await say(rt, "the product launch is on Friday the 12th")
-            await say(rt, "and the venue is the old harbour hall")
-            assert await rt.router.drain(5)  # the exchange's event is published after the reply
-            assert await services.worker.drain(5)
-            before = [r for r in fake.requests if is_memory_request(r)]
-            waiting = await rt.core.repos.memory_pending.get(CONVERSATION)
-            await say(rt, "/new")
-            await eventually(lambda: any(is_memory_request(r) for r in fake.requests), "the extraction at /new",
-                             timeout=10)
-            assert await services.worker.drain(5)
-            pending = await rt.core.repos.memory_pending.all()
+            yield rt, fake, services
         finally:
             loop.cancel()
             await asyncio.gather(loop, return_exceptions=True)
+
+
+async def test_new_extracts_the_closed_conversation_without_waiting(tmp_path: Path) -> None:
+    async with _chat_with_worker(tmp_path, "- the launch venue") as (rt, fake, services):
+        await say(rt, "the product launch is on Friday the 12th")
+        await say(rt, "and the venue is the old harbour hall")
+        assert await rt.router.drain(5)  # the exchange's event is published after the reply
+        assert await services.worker.drain(5)
+        before = [r for r in fake.requests if is_memory_request(r)]
+        waiting = await rt.core.repos.memory_pending.get(CONVERSATION)
+        await say(rt, "/new")
+        await eventually(lambda: any(is_memory_request(r) for r in fake.requests), "the extraction at /new",
+                         timeout=10)
+        assert await services.worker.drain(5)
+        pending = await rt.core.repos.memory_pending.all()
         extraction = [r for r in fake.requests if is_memory_request(r)]
     assert before == [] and waiting is not None  # recorded, waiting for a pause
     assert len(extraction) == 1
@@ -223,19 +231,9 @@ async def test_new_extracts_the_closed_conversation_without_waiting(tmp_path: Pa
 
 
 async def test_an_explicit_remember_through_the_router_is_extracted_at_once(tmp_path: Path) -> None:
-    clock = SteppedClock(NOON)
-    async with FakeAnthropic() as fake, \
-            running(tmp_path, fake, memory_worker=True, clock=clock, memory={"idle-minutes": 10}) as rt:
-        fake.responder = _answers("- sister Ana")
-        services = rt.memory_services
-        assert services is not None
-        loop = asyncio.create_task(services.worker.run(), name="memory-worker")
-        try:
-            await say(rt, "remember that my sister is called Ana")
-            await eventually(lambda: any(is_memory_request(r) for r in fake.requests), "the extraction", timeout=10)
-            assert await services.worker.drain(5)
-            note, _ = await rt.core.workspace.read_text(1, "memory/2026-04-01.md")
-        finally:
-            loop.cancel()
-            await asyncio.gather(loop, return_exceptions=True)
+    async with _chat_with_worker(tmp_path, "- sister Ana") as (rt, fake, services):
+        await say(rt, "remember that my sister is called Ana")
+        await eventually(lambda: any(is_memory_request(r) for r in fake.requests), "the extraction", timeout=10)
+        assert await services.worker.drain(5)
+        note, _ = await rt.core.workspace.read_text(1, "memory/2026-04-01.md")
     assert "- sister Ana" in note
