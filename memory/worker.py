@@ -8,11 +8,11 @@ import logging
 from collections import defaultdict
 from collections.abc import Coroutine
 from datetime import datetime, timedelta
-from types import TracebackType
 from typing import Any
 
 from bot.core.clock import Clock, iso, parse_iso, utc_now
 from bot.core.config import MateConfig
+from bot.core.lifecycle import AsyncResource
 from bot.core.content.transcript import TRANSCRIPT_ROLES
 from bot.core.retry import PENDING_EXTRACTION, Backoff, Sleep
 from bot.storage import Repositories
@@ -27,7 +27,7 @@ from memory.extraction.summarization import (
 log = logging.getLogger(__name__)
 
 
-class MemoryWorker:
+class MemoryWorker(AsyncResource):
     """MemoryEventSink with one consumer loop, per-agent cooldown and lock, and deferred runs.
 
     The queue holds agent ids, not events: an agent's run analyses every due pending row
@@ -63,15 +63,6 @@ class MemoryWorker:
         self._at_once: set[str] = set()  # conversations whose pending row skips the pause
         self._tasks: set[asyncio.Task[None]] = set()
         self._offline_noted = False
-
-    async def __aenter__(self) -> MemoryWorker:
-        await self.start()
-        return self
-
-    async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        await self.close()
 
     # -- MemoryEventSink -------------------------------------------------------
 
@@ -136,9 +127,9 @@ class MemoryWorker:
 
     # -- lifecycle -------------------------------------------------------------
 
-    async def start(self) -> int:
-        """Re-queue every pending row left by a previous run; returns how many there were."""
-        return await self.recover()
+    async def open(self) -> None:
+        """Re-queue every pending row left by a previous run."""
+        await self.recover()
 
     async def recover(self) -> int:
         interrupted = await self._repos.memory_runs.fail_interrupted("interrupted: the process stopped mid-run")

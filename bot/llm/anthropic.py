@@ -6,11 +6,11 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import replace
-from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 from bot.core.config import LlmConfig
 from bot.core.errors import LLMError, PromptTooLong, RequestRejected
+from bot.core.lifecycle import AsyncResource
 from bot.llm.anthropic_messages import (
     CacheRejected,
     error_message,
@@ -42,7 +42,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
-class AnthropicClient:
+class AnthropicClient(AsyncResource):
     """LLMClient over anthropic.AsyncAnthropic; the retry policy is ours (bot/llm/attempts.py)."""
 
     def __init__(self, config: LlmConfig, *, sdk: anthropic.AsyncAnthropic | None = None,
@@ -73,12 +73,7 @@ class AnthropicClient:
         """The model's call slots: how many calls wait for one, chat and memory."""
         return self._policy.slots
 
-    async def __aenter__(self) -> AnthropicClient:
-        return self
-
-    async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
+    async def close(self) -> None:
         await self._sdk.close()
 
     async def complete(self, request: LLMRequest, on_text: TextListener | None = None) -> LLMResponse:

@@ -6,20 +6,15 @@ import json
 from typing import Any
 
 from bot.core.content.messages import TIME_LABEL, without_time
+from bot.core.lifecycle import AsyncResource
 from bot.llm.port import LLMClient, LLMRequest, LLMResponse, TextListener
 
 
-class OfflineClient:
+class OfflineClient(AsyncResource):
     """Answers without a network so a newcomer can watch the pipeline work (no API key set)."""
 
     def __init__(self, reply_template: str = "(offline) {text}") -> None:
         self._template = reply_template
-
-    async def __aenter__(self) -> OfflineClient:
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        return None
 
     async def complete(self, request: LLMRequest, on_text: TextListener | None = None) -> LLMResponse:
         if request.purpose in ("memory", "emergence"):

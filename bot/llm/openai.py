@@ -12,11 +12,11 @@ import logging
 import time
 from collections.abc import Callable
 import re
-from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 from bot.core.config import LlmConfig
 from bot.core.errors import LLMError, PromptTooLong, RequestRejected
+from bot.core.lifecycle import AsyncResource
 from bot.llm.attempts import AskAgain, CallPolicy, answer_with_retries
 from bot.llm.failures import (
     RETRY_STATUSES,
@@ -48,7 +48,7 @@ class _Unsupported(Exception):
         self.what = what
 
 
-class OpenAIClient:
+class OpenAIClient(AsyncResource):
     """LLMClient over openai.AsyncOpenAI; the retry policy is ours, as in AnthropicClient."""
 
     def __init__(self, config: LlmConfig, *, sdk: openai.AsyncOpenAI | None = None,
@@ -74,12 +74,7 @@ class OpenAIClient:
         self._stream_usage = True  # stream_options.include_usage
         self._max_tokens_key = "max_tokens"
 
-    async def __aenter__(self) -> OpenAIClient:
-        return self
-
-    async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
+    async def close(self) -> None:
         await self._sdk.close()
 
     async def complete(self, request: LLMRequest, on_text: TextListener | None = None) -> LLMResponse:

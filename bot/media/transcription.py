@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from types import TracebackType
 from typing import Any, Protocol
 from urllib.parse import urlsplit
 
 from bot.core.config import TranscriptionConfig
+from bot.core.lifecycle import AsyncResource
 
 log = logging.getLogger(__name__)
 
@@ -38,7 +38,7 @@ class Transcriber(Protocol):
         ...
 
 
-class OpenAITranscriber:
+class OpenAITranscriber(AsyncResource):
     """POST <base-url>/audio/transcriptions through the openai SDK; every failure is a TranscriptionFailed."""
 
     def __init__(self, config: TranscriptionConfig, *, timeout: float = TRANSCRIPTION_TIMEOUT,
@@ -55,11 +55,7 @@ class OpenAITranscriber:
                                      max_retries=max_retries, timeout=timeout)
         self._sdk = sdk
 
-    async def __aenter__(self) -> OpenAITranscriber:
-        return self
-
-    async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                        tb: TracebackType | None) -> None:
+    async def close(self) -> None:
         await self._sdk.close()
 
     async def transcribe(self, audio: bytes, filename: str) -> str:

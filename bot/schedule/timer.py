@@ -11,10 +11,10 @@ import contextlib
 import logging
 from collections.abc import Awaitable, Callable
 from datetime import datetime, timedelta
-from types import TracebackType
 from typing import Protocol
 
 from bot.core.clock import Clock, iso, parse_iso, utc_now
+from bot.core.lifecycle import AsyncResource
 from bot.storage.tasks import ChatRef
 from bot.storage.tasks import SqliteTaskRepository, TaskRecord
 from bot.schedule.reminders.delivery import MaySchedule
@@ -40,7 +40,7 @@ class FireTask(Protocol):
         ...
 
 
-class TaskTimer:
+class TaskTimer(AsyncResource):
     """Wakes at the next due task; records each run before delivering it, so a crash between the
     two delivers at most once.
 
@@ -73,16 +73,7 @@ class TaskTimer:
     def runs_system_tasks(self) -> bool:
         return self._system is not None
 
-    async def __aenter__(self) -> TaskTimer:
-        await self.start()
-        return self
-
-    async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        await self.stop()
-
-    async def start(self) -> None:
+    async def open(self) -> None:
         await self._service.load_missed()
         await self.vet_pending()
         if self.runs_system_tasks:
@@ -107,7 +98,7 @@ class TaskTimer:
                 await self._store.release(task.id, iso(first), task.next_run_time, task.last_run_time)
                 log.info("task %s (%s) did not finish its last run; it runs again now", task.id, task.name)
 
-    async def stop(self) -> None:
+    async def close(self) -> None:
         """No new runs; runs in progress get a few seconds, then are cancelled (recorded already:
         start-up recovery answers a turn left without its reply)."""
         loop, self._loop = self._loop, None

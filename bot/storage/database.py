@@ -12,7 +12,6 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from types import TracebackType
 from typing import Any, TypeVar
 
 import aiosqlite
@@ -20,6 +19,7 @@ import aiosqlite
 from bot.core.clock import Clock, iso
 from bot.core.clock import utc_now as clock_now
 from bot.core.errors import StorageError
+from bot.core.lifecycle import AsyncResource
 from bot.storage.search_text import FUNCTION_NAME as SPACED_FUNCTION, spaced
 from bot.storage.migrations import LATEST_VERSION, MIGRATIONS, newer_schema_message
 
@@ -161,7 +161,7 @@ def _is_home(folder: Path) -> bool:
         return False
 
 
-class Database:
+class Database(AsyncResource):
     """Owns the SQLite file: writes are serialised on one connection, reads use another."""
 
     def __init__(self, path: str | Path, *, clock: Clock = clock_now) -> None:
@@ -180,15 +180,6 @@ class Database:
         self._write_lock = asyncio.Lock()
         self._queued: list[_QueuedWrite] = []
         self._flusher: asyncio.Task[None] | None = None
-
-    async def __aenter__(self) -> Database:
-        await self.open()
-        return self
-
-    async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        await self.close()
 
     async def open(self) -> None:
         try:

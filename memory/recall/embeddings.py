@@ -16,13 +16,13 @@ import math
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
-from types import TracebackType
 from typing import Any, Protocol
 from urllib.parse import urlsplit, urlunsplit
 
 from bot.core.config import EmbeddingsConfig
 from bot.core.errors import MateError
 from bot.core.retry import EMBEDDINGS_ENDPOINT
+from bot.core.lifecycle import AsyncResource
 from bot.storage.embeddings import PendingText, SqliteEmbeddingRepository, StoredVector
 from bot.storage.search import SearchHit
 
@@ -67,7 +67,7 @@ def shown_address(base_url: str) -> str:
     return f"{parts.scheme}://{host}{f':{parts.port}' if parts.port else ''}{parts.path}"
 
 
-class OpenAIEmbeddingClient:
+class OpenAIEmbeddingClient(AsyncResource):
     """POST <base-url>/embeddings through the openai SDK; every failure is an EmbeddingFailed."""
 
     def __init__(self, config: EmbeddingsConfig, sdk: Any = None) -> None:
@@ -81,11 +81,7 @@ class OpenAIEmbeddingClient:
                                      max_retries=0, timeout=BATCH_TIMEOUT_SECONDS)
         self._sdk = sdk
 
-    async def __aenter__(self) -> OpenAIEmbeddingClient:
-        return self
-
-    async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                        tb: TracebackType | None) -> None:
+    async def close(self) -> None:
         await self._sdk.close()
 
     async def embed(self, texts: Sequence[str], timeout: float) -> list[list[float]]:
