@@ -87,14 +87,12 @@ class SqliteAgentRepository:
         now = self._db.now()
         async with self._db.transaction() as conn:
             if chat_key is not None:
-                async with conn.execute(
+                row = await conn.fetchone(
                     "SELECT agent_id FROM mate_chat_agent WHERE chat_key = ?", (chat_key,)
-                ) as cur:
-                    row = await cur.fetchone()
+                )
                 if row:
                     return int(row[0]), False
-                async with conn.execute("SELECT COALESCE(MAX(id), 0) FROM mate_agent") as cur:
-                    top = await cur.fetchone()
+                top = await conn.fetchone("SELECT COALESCE(MAX(id), 0) FROM mate_agent")
                 agent_id = max(int(top[0]) if top else 0, min_id) + 1
             assert agent_id is not None
             cursor = await conn.execute(

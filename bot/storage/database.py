@@ -20,6 +20,7 @@ from bot.core.clock import Clock, iso
 from bot.core.clock import utc_now as clock_now
 from bot.core.errors import StorageError
 from bot.core.lifecycle import AsyncResource
+from bot.storage.sql import SqliteTransaction, Transaction, WriteResult
 from bot.storage.search_text import FUNCTION_NAME as SPACED_FUNCTION, spaced
 from bot.storage.migrations import LATEST_VERSION, MIGRATIONS, newer_schema_message
 
@@ -32,12 +33,6 @@ log = logging.getLogger(__name__)
 READER_CACHE_MIB = 32
 
 T = TypeVar("T")
-
-
-@dataclass(frozen=True, slots=True)
-class WriteResult:
-    lastrowid: int
-    rowcount: int
 
 
 @dataclass(slots=True)
@@ -314,13 +309,13 @@ class Database(AsyncResource):
     # own, and under load those hops cost more than the writes (500 at once: +65 % CPU).
 
     @asynccontextmanager
-    async def transaction(self) -> AsyncIterator[aiosqlite.Connection]:
+    async def transaction(self) -> AsyncIterator[Transaction]:
         """One write transaction at a time; rolled back if the block raises."""
         async with self._write_lock:
             conn = self.writer
             await conn.execute("BEGIN IMMEDIATE")
             try:
-                yield conn
+                yield SqliteTransaction(conn)
             except BaseException:
                 await conn.execute("ROLLBACK")
                 raise

@@ -139,11 +139,10 @@ class SqliteFileHistoryRepository:
         now = self._db.now()
         async with self._db.transaction() as conn:
             for change in changes:
-                async with conn.execute(
+                row = await conn.fetchone(
                     "SELECT version, content FROM mate_workspace_file WHERE id = ? AND deleted = 0",
                     (change.file_id,),
-                ) as cursor:
-                    row = await cursor.fetchone()
+                )
                 if row is None or int(row[0]) != change.made_version:
                     raise VersionConflict(change.filename, change.made_version, int(row[0]) if row else 0)
                 made = Made("undo", run_id, keep, now)

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-import aiosqlite
+from bot.storage.sql import Transaction
 
 Change = Literal["extraction", "emergence", "tool", "api", "import", "undo"]
 # A version recorded only when the next one is written (a seed, a file from before history
@@ -30,7 +30,7 @@ class Made:
 
 
 async def create(
-    conn: aiosqlite.Connection, agent_id: int, filename: str, content: str, made: Made, *,
+    conn: Transaction, agent_id: int, filename: str, content: str, made: Made, *,
     enabled: bool, sort_order: int, if_absent: bool = False, recorded: bool = True,
 ) -> int | None:
     """A new live file at version 1; with `if_absent`, None when a live file of that name exists.
@@ -51,7 +51,7 @@ async def create(
 
 
 async def replace(
-    conn: aiosqlite.Connection, file_id: int, content: str, made: Made, *, current: int,
+    conn: Transaction, file_id: int, content: str, made: Made, *, current: int,
     before: tuple[str, str] | None = None,
 ) -> None:
     """The live file's content replaced: version `current` + 1. `before` is version `current`'s
@@ -64,7 +64,7 @@ async def replace(
     await _record(conn, file_id, previous=previous, version=current + 1, content=content, made=made)
 
 
-async def append(conn: aiosqlite.Connection, file_id: int, text: str, made: Made) -> None:
+async def append(conn: Transaction, file_id: int, text: str, made: Made) -> None:
     """`text` added at the end of a live file in SQL, its version kept as any other (the version
     before it too, when history does not hold it yet). The file's text never passes through
     here: an entry added to a long daily note costs the entry."""
@@ -82,7 +82,7 @@ async def append(conn: aiosqlite.Connection, file_id: int, text: str, made: Made
     await _prune(conn, file_id, made.keep)
 
 
-async def delete(conn: aiosqlite.Connection, file_id: int, made: Made, *, current: int) -> None:
+async def delete(conn: Transaction, file_id: int, made: Made, *, current: int) -> None:
     """The live file removed: version `current` + 1, empty in history."""
     await conn.execute(
         "UPDATE mate_workspace_file SET deleted = 1, update_time = ?, version = version + 1 WHERE id = ?",
@@ -91,7 +91,7 @@ async def delete(conn: aiosqlite.Connection, file_id: int, made: Made, *, curren
 
 
 async def _record(
-    conn: aiosqlite.Connection, file_id: int, *, previous: tuple[int, str, str] | None, version: int,
+    conn: Transaction, file_id: int, *, previous: tuple[int, str, str] | None, version: int,
     content: str, made: Made,
 ) -> None:
     if previous is not None:
@@ -105,7 +105,7 @@ async def _record(
     await _prune(conn, file_id, made.keep)
 
 
-async def _prune(conn: aiosqlite.Connection, file_id: int, keep: int) -> None:
+async def _prune(conn: Transaction, file_id: int, keep: int) -> None:
     await conn.execute(
         "DELETE FROM mate_workspace_file_history WHERE file_id = ? AND version <= (SELECT version FROM "
         "mate_workspace_file_history WHERE file_id = ? ORDER BY version DESC LIMIT 1 OFFSET ?)",

@@ -37,18 +37,16 @@ class SqliteIncognitoRepository:
         transaction; how many of the user's messages went (None when it was not on). A context
         summary that may hold them is dropped too."""
         async with self._db.transaction() as conn:
-            async with conn.execute(
+            row = await conn.fetchone(
                 "SELECT after_message_id FROM mate_incognito WHERE conversation_id = ?", (conversation_id,),
-            ) as cursor:
-                row = await cursor.fetchone()
+            )
             if row is None:
                 return None
             after = int(row[0])
-            async with conn.execute(
+            written = await conn.fetchone(
                 "SELECT COUNT(*) FROM mate_message WHERE conversation_id = ? AND id > ? AND role = 'user'",
                 (conversation_id, after),
-            ) as cursor:
-                written = await cursor.fetchone()
+            )
             await conn.execute(
                 "UPDATE mate_conversation SET summary = NULL, summary_upto_message_id = 0 "
                 "WHERE id = ? AND summary_upto_message_id > ?", (conversation_id, after))

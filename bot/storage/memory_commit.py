@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-import aiosqlite
+from bot.storage.sql import Transaction
 
 from bot.core.errors import VersionConflict
 from bot.storage.database import Database
@@ -72,17 +72,16 @@ class SqliteMemoryCommitRepository:
             )
 
 
-async def _write_file(conn: aiosqlite.Connection, change: ExtractionCommit, write: FileWrite, now: str) -> None:
+async def _write_file(conn: Transaction, change: ExtractionCommit, write: FileWrite, now: str) -> None:
     """One file's new content, and its version in the file's history (the one before it too,
     when history does not hold it yet)."""
     agent_id = change.agent_id
     # An append needs neither the file's text nor its time: it is added in SQL.
     before = "NULL, NULL" if write.appended else "content, update_time"
-    async with conn.execute(
+    row = await conn.fetchone(
         f"SELECT id, version, {before} FROM mate_workspace_file WHERE agent_id = ? AND filename = ? AND deleted = 0",
         (agent_id, write.filename),
-    ) as found:
-        row = await found.fetchone()
+    )
     current = int(row[1]) if row else 0
     if current != write.expected_version:
         raise VersionConflict(write.filename, write.expected_version, current)

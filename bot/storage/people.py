@@ -48,15 +48,13 @@ class SqlitePersonRepository:
         first messages at once still make one person."""
         now = self._db.now()
         async with self._db.transaction() as conn:
-            async with conn.execute(
+            row = await conn.fetchone(
                 "SELECT p.id, p.name, p.create_time FROM mate_person_account a JOIN mate_person p "
                 "ON p.id = a.person_id WHERE a.channel = ? AND a.sender_id = ?", (channel, sender_id),
-            ) as cur:
-                row = await cur.fetchone()
+            )
             if row:
                 return PersonRecord(int(row[0]), row[1], row[2])
-            async with conn.execute(_NEXT_ID, (OWNER_PERSON_ID,)) as cur:
-                top = await cur.fetchone()
+            top = await conn.fetchone(_NEXT_ID, (OWNER_PERSON_ID,))
             person_id = int(top[0]) if top else OWNER_PERSON_ID + 1
             await conn.execute("INSERT INTO mate_person(id, name, create_time) VALUES (?, ?, ?)",
                                (person_id, name, now))
@@ -73,15 +71,13 @@ class SqlitePersonRepository:
         async with self._db.transaction() as conn:
             if person_id is None and listed:
                 where = " OR ".join("(channel = ? AND sender_id = ?)" for _ in listed)
-                async with conn.execute(
+                row = await conn.fetchone(
                     f"SELECT MIN(person_id) FROM mate_person_account WHERE ({where}) AND person_id <> ?",
                     [*(part for account in listed for part in account), OWNER_PERSON_ID],
-                ) as cur:
-                    row = await cur.fetchone()
+                )
                 person_id = int(row[0]) if row and row[0] is not None else None
             if person_id is None:
-                async with conn.execute(_NEXT_ID, (OWNER_PERSON_ID,)) as cur:
-                    top = await cur.fetchone()
+                top = await conn.fetchone(_NEXT_ID, (OWNER_PERSON_ID,))
                 person_id = int(top[0]) if top else OWNER_PERSON_ID + 1
             await conn.execute(
                 "INSERT INTO mate_person(id, name, create_time) VALUES (?, ?, ?) "

@@ -74,11 +74,10 @@ class SqliteProposalRepository:
                                          "AND status = 'pending'", (proposal.id,))
             if claimed.rowcount != 1:
                 return False
-            async with conn.execute(
+            row = await conn.fetchone(
                 "SELECT id, version, content, update_time FROM mate_workspace_file WHERE agent_id = ? AND filename = ? "
                 "AND deleted = 0", (proposal.agent_id, proposal.filename),
-            ) as cursor:
-                row = await cursor.fetchone()
+            )
             version = int(row[1]) if row else 0
             if row is None or version != proposal.base_version:
                 raise VersionConflict(proposal.filename, proposal.base_version, version)

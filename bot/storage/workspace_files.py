@@ -66,11 +66,10 @@ class SqliteWorkspaceFileRepository:
         row still has that version."""
         made = Made(change, run_id, keep, self._db.now())
         async with self._db.transaction() as conn:
-            async with conn.execute(
+            row = await conn.fetchone(
                 "SELECT version, content, update_time FROM mate_workspace_file WHERE id = ? AND deleted = 0",
                 (file_id,),
-            ) as cursor:
-                row = await cursor.fetchone()
+            )
             if row is None or (expected_version is not None and int(row[0]) != expected_version):
                 return False
             await file_versions.replace(conn, file_id, content, made, current=int(row[0]),
@@ -84,9 +83,8 @@ class SqliteWorkspaceFileRepository:
         """Add `text` at the end, in SQL (the file's text is neither read nor written whole), and
         keep the new version in history; with expected_version, only if the row still has it."""
         async with self._db.transaction() as conn:
-            async with conn.execute("SELECT version FROM mate_workspace_file WHERE id = ? AND deleted = 0",
-                                    (file_id,)) as cursor:
-                row = await cursor.fetchone()
+            row = await conn.fetchone("SELECT version FROM mate_workspace_file WHERE id = ? AND deleted = 0",
+                                    (file_id,))
             if row is None or (expected_version is not None and int(row[0]) != expected_version):
                 return False
             await file_versions.append(conn, file_id, text, Made(change, run_id, keep, self._db.now()))
@@ -108,9 +106,8 @@ class SqliteWorkspaceFileRepository:
         """The live file removed (the row stays, the name is free again), kept in history as an
         empty version; False when it was not live."""
         async with self._db.transaction() as conn:
-            async with conn.execute("SELECT version FROM mate_workspace_file WHERE id = ? AND deleted = 0",
-                                    (file_id,)) as cursor:
-                row = await cursor.fetchone()
+            row = await conn.fetchone("SELECT version FROM mate_workspace_file WHERE id = ? AND deleted = 0",
+                                    (file_id,))
             if row is None:
                 return False
             await file_versions.delete(conn, file_id, Made(change, None, keep, self._db.now()), current=int(row[0]))
