@@ -8,7 +8,7 @@ from collections.abc import Callable
 from datetime import timedelta
 
 from bot.core.clock import Clock, iso, parse_iso, utc_now
-from bot.storage.incognito import SqliteIncognitoRepository
+from bot.storage.incognito import IncognitoRepository
 
 log = logging.getLogger(__name__)
 
@@ -16,7 +16,7 @@ LONGEST_WAIT = 300.0  # seconds between looks when nothing is due sooner
 
 
 class IncognitoExpiry:
-    def __init__(self, incognito: SqliteIncognitoRepository, hours: float, forget: Callable[[str], None], *,
+    def __init__(self, incognito: IncognitoRepository, hours: float, forget: Callable[[str], None], *,
                  clock: Clock = utc_now) -> None:
         self._incognito = incognito
         self._span = timedelta(hours=hours)

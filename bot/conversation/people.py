@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from bot.conversation.access import AccessPolicies
 from bot.core.config import MateConfig
-from bot.storage.people import OWNER_PERSON_ID, SqlitePersonRepository
+from bot.storage.people import OWNER_PERSON_ID, PersonRepository
 from bot.core.records import PersonRecord
 
 log = logging.getLogger(__name__)
@@ -40,7 +40,7 @@ class PersonDirectory:
     account met for the first time gets a person of its own, named as the channel names it.
     """
 
-    def __init__(self, config: MateConfig, people: SqlitePersonRepository, access: AccessPolicies) -> None:
+    def __init__(self, config: MateConfig, people: PersonRepository, access: AccessPolicies) -> None:
         self._config = config
         self._people = people
         self._access = access

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 # What the conversation window reads of a message: (id, role, content, token_count,
-# create_time, content_format), the columns of `SqliteMessageRepository.window_page`.
+# create_time, content_format), the columns of `MessageRepository.window_page`.
 WindowRow = tuple[int, str, str, int, str, str]
 
 

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from bot.conversation.commands.ports import ShownFile
 from bot.core.clock import local_date
 from bot.core.records import WorkspaceFileRecord
-from bot.storage.file_history import FileVersion, SqliteFileHistoryRepository
+from bot.storage.file_history import FileVersion, FileHistoryRepository
 from memory.trust.history import MemoryHistoryService, Quotable, UndoResult
 from memory.workspace.service import MEMORY_FILE, PROFILE_FILE, WorkspaceFileService, daily_note_name
 
@@ -24,7 +24,7 @@ class FileVersions:
 class MemoryFilesFeature:
     """Implements the chat commands' MemoryFiles port; the API and the CLI call it directly."""
 
-    def __init__(self, workspace: WorkspaceFileService, file_history: SqliteFileHistoryRepository,
+    def __init__(self, workspace: WorkspaceFileService, file_history: FileHistoryRepository,
                  history: MemoryHistoryService, timezone: str) -> None:
         self._workspace = workspace
         self._file_history = file_history

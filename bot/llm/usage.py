@@ -8,7 +8,7 @@ from typing import Any
 
 from bot.core.errors import LLMError
 from bot.llm.port import LLMClient, LLMRequest, LLMResponse, TextListener
-from bot.storage.usage import LlmUsageRecord, SqliteLlmUsageRepository
+from bot.storage.usage import LlmUsageRecord, LlmUsageRepository
 
 log = logging.getLogger(__name__)
 
@@ -17,7 +17,7 @@ class UsageRecordingClient:
     """Wraps an LLMClient; the row is queued into the next group commit, never awaited by
     the reply, and a failed write costs a log line, not the answer."""
 
-    def __init__(self, inner: LLMClient, usage: SqliteLlmUsageRepository) -> None:
+    def __init__(self, inner: LLMClient, usage: LlmUsageRepository) -> None:
         self._inner = inner
         self._usage = usage
         self._failed_once = False

@@ -16,7 +16,7 @@ from typing import Protocol
 from bot.core.clock import Clock, iso, parse_iso, utc_now
 from bot.core.lifecycle import AsyncResource
 from bot.storage.tasks import ChatRef
-from bot.storage.tasks import SqliteTaskRepository, TaskRecord
+from bot.storage.tasks import TaskRepository, TaskRecord
 from bot.schedule.reminders.delivery import MaySchedule
 from bot.schedule.reminders.service import TaskService
 from bot.schedule.timing import latest_due, next_fire, parse_cron, parse_at
@@ -49,7 +49,7 @@ class TaskTimer(AsyncResource):
     """
 
     def __init__(
-        self, store: SqliteTaskRepository, service: TaskService, fire: FireTask, *, catch_up_minutes: float,
+        self, store: TaskRepository, service: TaskService, fire: FireTask, *, catch_up_minutes: float,
         system: SystemRun | None = None, timezone: str = "UTC", clock: Clock = utc_now,
         max_sleep: float = MAX_SLEEP, stop_grace: float = STOP_GRACE,
     ) -> None:

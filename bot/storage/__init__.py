@@ -4,66 +4,66 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from bot.storage.agents import SqliteAgentRepository
+from bot.storage.agents import AgentRepository
 from bot.storage.conversations import (
-    SqliteConversationRepository,
-    SqliteMessageRepository,
+    ConversationRepository,
+    MessageRepository,
 )
 from bot.storage.database import Database
-from bot.storage.file_history import SqliteFileHistoryRepository
-from bot.storage.incognito import SqliteIncognitoRepository
-from bot.storage.proposals import SqliteProposalRepository
-from bot.storage.memory_commit import SqliteMemoryCommitRepository
-from bot.storage.people import SqlitePersonRepository
+from bot.storage.file_history import FileHistoryRepository
+from bot.storage.incognito import IncognitoRepository
+from bot.storage.proposals import ProposalRepository
+from bot.storage.memory_commit import MemoryCommitRepository
+from bot.storage.people import PersonRepository
 from bot.storage.memory_state import (
-    SqliteMemoryPendingRepository,
-    SqliteMemoryRunRepository,
+    MemoryPendingRepository,
+    MemoryRunRepository,
 )
 from bot.storage.search import SqliteSearchRepository
 from bot.storage.search_index import SqliteSearchIndex
-from bot.storage.tasks import SqliteTaskRepository
-from bot.storage.usage import SqliteLlmUsageRepository
-from bot.storage.workspace_files import SqliteWorkspaceFileRepository
+from bot.storage.tasks import TaskRepository
+from bot.storage.usage import LlmUsageRepository
+from bot.storage.workspace_files import WorkspaceFileRepository
 
 
 @dataclass(frozen=True, slots=True)
 class Repositories:
     """Every repository over one open Database."""
 
-    agents: SqliteAgentRepository
-    conversations: SqliteConversationRepository
-    messages: SqliteMessageRepository
-    workspace_files: SqliteWorkspaceFileRepository
-    memory_pending: SqliteMemoryPendingRepository
-    memory_runs: SqliteMemoryRunRepository
-    memory_commits: SqliteMemoryCommitRepository
-    llm_usage: SqliteLlmUsageRepository
+    agents: AgentRepository
+    conversations: ConversationRepository
+    messages: MessageRepository
+    workspace_files: WorkspaceFileRepository
+    memory_pending: MemoryPendingRepository
+    memory_runs: MemoryRunRepository
+    memory_commits: MemoryCommitRepository
+    llm_usage: LlmUsageRepository
     search: SqliteSearchRepository
     search_index: SqliteSearchIndex
-    people: SqlitePersonRepository
-    tasks: SqliteTaskRepository
-    file_history: SqliteFileHistoryRepository
-    incognito: SqliteIncognitoRepository
-    proposals: SqliteProposalRepository
+    people: PersonRepository
+    tasks: TaskRepository
+    file_history: FileHistoryRepository
+    incognito: IncognitoRepository
+    proposals: ProposalRepository
 
     @classmethod
     def over(cls, db: Database) -> Repositories:
         return cls(
-            agents=SqliteAgentRepository(db),
-            conversations=SqliteConversationRepository(db),
-            messages=SqliteMessageRepository(db),
-            workspace_files=SqliteWorkspaceFileRepository(db),
-            memory_pending=SqliteMemoryPendingRepository(db),
-            memory_runs=SqliteMemoryRunRepository(db),
-            memory_commits=SqliteMemoryCommitRepository(db),
-            llm_usage=SqliteLlmUsageRepository(db),
+            agents=AgentRepository(db),
+            conversations=ConversationRepository(db),
+            messages=MessageRepository(db),
+            workspace_files=WorkspaceFileRepository(db),
+            memory_pending=MemoryPendingRepository(db),
+            memory_runs=MemoryRunRepository(db),
+            memory_commits=MemoryCommitRepository(db),
+            llm_usage=LlmUsageRepository(db),
             search=SqliteSearchRepository(db),
             search_index=SqliteSearchIndex(db),
-            people=SqlitePersonRepository(db),
-            tasks=SqliteTaskRepository(db),
-            file_history=SqliteFileHistoryRepository(db),
-            incognito=SqliteIncognitoRepository(db),
-            proposals=SqliteProposalRepository(db),
+            people=PersonRepository(db),
+            tasks=TaskRepository(db),
+            file_history=FileHistoryRepository(db),
+            incognito=IncognitoRepository(db),
+            proposals=ProposalRepository(db),
         )
 
 

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import bot.storage.file_versions as file_versions
-from bot.storage.database import Database
+from bot.storage.sql import SqlDatabase
 from bot.storage.file_versions import UNKNOWN_SOURCE, Made
 from bot.core.records import AgentRecord
 
@@ -37,15 +37,15 @@ def read_chat_bindings(path: str | Path) -> dict[int, str]:
     return {int(agent_id): str(key) for agent_id, key in rows}
 
 
-class SqliteAgentRepository:
-    def __init__(self, db: Database) -> None:
+class AgentRepository:
+    def __init__(self, db: SqlDatabase) -> None:
         self._db = db
 
     async def ensure(self, agent_id: int, name: str) -> bool:
         """Create agent `agent_id` unless it exists; True when it was created."""
         now = self._db.now()
         result = await self._db.execute(
-            "INSERT OR IGNORE INTO mate_agent(id, name, create_time, update_time) VALUES (?, ?, ?, ?)",
+            "INSERT INTO mate_agent(id, name, create_time, update_time) VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING",
             (agent_id, name, now, now),
         )
         return result.rowcount == 1
@@ -96,7 +96,7 @@ class SqliteAgentRepository:
                 agent_id = max(int(top[0]) if top else 0, min_id) + 1
             assert agent_id is not None
             cursor = await conn.execute(
-                "INSERT OR IGNORE INTO mate_agent(id, name, create_time, update_time) VALUES (?, ?, ?, ?)",
+                "INSERT INTO mate_agent(id, name, create_time, update_time) VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING",
                 (agent_id, seed.name, now, now),
             )
             created = cursor.rowcount == 1

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from typing import Any, cast
 
 from bot.storage.remembered import NOT_INCOGNITO
-from bot.storage.database import Database
+from bot.storage.sql import SqlDatabase
 from bot.core.records import ConversationActivity, ConversationRecord, MessageRecord, WindowRow
 
 _CONVERSATION_COLUMNS = (
@@ -17,6 +17,9 @@ _MESSAGE_COLUMNS = (
     "id, conversation_id, role, content, token_count, sender_id, sender_name, create_time, content_format"
 )
 CONTENT_FORMATS = ("text", "blocks")
+# The memory watermark only moves forward (the new value is given twice): SQLite's two-argument
+# MAX has no PostgreSQL twin, so the larger is chosen in plain SQL.
+WATERMARK_FORWARD = "CASE WHEN memory_upto_message_id > ? THEN memory_upto_message_id ELSE ? END"
 # A stored row: (role, content, token_count) or (role, content, token_count, content_format).
 # Without a format, tool turns are blocks (always a tool_result array) and the rest text.
 MessageRow = tuple[str, str, int] | tuple[str, str, int, str]
@@ -47,7 +50,7 @@ def _format_of(row: MessageRow) -> str:
     return content_format
 
 
-async def _message_count(db: Database, conversation_id: str) -> int:
+async def _message_count(db: SqlDatabase, conversation_id: str) -> int:
     row = await db.fetchone("SELECT message_count FROM mate_conversation WHERE id = ?", (conversation_id,))
     return int(row[0]) if row else 0
 
@@ -68,8 +71,8 @@ def _range(conversation_id: str, after_id: int, upto_id: int | None, roles: Sequ
     return where, params
 
 
-class SqliteConversationRepository:
-    def __init__(self, db: Database) -> None:
+class ConversationRepository:
+    def __init__(self, db: SqlDatabase) -> None:
         self._db = db
 
     async def get(self, conversation_id: str) -> ConversationRecord | None:
@@ -98,8 +101,8 @@ class SqliteConversationRepository:
     ) -> ConversationRecord:
         now = self._db.now()
         await self._db.execute(
-            "INSERT OR IGNORE INTO mate_conversation(id, agent_id, channel, chat_key, title, "
-            "trigger_source, create_time, update_time, is_group) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            "INSERT INTO mate_conversation(id, agent_id, channel, chat_key, title, trigger_source, create_time, "
+            "update_time, is_group) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
             (conversation_id, agent_id, channel, chat_key, title, trigger_source, now, now, int(is_group)),
         )
         created = await self.get(conversation_id)
@@ -123,9 +126,8 @@ class SqliteConversationRepository:
 
     async def set_memory_watermark(self, conversation_id: str, upto_message_id: int) -> None:
         await self._db.execute(
-            "UPDATE mate_conversation SET memory_upto_message_id = MAX(memory_upto_message_id, ?), "
-            "update_time = ? WHERE id = ?",
-            (upto_message_id, self._db.now(), conversation_id),
+            f"UPDATE mate_conversation SET memory_upto_message_id = {WATERMARK_FORWARD}, update_time = ? WHERE id = ?",
+            (upto_message_id, upto_message_id, self._db.now(), conversation_id),
         )
 
     async def message_count(self, conversation_id: str) -> int:
@@ -142,7 +144,7 @@ class SqliteConversationRepository:
         rows = await self._db.fetchall(
             f"SELECT {_CONVERSATION_COLUMNS}, message_count, COALESCE((SELECT m.create_time FROM mate_message m "
             "WHERE m.conversation_id = c.id ORDER BY m.id DESC LIMIT 1), c.update_time) AS last_activity "
-            "FROM mate_conversation c WHERE ? IS NULL OR agent_id = ? "
+            "FROM mate_conversation c WHERE CAST(? AS BIGINT) IS NULL OR agent_id = ? "
             "ORDER BY last_activity DESC, c.rowid DESC",
             (agent_id, agent_id),
         )
@@ -150,8 +152,8 @@ class SqliteConversationRepository:
                 for row in rows]
 
 
-class SqliteMessageRepository:
-    def __init__(self, db: Database) -> None:
+class MessageRepository:
+    def __init__(self, db: SqlDatabase) -> None:
         self._db = db
 
     async def add(
@@ -160,12 +162,12 @@ class SqliteMessageRepository:
     ) -> int:
         row: MessageRow = (role, content, token_count) if content_format is None else (
             role, content, token_count, content_format)
-        result = await self._db.execute(
+        rows = await self._db.write_returning(
             "INSERT INTO mate_message(conversation_id, role, content, token_count, sender_id, "
-            "sender_name, create_time, content_format) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            "sender_name, create_time, content_format) VALUES (?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
             (conversation_id, role, content, token_count, sender_id, sender_name, self._db.now(), _format_of(row)),
         )
-        return result.lastrowid
+        return int(rows[0][0])
 
     async def add_user(
         self, conversation_id: str, content: str, token_count: int,

@@ -9,7 +9,7 @@ from typing import Any
 
 from bot.core.errors import VersionConflict
 import bot.storage.file_versions as file_versions
-from bot.storage.database import Database
+from bot.storage.sql import SqlDatabase
 from bot.storage.file_versions import UNKNOWN_SOURCE, Made
 
 
@@ -57,8 +57,8 @@ def _version(row: Any) -> FileVersion:
                        change=row[5], create_time=row[6])
 
 
-class SqliteFileHistoryRepository:
-    def __init__(self, db: Database) -> None:
+class FileHistoryRepository:
+    def __init__(self, db: SqlDatabase) -> None:
         self._db = db
 
     async def versions(self, file_id: int, limit: int = 50) -> list[FileVersion]:

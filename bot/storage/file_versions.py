@@ -36,15 +36,15 @@ async def create(
     """A new live file at version 1; with `if_absent`, None when a live file of that name exists.
     Not `recorded` (a seed): history holds no row for it until it first changes, and shows its
     version from the file meanwhile (UNKNOWN_SOURCE), as for a file from before history began."""
-    verb = "INSERT OR IGNORE" if if_absent else "INSERT"
-    cursor = await conn.execute(
-        f"{verb} INTO mate_workspace_file(agent_id, filename, content, file_size, enabled, "
-        "sort_order, create_time, update_time, deleted, version) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 0, 1)",
+    unless = " ON CONFLICT DO NOTHING" if if_absent else ""
+    row = await conn.fetchone(
+        "INSERT INTO mate_workspace_file(agent_id, filename, content, file_size, enabled, sort_order, create_time, "
+        f"update_time, deleted, version) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 0, 1){unless} RETURNING id",
         (agent_id, filename, content, len(content.encode("utf-8")), int(enabled), sort_order, made.now, made.now),
     )
-    if cursor.rowcount != 1:
+    if row is None:
         return None
-    file_id = int(cursor.lastrowid or 0)
+    file_id = int(row[0])
     if recorded:
         await _record(conn, file_id, previous=None, version=1, content=content, made=made)
     return file_id
@@ -69,15 +69,18 @@ async def append(conn: Transaction, file_id: int, text: str, made: Made) -> None
     before it too, when history does not hold it yet). The file's text never passes through
     here: an entry added to a long daily note costs the entry."""
     await conn.execute(
-        "INSERT OR IGNORE INTO mate_workspace_file_history(file_id, version, content, run_id, change, create_time) "
-        "SELECT id, version, content, NULL, ?, update_time FROM mate_workspace_file WHERE id = ?",
+        "INSERT INTO mate_workspace_file_history(file_id, version, content, run_id, change, create_time) "
+        "SELECT id, version, content, NULL, ?, update_time FROM mate_workspace_file WHERE id = ? "
+        "ON CONFLICT DO NOTHING",
         (UNKNOWN_SOURCE, file_id))
     await conn.execute(
         "UPDATE mate_workspace_file SET content = content || ?, file_size = file_size + ?, update_time = ?, "
         "version = version + 1 WHERE id = ?", (text, len(text.encode("utf-8")), made.now, file_id))
     await conn.execute(
-        "INSERT OR REPLACE INTO mate_workspace_file_history(file_id, version, content, run_id, change, create_time) "
-        "SELECT id, version, content, ?, ?, ? FROM mate_workspace_file WHERE id = ?",
+        "INSERT INTO mate_workspace_file_history(file_id, version, content, run_id, change, create_time) "
+        "SELECT id, version, content, ?, ?, ? FROM mate_workspace_file WHERE id = ? "
+        "ON CONFLICT(file_id, version) DO UPDATE SET content = excluded.content, run_id = excluded.run_id, "
+        "change = excluded.change, create_time = excluded.create_time",
         (made.run_id, made.change, made.now, file_id))
     await _prune(conn, file_id, made.keep)
 
@@ -96,12 +99,13 @@ async def _record(
 ) -> None:
     if previous is not None:
         await conn.execute(
-            "INSERT OR IGNORE INTO mate_workspace_file_history(file_id, version, content, run_id, change, "
-            "create_time) VALUES (?, ?, ?, NULL, ?, ?)", (file_id, previous[0], previous[1], UNKNOWN_SOURCE,
+            "INSERT INTO mate_workspace_file_history(file_id, version, content, run_id, change, "
+            "create_time) VALUES (?, ?, ?, NULL, ?, ?) ON CONFLICT DO NOTHING", (file_id, previous[0], previous[1], UNKNOWN_SOURCE,
                                                           previous[2]))
     await conn.execute(
-        "INSERT OR REPLACE INTO mate_workspace_file_history(file_id, version, content, run_id, change, create_time) "
-        "VALUES (?, ?, ?, ?, ?, ?)", (file_id, version, content, made.run_id, made.change, made.now))
+        "INSERT INTO mate_workspace_file_history(file_id, version, content, run_id, change, create_time) "
+        "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT(file_id, version) DO UPDATE SET content = excluded.content, run_id = excluded.run_id, "
+        "change = excluded.change, create_time = excluded.create_time", (file_id, version, content, made.run_id, made.change, made.now))
     await _prune(conn, file_id, made.keep)
 
 

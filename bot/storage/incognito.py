@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from bot.storage.database import Database
+from bot.storage.sql import SqlDatabase
 from bot.storage.remembered import NOT_INCOGNITO
 
 @dataclass(frozen=True, slots=True)
@@ -14,8 +14,8 @@ class IncognitoState:
     start_time: str
 
 
-class SqliteIncognitoRepository:
-    def __init__(self, db: Database) -> None:
+class IncognitoRepository:
+    def __init__(self, db: SqlDatabase) -> None:
         self._db = db
 
     async def get(self, conversation_id: str) -> IncognitoState | None:
@@ -27,8 +27,8 @@ class SqliteIncognitoRepository:
     async def start(self, conversation_id: str) -> bool:
         """Messages stored from now on are incognito; False when it already was."""
         result = await self._db.execute(
-            "INSERT OR IGNORE INTO mate_incognito(conversation_id, after_message_id, start_time) "
-            "SELECT ?, COALESCE(MAX(id), 0), ? FROM mate_message WHERE conversation_id = ?",
+            "INSERT INTO mate_incognito(conversation_id, after_message_id, start_time) "
+            "SELECT ?, COALESCE(MAX(id), 0), ? FROM mate_message WHERE conversation_id = ? ON CONFLICT DO NOTHING",
             (conversation_id, self._db.now(), conversation_id))
         return result.rowcount == 1
 

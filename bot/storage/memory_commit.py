@@ -5,10 +5,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from bot.storage.conversations import WATERMARK_FORWARD
 from bot.storage.sql import Transaction
 
 from bot.core.errors import VersionConflict
-from bot.storage.database import Database
+from bot.storage.sql import SqlDatabase
 import bot.storage.file_versions as file_versions
 from bot.storage.file_versions import Made
 
@@ -43,8 +44,8 @@ class ExtractionCommit:
     history_versions: int = 50  # versions kept per file (mate.memory.history-versions)
 
 
-class SqliteMemoryCommitRepository:
-    def __init__(self, db: Database) -> None:
+class MemoryCommitRepository:
+    def __init__(self, db: SqlDatabase) -> None:
         self._db = db
 
     async def commit(self, change: ExtractionCommit) -> None:
@@ -58,9 +59,9 @@ class SqliteMemoryCommitRepository:
             for write in change.files:
                 await _write_file(conn, change, write, now)
             await conn.execute(
-                "UPDATE mate_conversation SET memory_upto_message_id = MAX(memory_upto_message_id, ?), "
-                "update_time = ? WHERE id = ?",
-                (change.watermark, now, change.conversation_id),
+                f"UPDATE mate_conversation SET memory_upto_message_id = {WATERMARK_FORWARD}, update_time = ? "
+                "WHERE id = ?",
+                (change.watermark, change.watermark, now, change.conversation_id),
             )
             await conn.execute(
                 "DELETE FROM mate_memory_pending WHERE conversation_id = ? AND upto_message_id <= ?",

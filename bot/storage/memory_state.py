@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from bot.storage.database import Database
+from bot.storage.sql import SqlDatabase
 from bot.storage.remembered import NOT_INCOGNITO
 from bot.core.records import MemoryRunRecord, PendingMemoryRecord, UnanalysedConversation
 
@@ -28,8 +28,8 @@ def _run(row: Any) -> MemoryRunRecord:
     )
 
 
-class SqliteMemoryPendingRepository:
-    def __init__(self, db: Database) -> None:
+class MemoryPendingRepository:
+    def __init__(self, db: SqlDatabase) -> None:
         self._db = db
 
     async def upsert(
@@ -41,7 +41,8 @@ class SqliteMemoryPendingRepository:
         await self._db.execute(
             f"INSERT INTO mate_memory_pending({_PENDING_COLUMNS}, create_time) "
             "VALUES (?, ?, ?, ?, 0, ?, NULL, ?) ON CONFLICT(conversation_id) DO UPDATE SET "
-            "upto_message_id = MAX(upto_message_id, excluded.upto_message_id), "
+            "upto_message_id = CASE WHEN mate_memory_pending.upto_message_id > excluded.upto_message_id "
+            "THEN mate_memory_pending.upto_message_id ELSE excluded.upto_message_id END, "
             "trigger_source = excluded.trigger_source",
             (conversation_id, agent_id, upto_message_id, trigger_source, due_time or now, now),
         )
@@ -106,17 +107,17 @@ class SqliteMemoryPendingRepository:
         )
 
 
-class SqliteMemoryRunRepository:
-    def __init__(self, db: Database) -> None:
+class MemoryRunRepository:
+    def __init__(self, db: SqlDatabase) -> None:
         self._db = db
 
     async def start(self, agent_id: int, kind: str, conversation_id: str | None = None) -> int:
-        result = await self._db.execute(
+        rows = await self._db.write_returning(
             "INSERT INTO mate_memory_run(agent_id, kind, conversation_id, status, started) "
-            "VALUES (?, ?, ?, 'running', ?)",
+            "VALUES (?, ?, ?, 'running', ?) RETURNING id",
             (agent_id, kind, conversation_id, self._db.now()),
         )
-        return result.lastrowid
+        return int(rows[0][0])
 
     async def finish(self, run_id: int, status: str, reason: str | None = None, error: str | None = None) -> None:
         await self._db.execute(
@@ -129,12 +130,12 @@ class SqliteMemoryRunRepository:
         reason: str | None = None, error: str | None = None,
     ) -> int:
         now = self._db.now()
-        result = await self._db.execute(
+        rows = await self._db.write_returning(
             "INSERT INTO mate_memory_run(agent_id, kind, conversation_id, status, reason, started, "
-            "finished, error) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            "finished, error) VALUES (?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
             (agent_id, kind, conversation_id, status, reason, now, now, error),
         )
-        return result.lastrowid
+        return int(rows[0][0])
 
     async def fail_interrupted(self, error: str) -> int:
         """Close runs left 'running' by a process that died mid-run; call before any run starts."""

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from bot.storage.database import Database
+from bot.storage.sql import SqlDatabase, Transaction
 from bot.core.records import PersonRecord
 
 OWNER_PERSON_ID = 1
@@ -16,11 +16,16 @@ def person_binding(person_id: int) -> str:
     return f"{PERSON_BINDING_PREFIX}{person_id}"
 
 
-_NEXT_ID = "SELECT MAX(COALESCE(MAX(id), 0), ?) + 1 FROM mate_person"  # never 1: that is the owner's
 
 
-class SqlitePersonRepository:
-    def __init__(self, db: Database) -> None:
+async def _next_id(conn: Transaction) -> int:
+    """A new person's id: above every other, and never the owner's."""
+    top = await conn.fetchone("SELECT COALESCE(MAX(id), 0) FROM mate_person")
+    return max(int(top[0]) if top else 0, OWNER_PERSON_ID) + 1
+
+
+class PersonRepository:
+    def __init__(self, db: SqlDatabase) -> None:
         self._db = db
 
     async def ensure_owner(self, name: str) -> None:
@@ -54,8 +59,7 @@ class SqlitePersonRepository:
             )
             if row:
                 return PersonRecord(int(row[0]), row[1], row[2])
-            top = await conn.fetchone(_NEXT_ID, (OWNER_PERSON_ID,))
-            person_id = int(top[0]) if top else OWNER_PERSON_ID + 1
+            person_id = await _next_id(conn)
             await conn.execute("INSERT INTO mate_person(id, name, create_time) VALUES (?, ?, ?)",
                                (person_id, name, now))
             await conn.execute("INSERT INTO mate_person_account(channel, sender_id, person_id) VALUES (?, ?, ?)",
@@ -77,8 +81,7 @@ class SqlitePersonRepository:
                 )
                 person_id = int(row[0]) if row and row[0] is not None else None
             if person_id is None:
-                top = await conn.fetchone(_NEXT_ID, (OWNER_PERSON_ID,))
-                person_id = int(top[0]) if top else OWNER_PERSON_ID + 1
+                person_id = await _next_id(conn)
             await conn.execute(
                 "INSERT INTO mate_person(id, name, create_time) VALUES (?, ?, ?) "
                 "ON CONFLICT(id) DO UPDATE SET name = excluded.name", (person_id, name, now))
@@ -105,16 +108,16 @@ class SqlitePersonRepository:
         """Every person with their accounts and own agent (the owner's is agent 1, not stored)."""
         rows = await self._db.fetchall(
             "SELECT p.id, p.name, p.create_time, "
-            "(SELECT group_concat(a.channel || ':' || a.sender_id, char(10)) FROM "
-            " (SELECT channel, sender_id FROM mate_person_account WHERE person_id = p.id "
-            "  ORDER BY channel, sender_id) a) AS accounts, "
-            "(SELECT b.agent_id FROM mate_chat_agent b WHERE b.chat_key = ? || p.id) AS agent_id "
+            "(SELECT b.agent_id FROM mate_chat_agent b WHERE b.chat_key = ? || CAST(p.id AS TEXT)) AS agent_id "
             "FROM mate_person p ORDER BY p.id",
             (PERSON_BINDING_PREFIX,),
         )
+        accounts: dict[int, list[str]] = {}
+        for account in await self._db.fetchall(
+                "SELECT person_id, channel, sender_id FROM mate_person_account ORDER BY person_id, channel, sender_id"):
+            accounts.setdefault(int(account["person_id"]), []).append(f"{account['channel']}:{account['sender_id']}")
         return [
-            PersonRecord(int(r["id"]), r["name"], r["create_time"],
-                         tuple(r["accounts"].split("\n")) if r["accounts"] else (),
+            PersonRecord(int(r["id"]), r["name"], r["create_time"], tuple(accounts.get(int(r["id"]), ())),
                          1 if int(r["id"]) == OWNER_PERSON_ID else r["agent_id"])
             for r in rows
         ]

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from bot.core.errors import VersionConflict
-from bot.storage.database import Database
+from bot.storage.sql import SqlDatabase
 import bot.storage.file_versions as file_versions
 from bot.storage.file_versions import Made
 
@@ -31,8 +31,8 @@ def _record(row: Any) -> ProposalRecord:
     return ProposalRecord(*(row[i] for i in range(10)))
 
 
-class SqliteProposalRepository:
-    def __init__(self, db: Database) -> None:
+class ProposalRepository:
+    def __init__(self, db: SqlDatabase) -> None:
         self._db = db
 
     async def propose(self, agent_id: int, filename: str, base_version: int, content: str, reason: str,
@@ -41,11 +41,12 @@ class SqliteProposalRepository:
         async with self._db.transaction() as conn:
             await conn.execute("UPDATE mate_memory_proposal SET status = 'replaced' WHERE agent_id = ? "
                                "AND status = 'pending'", (agent_id,))
-            cursor = await conn.execute(
+            row = await conn.fetchone(
                 "INSERT INTO mate_memory_proposal(agent_id, filename, base_version, content, reason, run_id, status, "
-                "create_time, expire_time) VALUES (?, ?, ?, ?, ?, ?, 'pending', ?, ?)",
+                "create_time, expire_time) VALUES (?, ?, ?, ?, ?, ?, 'pending', ?, ?) RETURNING id",
                 (agent_id, filename, base_version, content, reason, run_id, self._db.now(), expire_time))
-            return int(cursor.lastrowid or 0)
+            assert row is not None
+            return int(row[0])
 
     async def pending(self, agent_id: int, now: str) -> ProposalRecord | None:
         """The agent's waiting proposal; one past its expiry is marked expired first."""

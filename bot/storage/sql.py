@@ -7,6 +7,7 @@ placeholders itself (bot/storage/postgres/database.py).
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterable, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
@@ -51,6 +52,8 @@ class SqlDatabase(Protocol):
     async def execute(self, sql: str, params: Sequence[Any] = ()) -> WriteResult: ...
 
     async def write_returning(self, sql: str, params: Sequence[Any] = ()) -> list[Any]: ...
+
+    def queue_returning(self, sql: str, params: Sequence[Any] = ()) -> asyncio.Future[list[Any]]: ...
 
     async def fetchall(self, sql: str, params: Sequence[Any] = ()) -> list[Any]: ...
 

@@ -8,7 +8,7 @@ import builtins
 from dataclasses import dataclass
 from typing import Any
 
-from bot.storage.database import Database
+from bot.storage.sql import SqlDatabase
 
 REMINDER = "reminder"
 
@@ -90,11 +90,11 @@ def _record(row: Any) -> TaskRecord:
     )
 
 
-class SqliteTaskRepository:
+class TaskRepository:
     """Every scheduled task. The chat-facing reads and cancels see reminders only; the timer's
     reads (`due`, `claim`, ...) see system tasks too when asked to run them."""
 
-    def __init__(self, db: Database) -> None:
+    def __init__(self, db: SqlDatabase) -> None:
         self._db = db
 
     async def add(self, task: NewTask, *, limit: int) -> int | None:
@@ -104,16 +104,16 @@ class SqliteTaskRepository:
         take the last place."""
         now = self._db.now()
         chat = task.chat.params()
-        result = await self._db.execute(
+        added = await self._db.write_returning(
             "INSERT INTO mate_cron_job(agent_id, name, cron_expression, timezone, task_type, trigger_message, "
             "enabled, next_run_time, run_at, target_channel, target_chat_id, target_thread_id, target_place_id, "
             "created_by, created_by_name, create_time, update_time) "
             "SELECT ?, ?, ?, ?, 'reminder', ?, 1, ?, ?, ?, ?, ?, ?, ?, ?, ?, ? "
-            f"WHERE (SELECT COUNT(*) FROM mate_cron_job WHERE {_LIVE} AND {_IN_CHAT}) < ?",
+            f"WHERE (SELECT COUNT(*) FROM mate_cron_job WHERE {_LIVE} AND {_IN_CHAT}) < ? RETURNING id",
             (task.agent_id, REMINDER, task.cron, task.timezone, task.message, task.next_run_time, task.run_at,
              *chat, task.place_id, task.created_by, task.created_by_name, now, now, *chat, limit),
         )
-        return result.lastrowid if result.rowcount else None
+        return int(added[0][0]) if added else None
 
     async def get(self, task_id: int) -> TaskRecord | None:
         row = await self._db.fetchone(
@@ -158,12 +158,12 @@ class SqliteTaskRepository:
     ) -> int:
         """A system task of `agent_id` (the timer computes its first run)."""
         now = self._db.now()
-        result = await self._db.execute(
+        rows = await self._db.write_returning(
             "INSERT INTO mate_cron_job(agent_id, name, cron_expression, timezone, task_type, "
-            "trigger_message, enabled, create_time, update_time) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            "trigger_message, enabled, create_time, update_time) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
             (agent_id, name, cron, timezone, kind, message, int(enabled), now, now),
         )
-        return result.lastrowid
+        return int(rows[0][0])
 
     async def system_tasks(self, agent_id: int | None = None) -> builtins.list[TaskRecord]:
         """System tasks of one agent (None: of every agent), enabled or not, by id."""

@@ -6,7 +6,7 @@ import asyncio
 from dataclasses import dataclass
 from typing import Any
 
-from bot.storage.database import Database
+from bot.storage.sql import SqlDatabase
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,8 +38,8 @@ class UsageTotals:
         return self.input_tokens + self.cache_creation_input_tokens + self.cache_read_input_tokens
 
 
-class SqliteLlmUsageRepository:
-    def __init__(self, db: Database) -> None:
+class LlmUsageRepository:
+    def __init__(self, db: SqlDatabase) -> None:
         self._db = db
 
     def queue(self, usage: LlmUsageRecord) -> asyncio.Future[list[Any]]:

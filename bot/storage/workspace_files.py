@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from bot.storage.database import Database
+from bot.storage.sql import SqlDatabase
 import bot.storage.file_versions as file_versions
 from bot.storage.file_versions import Change, Made
 from bot.core.records import WorkspaceFileRecord
@@ -24,8 +24,8 @@ def _record(row: Any) -> WorkspaceFileRecord:
     )
 
 
-class SqliteWorkspaceFileRepository:
-    def __init__(self, db: Database) -> None:
+class WorkspaceFileRepository:
+    def __init__(self, db: SqlDatabase) -> None:
         self._db = db
 
     async def get(self, agent_id: int, filename: str) -> WorkspaceFileRecord | None:

@@ -8,7 +8,7 @@ import pytest
 from bot.app.core import Core
 from bot.core.errors import VersionConflict
 from bot.core.prompts import PromptLibrary
-from bot.storage.workspace_files import SqliteWorkspaceFileRepository
+from bot.storage.workspace_files import WorkspaceFileRepository
 from memory.workspace.service import SEED_FILES, WorkspaceFileService
 
 
@@ -114,7 +114,7 @@ class _ObservedFiles:
     """The real workspace repository, counting list() calls; with `hold_first`, the first
     list() keeps its (by then old) rows until that event is set."""
 
-    def __init__(self, files: SqliteWorkspaceFileRepository, hold_first: asyncio.Event | None = None) -> None:
+    def __init__(self, files: WorkspaceFileRepository, hold_first: asyncio.Event | None = None) -> None:
         self._files = files
         self._hold_first = hold_first
         self.lists = 0

@@ -14,7 +14,7 @@ import pytest
 from bot.core.prompts import PromptLibrary
 from bot.storage import Database, Repositories
 from bot.storage.file_versions import Change
-from bot.storage.workspace_files import SqliteWorkspaceFileRepository
+from bot.storage.workspace_files import WorkspaceFileRepository
 from bot.core.tools import ToolResult
 from memory.workspace.tool import WorkspaceMemoryTool
 from memory.workspace.service import WorkspaceFileService, WriteOutcome
@@ -31,7 +31,7 @@ class InterferingWorkspace(WorkspaceFileService):
     what the other writer stores; it runs once, right before the tool's own write.
     """
 
-    def __init__(self, files: SqliteWorkspaceFileRepository, seeds: PromptLibrary) -> None:
+    def __init__(self, files: WorkspaceFileRepository, seeds: PromptLibrary) -> None:
         super().__init__(files, seeds)
         self.interference: list[Callable[[str | None], str]] = []
         self.tool_writes = 0

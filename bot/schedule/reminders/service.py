@@ -12,7 +12,7 @@ from bot.conversation.access import AccessPolicies
 from bot.core.clock import Clock, iso, parse_iso, utc_now
 from bot.core.config import TasksConfig
 from bot.core.prompts import PromptLibrary
-from bot.storage.tasks import ChatRef, NewTask, SqliteTaskRepository, TaskRecord
+from bot.storage.tasks import ChatRef, NewTask, TaskRepository, TaskRecord
 from bot.conversation.reminder_port import MissedNotice, chat_of
 from bot.schedule.timing import OutOfRange, local_text, next_fire, parse_at, parse_cron, shortest_gap, zone_of
 from channels.base import InboundMessage
@@ -56,7 +56,7 @@ class TaskService:
     """Creates, lists and cancels reminders for one chat, the API and the CLI alike."""
 
     def __init__(
-        self, config: TasksConfig, default_zone: str, store: SqliteTaskRepository, access: AccessPolicies,
+        self, config: TasksConfig, default_zone: str, store: TaskRepository, access: AccessPolicies,
         prompts: PromptLibrary, *, clock: Clock = utc_now,
     ) -> None:
         self._config = config

@@ -1,0 +1,1 @@
+"""PostgreSQL behind the same repositories as SQLite: several daemons on one database."""

@@ -1,0 +1,177 @@
+"""PostgresDatabase: the repositories' SqlDatabase on a PostgreSQL server, through asyncpg."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator, Iterable, Sequence
+from contextlib import asynccontextmanager
+from importlib import resources
+from typing import TYPE_CHECKING, Any
+
+from bot.core.clock import Clock, iso
+from bot.core.clock import utc_now as clock_now
+from bot.core.errors import StorageError
+from bot.core.lifecycle import AsyncResource
+from bot.storage.migrations import LATEST_VERSION
+from bot.storage.sql import Row, WriteResult
+
+if TYPE_CHECKING:
+    import asyncpg
+
+log = logging.getLogger(__name__)
+
+# Every daemon on the database takes this lock while it creates or checks the schema, so two
+# starting at once do not both create it.
+_SCHEMA_LOCK = 0x6D617465  # "mate"
+_NUMBERED_CACHE = 4096
+
+
+def numbered(sql: str) -> str:
+    """`?` placeholders as PostgreSQL's `$1, $2, …`; quoted text and identifiers are left alone."""
+    out: list[str] = []
+    count = 0
+    quote: str | None = None
+    for char in sql:
+        if quote is not None:
+            if char == quote:
+                quote = None
+        elif char in ("'", '"'):
+            quote = char
+        elif char == "?":
+            count += 1
+            out.append(f"${count}")
+            continue
+        out.append(char)
+    return "".join(out)
+
+
+def _rowcount(status: str) -> int:
+    """The rows a command touched, from its status tag ("UPDATE 3", "INSERT 0 1")."""
+    last = status.rsplit(" ", 1)[-1]
+    return int(last) if last.isdigit() else 0
+
+
+def redacted(url: str) -> str:
+    """The URL without its password, for messages and logs."""
+    head, sep, tail = url.partition("://")
+    if "@" not in tail:
+        return url
+    credentials, _, host = tail.rpartition("@")
+    user = credentials.split(":", 1)[0]
+    return f"{head}{sep}{user}@{host}" if user else f"{head}{sep}{host}"
+
+
+class PostgresTransaction:
+    """Statements on one pooled connection inside its transaction."""
+
+    __slots__ = ("_conn", "_sql")
+
+    def __init__(self, conn: asyncpg.Connection, sql: PostgresDatabase) -> None:
+        self._conn = conn
+        self._sql = sql
+
+    async def execute(self, sql: str, params: Sequence[Any] = ()) -> WriteResult:
+        status = await self._conn.execute(self._sql.text(sql), *params)
+        return WriteResult(0, _rowcount(status))
+
+    async def executemany(self, sql: str, rows: Iterable[Sequence[Any]]) -> None:
+        await self._conn.executemany(self._sql.text(sql), [tuple(r) for r in rows])
+
+    async def fetchone(self, sql: str, params: Sequence[Any] = ()) -> Row | None:
+        row: Row | None = await self._conn.fetchrow(self._sql.text(sql), *params)
+        return row
+
+    async def fetchall(self, sql: str, params: Sequence[Any] = ()) -> list[Row]:
+        return list(await self._conn.fetch(self._sql.text(sql), *params))
+
+
+class PostgresDatabase(AsyncResource):
+    """A pool of connections to one PostgreSQL database; the schema is created on first open."""
+
+    def __init__(self, url: str, *, clock: Clock = clock_now, pool_size: int = 10) -> None:
+        self.url = url
+        self._clock = clock
+        self._pool_size = pool_size
+        self._pool: asyncpg.Pool | None = None
+        self._texts: dict[str, str] = {}
+        self._queued: set[asyncio.Task[list[Any]]] = set()
+
+    async def open(self) -> None:
+        import asyncpg  # only when configured: SQLite users never load it
+
+        try:
+            self._pool = await asyncpg.create_pool(self.url, min_size=1, max_size=self._pool_size,
+                                                   command_timeout=60)
+            await self._create_schema()
+        except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
+            await self.close()
+            raise StorageError(f"cannot open database {redacted(self.url)}: {exc}") from exc
+
+    async def close(self) -> None:
+        if self._queued:
+            await asyncio.wait(self._queued, timeout=10)
+        pool, self._pool = self._pool, None
+        if pool is not None:
+            await pool.close()
+
+    async def _create_schema(self) -> None:
+        async with self.pool.acquire() as conn, conn.transaction():
+            await conn.execute("SELECT pg_advisory_xact_lock($1)", _SCHEMA_LOCK)
+            exists = await conn.fetchval("SELECT to_regclass('schema_version') IS NOT NULL")
+            if exists:
+                found = int(await conn.fetchval("SELECT COALESCE(MAX(version), 0) FROM schema_version"))
+                if found != LATEST_VERSION:
+                    raise StorageError(
+                        f"database {redacted(self.url)} has schema version {found}; this matebot needs "
+                        f"{LATEST_VERSION}: run the matebot version that made it, or start with an empty database")
+                return
+            await conn.execute(resources.files(__package__).joinpath("schema.sql").read_text(encoding="utf-8"))
+            await conn.execute("INSERT INTO schema_version(version, description, applied_time) VALUES ($1, $2, $3)",
+                               LATEST_VERSION, "created", self.now())
+            log.info("database created (version %s): %s", LATEST_VERSION, redacted(self.url))
+
+    @property
+    def pool(self) -> asyncpg.Pool:
+        if self._pool is None:
+            raise StorageError("database is not open")
+        return self._pool
+
+    def text(self, sql: str) -> str:
+        """The statement as PostgreSQL takes it (numbered placeholders), converted once."""
+        converted = self._texts.get(sql)
+        if converted is None:
+            if len(self._texts) >= _NUMBERED_CACHE:
+                self._texts.clear()
+            converted = self._texts[sql] = numbered(sql)
+        return converted
+
+    def now(self) -> str:
+        return iso(self._clock())
+
+    @asynccontextmanager
+    async def transaction(self) -> AsyncIterator[PostgresTransaction]:
+        async with self.pool.acquire() as conn, conn.transaction():
+            yield PostgresTransaction(conn, self)
+
+    async def execute(self, sql: str, params: Sequence[Any] = ()) -> WriteResult:
+        status = await self.pool.execute(self.text(sql), *params)
+        return WriteResult(0, _rowcount(status))
+
+    async def write_returning(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
+        return list(await self.pool.fetch(self.text(sql), *params))
+
+    def queue_returning(self, sql: str, params: Sequence[Any] = ()) -> asyncio.Future[list[Any]]:
+        task = asyncio.create_task(self.write_returning(sql, params), name="postgres-queued-write")
+        self._queued.add(task)
+        task.add_done_callback(self._queued.discard)
+        return task
+
+    async def fetchall(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
+        return list(await self.pool.fetch(self.text(sql), *params))
+
+    async def fetchone(self, sql: str, params: Sequence[Any] = ()) -> Any | None:
+        return await self.pool.fetchrow(self.text(sql), *params)
+
+    async def schema_version(self) -> int:
+        return int(await self.pool.fetchval("SELECT COALESCE(MAX(version), 0) FROM schema_version"))
