@@ -2,7 +2,7 @@
 
 What: a day's note filled from empty to `daily-note-max-chars` (20 000) with entries of
 `--entry-chars` (300) characters, each written the way a memory extraction writes it
-(SqliteMemoryCommitRepository.commit: the entry appended in SQL, the file's history, the
+(MemoryCommitRepository.commit: the entry appended in SQL, the file's history, the
 conversation's watermark and the run row in one transaction), on a SQLite file in a tmp
 dir with the real schema and its search triggers. Per append: the time of the commit
 (`p50_ms`, `p95_ms`, and `last_ms` for the appends to a note over 15 000 characters) and how

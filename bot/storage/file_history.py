@@ -64,7 +64,7 @@ class FileHistoryRepository:
     async def versions(self, file_id: int, limit: int = 50) -> list[FileVersion]:
         """The file's kept versions, the newest first (its current one even before it first changed)."""
         rows = await self._db.fetchall(
-            f"SELECT * FROM ({_kept_versions('f.id = ?')}) ORDER BY version DESC LIMIT ?", (file_id, file_id, limit))
+            f"SELECT * FROM ({_kept_versions('f.id = ?')}) AS kept ORDER BY version DESC LIMIT ?", (file_id, file_id, limit))
         return [_version(r) for r in rows]
 
     async def version(self, file_id: int, version: int) -> FileVersion | None:
@@ -82,7 +82,7 @@ class FileHistoryRepository:
             where += " AND f.filename = ?"
             params.append(filename)
         rows = await self._db.fetchall(
-            f"SELECT * FROM ({_kept_versions(where)}) ORDER BY create_time DESC, file_id, version DESC LIMIT ?",
+            f"SELECT * FROM ({_kept_versions(where)}) AS kept ORDER BY create_time DESC, file_id, version DESC LIMIT ?",
             [*params, *params, limit])
         return [_version(r) for r in rows]
 
@@ -95,7 +95,7 @@ class FileHistoryRepository:
             where += f" AND f.filename IN ({', '.join('?' for _ in filenames)})"
             params += list(filenames)
         row = await self._db.fetchone(
-            f"SELECT * FROM ({_kept_versions(where)}) WHERE instr(lower(content), lower(?)) > 0 "
+            f"SELECT * FROM ({_kept_versions(where)}) AS kept WHERE instr(lower(content), lower(?)) > 0 "
             "ORDER BY create_time, substr(filename, 1, 7) = 'memory/', version LIMIT 1", [*params, *params, text])
         return _version(row) if row else None
 

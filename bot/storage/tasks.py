@@ -18,7 +18,9 @@ _COLUMNS = (
     "create_time, name, task_type, target_place_id"
 )
 # A chat is the channel, the chat and the thread (a forum topic is a chat of its own).
-_IN_CHAT = "target_channel = ? AND target_chat_id = ? AND target_thread_id IS ?"
+# A thread id or a run time may be NULL on either side: COALESCE to '' (never a real value) is the
+# null-safe equality both SQLite and PostgreSQL read ("IS ?" is SQLite's alone).
+_IN_CHAT = "target_channel = ? AND target_chat_id = ? AND COALESCE(target_thread_id, '') = COALESCE(?, '')"
 _LIVE = "task_type = 'reminder' AND enabled = 1"
 _SYSTEM = "task_type <> 'reminder'"
 # What the timer may run: every kind, or reminders only (a daemon without memory runs no system task).
@@ -217,7 +219,7 @@ class TaskRepository:
         """Undo a claim whose run never started or was cut by a stop: start-up makes it up."""
         await self._db.execute(
             "UPDATE mate_cron_job SET next_run_time = ?, last_run_time = ?, enabled = 1, update_time = ? "
-            "WHERE id = ? AND next_run_time IS ?",
+            "WHERE id = ? AND COALESCE(next_run_time, '') = COALESCE(?, '')",
             (due, last_run_time, self._db.now(), task_id, claimed_next),
         )
 

@@ -12,7 +12,7 @@ from typing import Protocol
 from bot.core.errors import VersionConflict, WorkspaceError
 from bot.storage.file_versions import Change
 from bot.core.records import WorkspaceFileRecord
-from bot.storage.workspace_files import SqliteWorkspaceFileRepository
+from bot.storage.workspace_files import WorkspaceFileRepository
 
 log = logging.getLogger(__name__)
 
@@ -53,7 +53,7 @@ class WorkspaceFileService:
     """CRUD over mate_workspace_file and the system-prompt injection built from it."""
 
     def __init__(
-        self, files: SqliteWorkspaceFileRepository, seeds: SeedSource, *, injection_ttl: float = 5.0,
+        self, files: WorkspaceFileRepository, seeds: SeedSource, *, injection_ttl: float = 5.0,
         clock: Callable[[], float] = time.monotonic, history_versions: int = 50,
     ) -> None:
         self._files = files
