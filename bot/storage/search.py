@@ -9,6 +9,7 @@ from typing import Any, TypeVar
 
 from bot.storage.database import Database
 from bot.storage.remembered import NOT_INCOGNITO
+from bot.storage.search_text import spaced
 
 T = TypeVar("T")
 
@@ -48,13 +49,23 @@ _HIT_COLUMNS = "t.rowid, t.source, t.body, t.time, t.conversation_id, t.ref_id, 
 _SOURCE_KEYS = {"all": "", "notes": " AND s.rowid % 2 = 1", "conversations": " AND s.rowid % 2 = 0"}
 
 
-def words_match(words: str, dates: str = "") -> str:
-    """The word index's MATCH expression for rows holding any of `words` (FTS5 phrases, OR-ed)
-    in the message or in the turn before it, or, given `dates` (phrases of the date column:
-    "7 may 2023" OR "sunday"), written on one of those dates. The date column is matched by
-    those phrases only: a word of the query ("may", "3") is no date."""
-    found = f"{{body prev}} : ({words})"
-    return f"{found} OR date : ({dates})" if dates else found
+def fts_phrase(term: str) -> str:
+    """A term (or words) as an FTS5 phrase; CJK characters are spaced as the index stores them."""
+    return '"' + spaced(term).strip().replace('"', '""') + '"'
+
+
+def fts_expression(phrases: Sequence[str]) -> str:
+    """Phrases OR-ed: any of them makes a hit; BM25 ranks the rows with more and rarer ones first."""
+    return " OR ".join(fts_phrase(p) for p in phrases)
+
+
+def words_match(phrases: Sequence[str], dates: Sequence[str] = ()) -> str:
+    """The word index's MATCH expression for rows holding any of `phrases` in the message or in
+    the turn before it, or, given `dates` (phrases of the date column: "7 may 2023",
+    "sunday"), written on one of those dates. The date column is matched by those phrases
+    only: a word of the query ("may", "3") is no date."""
+    found = f"{{body prev}} : ({fts_expression(phrases)})"
+    return f"{found} OR date : ({fts_expression(dates)})" if dates else found
 
 
 def _ranked(agent_id: int, source: str) -> str:
@@ -85,14 +96,17 @@ class SqliteSearchReads:
     def __init__(self, conn: sqlite3.Connection) -> None:
         self._conn = conn
 
-    def words(self, agent_id: int, expression: str, source: str, limit: int) -> list[SearchHit]:
-        """The agent's rows matching a `words_match` expression on the word index, best BM25
+    def words(self, agent_id: int, phrases: Sequence[str], source: str, limit: int,
+              dates: Sequence[str] = ()) -> list[SearchHit]:
+        """The agent's rows holding any of `phrases` (or written on one of `dates`), best BM25
         first (the scope column weighs nothing), newer first on a tie."""
-        return self._hits(f"SELECT * FROM ({_ranked(agent_id, source)})", (expression, limit * 2), limit)
+        return self._hits(f"SELECT * FROM ({_ranked(agent_id, source)})", (words_match(phrases, dates), limit * 2),
+                          limit)
 
-    def words_on_dates(self, agent_id: int, words: str, dates: str, source: str, limit: int) -> list[SearchHit]:
-        """The agent's rows holding any of `words`, ranked as `words_match(words, dates)` ranks
-        them: the rows of those dates move up, and no row is found by its date alone.
+    def words_on_dates(self, agent_id: int, phrases: Sequence[str], dates: Sequence[str], source: str,
+                       limit: int) -> list[SearchHit]:
+        """The agent's rows holding any of `phrases`, ranked as `words(phrases, dates=dates)`
+        ranks them: the rows of those dates move up, and no row is found by its date alone.
 
         A query's "May" or "Tuesdays" must not make every row of May a match, each to be
         ranked (a seventh of the index for a weekday). Two rankings instead: the rows with
@@ -101,11 +115,11 @@ class SqliteSearchReads:
         whole index), so the better of its two scores is the one the single search would
         give it, and the best `limit` of both are the best `limit` of the rows with the words.
         """
-        both = words_match(words)
+        both = words_match(phrases)
         return self._hits(
             f"SELECT id, MIN(score) AS score FROM (SELECT * FROM ({_ranked(agent_id, source)}) UNION ALL "
             f"SELECT * FROM ({_ranked(agent_id, source)})) GROUP BY id",
-            (both, limit * 2, f"({both}) AND date : ({dates})", limit * 2), limit)
+            (both, limit * 2, f"({both}) AND date : ({fts_expression(dates)})", limit * 2), limit)
 
     def _hits(self, ranked: str, parameters: tuple[object, ...], limit: int) -> list[SearchHit]:
         rows = self._conn.execute(

@@ -22,7 +22,7 @@ from typing import Any, Protocol
 
 from bot.core.errors import MateError
 from bot.core.prompts import PromptLibrary
-from bot.storage.search import ContextMessage, SearchHit, SqliteSearchReads, SqliteSearchRepository, words_match
+from bot.storage.search import ContextMessage, SearchHit, SqliteSearchReads, SqliteSearchRepository
 from bot.storage.search_text import CJK_CHARS, normalised, query_dates, spaced
 
 DEFAULT_LIMIT = 5
@@ -118,16 +118,6 @@ def word_terms(query: str) -> list[str]:
     return unique[:MAX_TERMS]
 
 
-def fts_phrase(term: str) -> str:
-    """A term (or words) as an FTS5 phrase; CJK characters are spaced as the index stores them."""
-    return '"' + spaced(term).strip().replace('"', '""') + '"'
-
-
-def fts_expression(terms: list[str]) -> str:
-    """Terms OR-ed: any of them makes a hit; BM25 ranks the rows with more and rarer ones first."""
-    return " OR ".join(fts_phrase(t) for t in terms)
-
-
 class SemanticRanking(Protocol):
     async def similar(self, agent_id: int, query: str, source: str, limit: int) -> list[SearchHit]:
         """The agent's rows nearest the query in meaning, best first; [] when none can be had."""
@@ -200,8 +190,7 @@ class MemorySearchService:
         hits: dict[int, SearchHit] = {}
         phrase = spaced(query[: PHRASE_CHARS[1]]).split()
         if 1 < len(phrase) <= PHRASE_TOKENS:  # the whole query word for word ranks first
-            whole = words_match(fts_phrase(" ".join(phrase)))
-            for hit in reads.words(agent_id, whole, source, wanted):
+            for hit in reads.words(agent_id, [" ".join(phrase)], source, wanted):
                 pinned.setdefault(hit.key, hit)
         if terms and len(pinned) < wanted:
             found = self._words(reads, agent_id, query, terms, source, wanted * SPEAKER_DEPTH)
@@ -219,14 +208,12 @@ class MemorySearchService:
                wanted: int) -> list[SearchHit]:
         """The rows with any of the query's words, best first; the dates it names ("in May
         2023", "周二") rank their rows up, and a query of nothing but dates finds those rows."""
-        words = fts_expression(terms)
         dates = query_dates(query)
         if not dates.phrases:
-            return reads.words(agent_id, words_match(words), source, wanted)
-        on_dates = fts_expression(dates.phrases)
+            return reads.words(agent_id, terms, source, wanted)
         if not word_terms(dates.rest):
-            return reads.words(agent_id, words_match(words, on_dates), source, wanted)
-        return reads.words_on_dates(agent_id, words, on_dates, source, wanted)
+            return reads.words(agent_id, terms, source, wanted, dates=dates.phrases)
+        return reads.words_on_dates(agent_id, terms, dates.phrases, source, wanted)
 
 
 Contexts = dict[tuple[str, int], list[ContextMessage]]
