@@ -66,7 +66,7 @@ from bot.storage.bulk_load import (
     NewMessage,
     SqliteBulkLoader,
 )
-from bot.storage.embeddings import SqliteEmbeddingRepository
+from bot.storage.embeddings import EmbeddingRepository
 from memory.recall.embeddings import (
     EmbeddingBackfill,
     EmbeddingFailed,
@@ -185,7 +185,7 @@ def _config(path: Path, embeddings: EmbeddingsConfig | None) -> Config:
 async def _semantic(core: Core, embeddings: EmbeddingsConfig, client: OpenAIEmbeddingClient,
                     report: dict[str, Any]) -> SemanticRanking:
     """Every message's vector through the daemon's backfill, then the search that uses them."""
-    store = SqliteEmbeddingRepository(core.db)
+    store = EmbeddingRepository(core.db)
     health = EndpointHealth(embeddings.base_url)
     began = time.perf_counter()
     made = await EmbeddingBackfill(client, store, health, batch_size=64).fill()

@@ -9,7 +9,7 @@ import sys
 # the imports below, so that they are cached too; __pycache__/ is git-ignored.
 sys.dont_write_bytecode = False
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
@@ -17,6 +17,8 @@ import pytest
 from bot.app.core import Core, open_core
 from bot.core.config import Config
 from tests.support.config import make_config
+from tests.support.postgres import Cluster
+from tests.support.storage_backends import cluster_or_reason
 from tests.support.tls import one_root_certificate
 
 
@@ -39,6 +41,13 @@ def _loopback_without_proxy(monkeypatch: pytest.MonkeyPatch, _one_root_certifica
     # A `python -m bot` started by a test would otherwise compile every module of matebot again
     # (~0.2 s of CPU a start, over a hundred starts a run): it keeps its bytecode, as an install does.
     monkeypatch.delenv("PYTHONDONTWRITEBYTECODE", raising=False)
+
+
+@pytest.fixture(scope="session")
+def postgres_cluster() -> Iterator[Cluster | str]:
+    """The throwaway PostgreSQL cluster of the storage contract (started when a test first asks),
+    or why there is none."""
+    yield from cluster_or_reason()
 
 
 @pytest.fixture

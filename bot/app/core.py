@@ -15,7 +15,8 @@ from bot.conversation.people import PersonDirectory
 from bot.core.prompts import PromptLibrary
 from bot.features.memory_files import MemoryFilesFeature
 from bot.schedule.reminders.service import TaskService
-from bot.storage import Database, Repositories
+from bot.storage import Repositories, SqlDatabase
+from bot.storage.choice import database_for
 from memory.trust.history import MemoryHistoryService
 from memory.workspace.service import WorkspaceFileService
 
@@ -28,7 +29,7 @@ class Core:
     the feature services the CLI and the daemon's doors share (memory files, tasks)."""
 
     config: Config
-    db: Database
+    db: SqlDatabase
     repos: Repositories
     prompts: PromptLibrary
     workspace: WorkspaceFileService
@@ -44,7 +45,8 @@ class Core:
 async def open_core(config: Config, *, clock: Clock = utc_now) -> AsyncIterator[Core]:
     """`clock` is the time stored rows carry (the runtime's: a test or a bench pins it)."""
     async with AsyncExitStack() as stack:
-        db = await stack.enter_async_context(Database(config.mate.database.path, clock=clock))
+        db = database_for(config.mate, clock=clock)
+        await stack.enter_async_context(db)
         repos = Repositories.over(db)
         prompts = PromptLibrary(config.mate.locale)
         workspace = WorkspaceFileService(repos.workspace_files, prompts,

@@ -35,7 +35,7 @@ from bot.schedule.reminders.tool import TurnTaskTools
 from bot.media.transcription import OpenAITranscriber
 from bot.media.voice import VoiceNoteReader
 from channels.base import ChannelStateBoard
-from bot.storage.embeddings import SqliteEmbeddingRepository
+from bot.storage.embeddings import EmbeddingRepository
 from memory.consolidation.turns import ConsolidationTurns
 from memory.recall.embeddings import EmbeddingBackfill, EndpointHealth, OpenAIEmbeddingClient, SemanticSearch
 from memory.consolidation.emergence import MemoryEmergenceService
@@ -232,7 +232,7 @@ async def _semantic_search(
     if settings is None:
         return None
     client = await stack.enter_async_context(OpenAIEmbeddingClient(settings))
-    store = SqliteEmbeddingRepository(core.db)
+    store = EmbeddingRepository(core.db)
     health = EndpointHealth(settings.base_url)
     if backfill:
         await stack.enter_async_context(EmbeddingBackfill(client, store, health).running())

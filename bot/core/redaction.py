@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Iterable
+from urllib.parse import urlsplit
 
 from bot.core.config import Config
 
@@ -33,8 +34,9 @@ def config_secrets(config: Config) -> list[str]:
     mate = config.mate
     channels = mate.channels
     endpoints = [mate.media.transcription, mate.memory.embeddings]
+    storage_password = urlsplit(mate.storage.url).password if mate.storage.postgres else None
     return [mate.llm.api_key, channels.telegram.token, channels.discord.token, mate.api.token,
-            *(endpoint.api_key for endpoint in endpoints if endpoint is not None)]
+            *(endpoint.api_key for endpoint in endpoints if endpoint is not None), *([storage_password] if storage_password else [])]
 
 
 class RedactingFilter(logging.Filter):

@@ -8,7 +8,7 @@ import logging
 from bot.conversation.agents import EMERGENCE_JOB_NAME
 from bot.conversation.router import ChannelMessageRouter
 from bot.core.clock import Clock, utc_now
-from bot.storage.search_index import SqliteSearchIndex
+from bot.storage.search import SearchIndex
 from bot.storage.tasks import TaskRecord
 from channels.base import InboundMessage, conversation_key
 from memory.consolidation.emergence import MemoryEmergenceService
@@ -22,7 +22,7 @@ class SystemTaskRunner:
     the day's writes left it in pieces."""
 
     def __init__(self, router: ChannelMessageRouter, emergence: MemoryEmergenceService,
-                 consolidation_turns: ConsolidationTurns, search_index: SqliteSearchIndex, *,
+                 consolidation_turns: ConsolidationTurns, search_index: SearchIndex, *,
                  clock: Clock = utc_now) -> None:
         self._router = router
         self._emergence = emergence

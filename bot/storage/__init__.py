@@ -19,8 +19,11 @@ from bot.storage.memory_state import (
     MemoryPendingRepository,
     MemoryRunRepository,
 )
-from bot.storage.search import SqliteSearchRepository
+from bot.storage.postgres.database import PostgresDatabase
+from bot.storage.postgres.search import PostgresSearchIndex, PostgresSearchRepository
+from bot.storage.search import SearchIndex, SearchRepository, SqliteSearchRepository
 from bot.storage.search_index import SqliteSearchIndex
+from bot.storage.sql import SqlDatabase
 from bot.storage.tasks import TaskRepository
 from bot.storage.usage import LlmUsageRepository
 from bot.storage.workspace_files import WorkspaceFileRepository
@@ -28,7 +31,7 @@ from bot.storage.workspace_files import WorkspaceFileRepository
 
 @dataclass(frozen=True, slots=True)
 class Repositories:
-    """Every repository over one open Database."""
+    """Every repository over one open database (SQLite or PostgreSQL)."""
 
     agents: AgentRepository
     conversations: ConversationRepository
@@ -38,8 +41,8 @@ class Repositories:
     memory_runs: MemoryRunRepository
     memory_commits: MemoryCommitRepository
     llm_usage: LlmUsageRepository
-    search: SqliteSearchRepository
-    search_index: SqliteSearchIndex
+    search: SearchRepository
+    search_index: SearchIndex
     people: PersonRepository
     tasks: TaskRepository
     file_history: FileHistoryRepository
@@ -47,7 +50,15 @@ class Repositories:
     proposals: ProposalRepository
 
     @classmethod
-    def over(cls, db: Database) -> Repositories:
+    def over(cls, db: SqlDatabase) -> Repositories:
+        search: SearchRepository
+        search_index: SearchIndex
+        if isinstance(db, PostgresDatabase):
+            search, search_index = PostgresSearchRepository(db), PostgresSearchIndex(db)
+        elif isinstance(db, Database):
+            search, search_index = SqliteSearchRepository(db), SqliteSearchIndex(db)
+        else:
+            raise TypeError(f"no search for {type(db).__name__}")
         return cls(
             agents=AgentRepository(db),
             conversations=ConversationRepository(db),
@@ -57,8 +68,8 @@ class Repositories:
             memory_runs=MemoryRunRepository(db),
             memory_commits=MemoryCommitRepository(db),
             llm_usage=LlmUsageRepository(db),
-            search=SqliteSearchRepository(db),
-            search_index=SqliteSearchIndex(db),
+            search=search,
+            search_index=search_index,
             people=PersonRepository(db),
             tasks=TaskRepository(db),
             file_history=FileHistoryRepository(db),
@@ -67,4 +78,4 @@ class Repositories:
         )
 
 
-__all__ = ["Database", "Repositories"]
+__all__ = ["Database", "PostgresDatabase", "Repositories", "SqlDatabase"]

@@ -159,6 +159,8 @@ def _is_home(folder: Path) -> bool:
 class Database(AsyncResource):
     """Owns the SQLite file: writes are serialised on one connection, reads use another."""
 
+    backend = "sqlite"
+
     def __init__(self, path: str | Path, *, clock: Clock = clock_now) -> None:
         self.path = Path(path)
         # Every time a repository stores comes from here: the runtime's clock, which a test

@@ -4,16 +4,19 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
-from bot.storage.database import Database
 from bot.storage.remembered import NOT_INCOGNITO
-from bot.storage.search import SearchHit
+from bot.storage.search import SearchHit, hit_of
+from bot.storage.sql import SqlDatabase
 
 # What the search index holds (migrations: _SEARCHED_MESSAGE); blank texts have nothing to embed.
 _SEARCHED_MESSAGE = "m.role IN ('user', 'assistant') AND m.content_format = 'text' AND trim(m.content) <> ''"
 _SOURCE_PARITY = {"notes": 1, "conversations": 0}
-_PIECE_TEXT = "CAST(substr(CAST(f.content AS BLOB), p.start + 1, p.length) AS TEXT)"  # as migration 14 indexes it
+# A file piece's text as the index holds it: SQLite counts a piece in bytes, PostgreSQL in characters.
+_PIECE_TEXT = {"sqlite": "CAST(substr(CAST(f.content AS BLOB), p.start + 1, p.length) AS TEXT)",
+               "postgresql": "substr(f.content, CAST(p.start AS INTEGER) + 1, CAST(p.length AS INTEGER))"}
+# The index's row of a key: (its table, its key column).
+_INDEX = {"sqlite": ("mate_search_trigram", "rowid"), "postgresql": ("mate_search", "key")}
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,9 +38,11 @@ class StoredVector:
     norm: float
 
 
-class SqliteEmbeddingRepository:
-    def __init__(self, db: Database) -> None:
+class EmbeddingRepository:
+    def __init__(self, db: SqlDatabase) -> None:
         self._db = db
+        self._piece_text = _PIECE_TEXT[db.backend]
+        self._index, self._key = _INDEX[db.backend]
 
     async def drop_other_models(self, model: str) -> int:
         """Forget every other model's vectors: they cannot be compared with this one's."""
@@ -48,9 +53,9 @@ class SqliteEmbeddingRepository:
         """Pieces of live workspace files (mate_file_piece: a file, or an entry appended to it)
         without a vector."""
         rows = await self._db.fetchall(
-            f"SELECT p.id * 2 + 1, f.agent_id, {_PIECE_TEXT} FROM mate_file_piece p "
+            f"SELECT p.id * 2 + 1, f.agent_id, {self._piece_text} FROM mate_file_piece p "
             "JOIN mate_workspace_file f ON f.id = p.file_id WHERE f.deleted = 0 "
-            f"AND trim({_PIECE_TEXT}) <> '' AND NOT EXISTS (SELECT 1 FROM mate_embedding e "
+            f"AND trim({self._piece_text}) <> '' AND NOT EXISTS (SELECT 1 FROM mate_embedding e "
             "WHERE e.key = p.id * 2 + 1 AND e.model = ?) ORDER BY p.id LIMIT ?", (model, limit))
         return [PendingText(int(r[0]), int(r[1]), str(r[2])) for r in rows]
 
@@ -79,9 +84,11 @@ class SqliteEmbeddingRepository:
         now = self._db.now()
         async with self._db.transaction() as conn:
             await conn.executemany(
-                "INSERT OR REPLACE INTO mate_embedding(key, model, agent_id, dim, vector, norm, create_time) "
+                "INSERT INTO mate_embedding(key, model, agent_id, dim, vector, norm, create_time) "
                 "SELECT ?, ?, ?, ?, ?, ?, ? "
-                "WHERE EXISTS (SELECT 1 FROM mate_search_trigram t WHERE t.rowid = ? AND t.body = ?)",
+                f"WHERE EXISTS (SELECT 1 FROM {self._index} t WHERE t.{self._key} = ? AND t.body = ?) "
+                "ON CONFLICT(key, model) DO UPDATE SET agent_id = excluded.agent_id, dim = excluded.dim, "
+                "vector = excluded.vector, norm = excluded.norm, create_time = excluded.create_time",
                 [(v.key, model, v.agent_id, v.dim, v.vector, v.norm, now, v.key, v.text) for v in vectors])
 
     async def has_vectors(self, agent_id: int, model: str) -> bool:
@@ -105,15 +112,8 @@ class SqliteEmbeddingRepository:
             return []
         marks = ", ".join("?" for _ in keys)
         rows = await self._db.fetchall(
-            "SELECT rowid, source, body, time, conversation_id, ref_id, filename FROM mate_search_trigram "
-            f"WHERE rowid IN ({marks}) AND agent_id = ?", (*keys, agent_id))
-        found = {int(row[0]): _hit(row) for row in rows}
+            f"SELECT {self._key}, source, body, time, conversation_id, ref_id, filename FROM {self._index} "
+            f"WHERE {self._key} IN ({marks}) AND agent_id = ?", (*keys, agent_id))
+        found = {int(row[0]): hit_of(row) for row in rows}
         return [found[key] for key in keys if key in found]
 
-
-def _hit(row: Any) -> SearchHit:
-    is_message = row[1] == "conversations"
-    return SearchHit(key=int(row[0]), source=str(row[1]), body=str(row[2]), time=str(row[3] or ""),
-                     conversation_id=row[4] if is_message else None,
-                     message_id=int(row[5]) if is_message else None,
-                     filename=None if is_message else row[6])

@@ -5,7 +5,7 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from bot.storage.database import Database
 from bot.storage.remembered import NOT_INCOGNITO
@@ -36,6 +36,32 @@ class ContextMessage:
     role: str
     content: str
     time: str
+
+
+class SearchReads(Protocol):
+    """The reads one search makes, on either backend, from a thread of its own (see together)."""
+
+    def words(self, agent_id: int, phrases: Sequence[str], source: str, limit: int,
+              dates: Sequence[str] = ()) -> list[SearchHit]: ...
+
+    def words_on_dates(self, agent_id: int, phrases: Sequence[str], dates: Sequence[str], source: str,
+                       limit: int) -> list[SearchHit]: ...
+
+    def substring(self, agent_id: int, text: str, source: str, limit: int) -> list[SearchHit]: ...
+
+    def around(self, messages: Sequence[tuple[str, int]], count: int) -> list[list[ContextMessage]]: ...
+
+
+class SearchRepository(Protocol):
+    async def together(self, work: Callable[[SearchReads], T]) -> T:
+        """`work` given the search's reads: everything a search reads and decides, in one go."""
+        ...
+
+
+class SearchIndex(Protocol):
+    async def merge(self) -> None:
+        """Keep the index quick after a day of writes (the nightly consolidation calls it)."""
+        ...
 
 
 _HIT_COLUMNS = "t.rowid, t.source, t.body, t.time, t.conversation_id, t.ref_id, t.filename"
@@ -84,7 +110,7 @@ class SqliteSearchRepository:
     def __init__(self, db: Database) -> None:
         self._db = db
 
-    async def together(self, work: Callable[[SqliteSearchReads], T]) -> T:
+    async def together(self, work: Callable[[SearchReads], T]) -> T:
         """`work` given the search's reads, run on the database's thread: all the reads of a
         search, and what it decides between them, in one hop (Database.read_together)."""
         return await self._db.read_together(lambda conn: work(SqliteSearchReads(conn)))
@@ -125,7 +151,7 @@ class SqliteSearchReads:
         rows = self._conn.execute(
             f"SELECT {_HIT_COLUMNS}, c.score FROM ({ranked}) c JOIN mate_search_trigram t ON t.rowid = c.id "
             "ORDER BY c.score, t.time DESC LIMIT ?", (*parameters, limit)).fetchall()
-        return [_hit(row) for row in rows]
+        return [hit_of(row) for row in rows]
 
     def substring(self, agent_id: int, text: str, source: str, limit: int) -> list[SearchHit]:
         """The agent's newest rows containing `text` (3 characters or more, any case), also
@@ -140,7 +166,7 @@ class SqliteSearchReads:
             f"SELECT * FROM (SELECT {_HIT_COLUMNS} FROM mate_search_trigram t WHERE mate_search_trigram MATCH ? "
             "ORDER BY t.rowid DESC LIMIT ?) ORDER BY time DESC LIMIT ?",
             (f'scope : "{scope}" AND body : {quoted}', SUBSTRING_SCAN, limit)).fetchall()
-        return [_hit(row) for row in rows]
+        return [hit_of(row) for row in rows]
 
     def around(self, messages: Sequence[tuple[str, int]], count: int) -> list[list[ContextMessage]]:
         """For each (conversation id, message id): up to `count` searched messages before and
@@ -163,7 +189,8 @@ class SqliteSearchReads:
         return found
 
 
-def _hit(row: Any) -> SearchHit:
+def hit_of(row: Any) -> SearchHit:
+    """A hit from a row of (key, source, body, time, conversation id, ref id, filename[, score])."""
     is_message = row[1] == "conversations"
     return SearchHit(key=int(row[0]), source=str(row[1]), body=str(row[2]), time=str(row[3] or ""),
                      conversation_id=row[4] if is_message else None,

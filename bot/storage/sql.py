@@ -45,6 +45,8 @@ class Transaction(Protocol):
 class SqlDatabase(Protocol):
     """The storage a repository is given: single-statement writes, reads, transactions."""
 
+    backend: str  # "sqlite" | "postgresql": for the few statements the two write differently
+
     def now(self) -> str: ...
 
     def transaction(self) -> AbstractAsyncContextManager[Transaction]: ...

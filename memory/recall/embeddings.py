@@ -23,7 +23,7 @@ from bot.core.config import EmbeddingsConfig
 from bot.core.errors import MateError
 from bot.core.retry import EMBEDDINGS_ENDPOINT
 from bot.core.lifecycle import AsyncResource
-from bot.storage.embeddings import PendingText, SqliteEmbeddingRepository, StoredVector
+from bot.storage.embeddings import PendingText, EmbeddingRepository, StoredVector
 from bot.storage.search import SearchHit
 
 log = logging.getLogger(__name__)
@@ -178,7 +178,7 @@ def nearest(query: bytes, query_norm: float, rows: Sequence[tuple[int, bytes, fl
 class SemanticSearch:
     """The agent's rows nearest a query's vector; [] whenever that cannot be had quickly."""
 
-    def __init__(self, client: EmbeddingClient, store: SqliteEmbeddingRepository, health: EndpointHealth,
+    def __init__(self, client: EmbeddingClient, store: EmbeddingRepository, health: EndpointHealth,
                  timeout: float = QUERY_TIMEOUT_SECONDS) -> None:
         self._client = client
         self._store = store
@@ -215,7 +215,7 @@ class SemanticSearch:
 class EmbeddingBackfill:
     """Gives every searched message and workspace file a vector, in batches, in the background."""
 
-    def __init__(self, client: EmbeddingClient, store: SqliteEmbeddingRepository, health: EndpointHealth, *,
+    def __init__(self, client: EmbeddingClient, store: EmbeddingRepository, health: EndpointHealth, *,
                  batch_size: int = BATCH_SIZE, poll_seconds: float = POLL_SECONDS) -> None:
         self._client = client
         self._store = store

@@ -22,7 +22,7 @@ from typing import Any, Protocol
 
 from bot.core.errors import MateError
 from bot.core.prompts import PromptLibrary
-from bot.storage.search import ContextMessage, SearchHit, SqliteSearchReads, SqliteSearchRepository
+from bot.storage.search import ContextMessage, SearchHit, SearchReads, SearchRepository
 from bot.storage.search_text import CJK_CHARS, normalised, query_dates, spaced
 
 DEFAULT_LIMIT = 5
@@ -137,7 +137,7 @@ def fused(rankings: list[tuple[float, list[SearchHit]]], k: int = RRF_K) -> list
 
 
 class MemorySearchService:
-    def __init__(self, search: SqliteSearchRepository, semantic: SemanticRanking | None = None) -> None:
+    def __init__(self, search: SearchRepository, semantic: SemanticRanking | None = None) -> None:
         self._search = search
         self._semantic = semantic
 
@@ -176,14 +176,14 @@ class MemorySearchService:
         results = [_result(hit, query, terms, contexts) for hit in hits]
         return {"agentId": agent_id, "query": query, "count": len(results), "results": results}
 
-    def _found(self, reads: SqliteSearchReads, agent_id: int, query: str, terms: list[str], source: str,
+    def _found(self, reads: SearchReads, agent_id: int, query: str, terms: list[str], source: str,
                wanted: int, limit: int, exclude_message: int | None) -> tuple[list[SearchHit], Contexts]:
         """The lexical search's hits and their context, read together."""
         pinned, ranked = self._lexical(reads, agent_id, query, terms, source, wanted)
         hits = _chosen([*pinned.values(), *ranked], limit, exclude_message)
         return hits, _contexts(reads, hits)
 
-    def _lexical(self, reads: SqliteSearchReads, agent_id: int, query: str, terms: list[str], source: str,
+    def _lexical(self, reads: SearchReads, agent_id: int, query: str, terms: list[str], source: str,
                  wanted: int) -> tuple[dict[int, SearchHit], list[SearchHit]]:
         """The exact-phrase hits (they rank first), and the word and substring hits after them."""
         pinned: dict[int, SearchHit] = {}
@@ -204,7 +204,7 @@ class MemorySearchService:
                     hits.setdefault(hit.key, hit)
         return pinned, list(hits.values())
 
-    def _words(self, reads: SqliteSearchReads, agent_id: int, query: str, terms: list[str], source: str,
+    def _words(self, reads: SearchReads, agent_id: int, query: str, terms: list[str], source: str,
                wanted: int) -> list[SearchHit]:
         """The rows with any of the query's words, best first; the dates it names ("in May
         2023", "周二") rank their rows up, and a query of nothing but dates finds those rows."""
@@ -226,7 +226,7 @@ def _chosen(hits: list[SearchHit], limit: int, exclude_message: int | None) -> l
     return hits[:limit]
 
 
-def _contexts(reads: SqliteSearchReads, hits: list[SearchHit]) -> Contexts:
+def _contexts(reads: SearchReads, hits: list[SearchHit]) -> Contexts:
     """The messages around each conversation hit."""
     messages = [(hit.conversation_id, hit.message_id) for hit in hits
                 if hit.conversation_id is not None and hit.message_id is not None]

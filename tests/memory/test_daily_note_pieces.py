@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from bot.app.core import Core
-from bot.storage.embeddings import SqliteEmbeddingRepository
+from bot.storage.embeddings import EmbeddingRepository
 from memory.recall.embeddings import EmbeddingBackfill, EndpointHealth, OpenAIEmbeddingClient
 from memory.recall.search import MemorySearchService
 from tests.support.fakes.embeddings import FakeEmbeddings
@@ -98,7 +98,7 @@ async def test_an_entry_at_the_end_of_a_long_note_gets_a_vector_of_its_own(tmp_p
                 OpenAIEmbeddingClient(config.mate.memory.embeddings) as client:
             await rt.core.workspace.write(1, NOTE, MORNING)
             await rt.core.workspace.append(1, NOTE, "- bought a red canoe")
-            store = SqliteEmbeddingRepository(rt.core.db)
+            store = EmbeddingRepository(rt.core.db)
             await EmbeddingBackfill(client, store, EndpointHealth(fake.base_url)).fill()
             note = await rt.core.workspace.get(1, NOTE)
             assert note is not None

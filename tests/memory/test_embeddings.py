@@ -15,7 +15,7 @@ import pytest
 from bot.core.config import masked_dump, parse_config
 from bot.core.errors import ConfigError
 from bot.app.runtime import Runtime, open_runtime
-from bot.storage.embeddings import SqliteEmbeddingRepository
+from bot.storage.embeddings import EmbeddingRepository
 from channels.base import InboundMessage
 from memory.recall.embeddings import EmbeddingBackfill, EndpointHealth, OpenAIEmbeddingClient, api_root
 from memory.recall.search import MemorySearchService
@@ -117,7 +117,7 @@ async def test_a_text_the_endpoint_refuses_is_skipped_and_the_rest_get_vectors(t
         async with open_runtime(config_with(tmp_path, fake), with_memory_worker=False) as rt, \
                 OpenAIEmbeddingClient(settings) as client:
             ids = await group_talk(rt, "tg:-1", 1, "[Ann] hello there", "[Ann] TOO LONG " * 50, "[Bob] goodbye")
-            backfill = EmbeddingBackfill(client, SqliteEmbeddingRepository(rt.core.db), EndpointHealth(fake.base_url))
+            backfill = EmbeddingBackfill(client, EmbeddingRepository(rt.core.db), EndpointHealth(fake.base_url))
             first = await backfill.fill()
             again = await backfill.fill()
             keys = await vector_keys(rt, 1)
@@ -130,7 +130,7 @@ async def test_a_vector_of_a_text_changed_meanwhile_is_not_kept(tmp_path: Path) 
 
     async with FakeEmbeddings(api_key=KEY) as fake:
         async with open_runtime(config_with(tmp_path, fake), with_memory_worker=False) as rt:
-            store = SqliteEmbeddingRepository(rt.core.db)
+            store = EmbeddingRepository(rt.core.db)
             [memory] = [p for p in await store.missing_files("ngram-1", 10) if p.text.startswith("# Core memory")]
             await rt.core.workspace.write(1, "MEMORY.md", "# Core memory\n- moved to Porto")  # while it was embedded
             stale = StoredVector(memory.key, 1, memory.text, 4, bytes([128, 200, 60, 128]), 1.0)
@@ -340,6 +340,6 @@ async def test_an_incognito_message_is_never_sent_to_the_endpoint(tmp_path: Path
         assert await rt.core.repos.incognito.start("tg:-5")
         await group_talk(rt, "tg:-5", 1, "[Ann] my bank pin is 4321", "[Ann] and the dog is called Rex")
         await eventually(lambda: "[Ann] the lake was lovely" in fake.texts(), "the message before incognito embedded")
-        pending = await SqliteEmbeddingRepository(rt.core.db).missing_messages("ngram-1", 0, 100)
+        pending = await EmbeddingRepository(rt.core.db).missing_messages("ngram-1", 0, 100)
     assert not [p for p in pending if "pin" in p.text or "Rex" in p.text]
     assert not [t for t in fake.texts() if "4321" in t or "Rex" in t]

@@ -13,15 +13,20 @@ import pytest
 from bot.app.core import Core, open_core
 from memory.recall.search import MAX_QUERY_CHARS, MemorySearchService, SearchQueryRefused, names_in, speaker, word_terms
 from tests.support.config import make_config, pinned_clock
+from tests.support.postgres import Cluster
+from tests.support.storage_backends import BACKENDS, storage_url
 from tests.support.recall_env import CHATTER, talk
 
 
-@pytest.fixture
-async def core(tmp_path: Path) -> AsyncIterator[Core]:
-    config = make_config(tmp_path, agents=[{"id": 1, "name": "Mate"}, {"id": 2, "name": "Group"}])
-    async with open_core(config, clock=pinned_clock()) as opened:
-        await opened.agents.ensure_configured()
-        yield opened
+@pytest.fixture(params=BACKENDS)
+async def core(request: pytest.FixtureRequest, tmp_path: Path, postgres_cluster: Cluster | str) -> AsyncIterator[Core]:
+    """The search's contract: every test here runs on SQLite and on PostgreSQL."""
+    async with storage_url(request.param, postgres_cluster) as url:
+        config = make_config(tmp_path, agents=[{"id": 1, "name": "Mate"}, {"id": 2, "name": "Group"}],
+                             storage={"url": url})
+        async with open_core(config, clock=pinned_clock()) as opened:
+            await opened.agents.ensure_configured()
+            yield opened
 
 
 async def group_talk(core: Core, conversation: str, agent_id: int, *texts: str) -> list[int]:

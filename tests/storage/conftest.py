@@ -2,19 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
 
 from bot.storage.sql import SqlDatabase
 from tests.support.postgres import Cluster
-from tests.support.storage_backends import BACKENDS, cluster_or_reason, open_backend
-
-
-@pytest.fixture(scope="session")
-def postgres_cluster() -> Iterator[Cluster | str]:
-    yield from cluster_or_reason()
+from tests.support.storage_backends import BACKENDS, open_backend
 
 
 @pytest.fixture(params=BACKENDS)

@@ -8,7 +8,7 @@ from typing import Any
 
 
 from bot.app.runtime import Runtime
-from bot.storage.embeddings import SqliteEmbeddingRepository
+from bot.storage.embeddings import EmbeddingRepository
 from tests.support.config import make_config
 from tests.support.fakes.embeddings import FakeEmbeddings
 
@@ -22,5 +22,5 @@ def config_with(tmp_path: Path, fake: FakeEmbeddings, model: str = "ngram-1", **
 
 
 async def vector_keys(rt: Runtime, agent_id: int, model: str = "ngram-1") -> set[int]:
-    rows = await SqliteEmbeddingRepository(rt.core.db).vectors(agent_id, model, 256, "all")
+    rows = await EmbeddingRepository(rt.core.db).vectors(agent_id, model, 256, "all")
     return {key for key, _, _ in rows}

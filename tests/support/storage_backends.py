@@ -54,6 +54,18 @@ async def fresh_database(cluster: Cluster) -> AsyncIterator[str]:
 
 
 @asynccontextmanager
+async def storage_url(kind: str, cluster: Cluster | str) -> AsyncIterator[str]:
+    """`mate.storage.url` for the backend: "" (SQLite at database.path) or a fresh PostgreSQL database."""
+    if kind == "sqlite":
+        yield ""
+        return
+    if isinstance(cluster, str):
+        pytest.skip(f"PostgreSQL: {cluster}")
+    async with fresh_database(cluster) as url:
+        yield url
+
+
+@asynccontextmanager
 async def open_backend(kind: str, tmp_path: Path, cluster: Cluster | str) -> AsyncIterator[SqlDatabase]:
     if kind == "sqlite":
         async with Database(tmp_path / "mate.db") as db:

@@ -20,7 +20,33 @@ from bot.core.config.tasks import TasksConfig
 
 
 class DatabaseConfig(Section):
+    # The SQLite file, unless storage.url names another database; its folder holds matebot's
+    # other data (media, the API token) whichever database is used.
     path: str = "data/mate.db"
+
+
+class StorageConfig(Section):
+    # "" = SQLite at database.path; sqlite:///relative/path, sqlite:////absolute/path, or
+    # postgresql://user:password@host:port/database (several daemons may share one).
+    url: str = ""
+
+    @field_validator("url")
+    @classmethod
+    def _known_scheme(cls, value: str) -> str:
+        value = value.strip()
+        if value and not value.startswith(("sqlite:///", "postgresql://", "postgres://")):
+            raise ValueError("must start with sqlite:/// or postgresql:// (or be empty for SQLite at database.path)")
+        if value.startswith("sqlite:///") and not value.removeprefix("sqlite:///"):
+            raise ValueError("sqlite:/// needs a file path after it, e.g. sqlite:///data/mate.db")
+        return value
+
+    @property
+    def postgres(self) -> bool:
+        return self.url.startswith(("postgresql://", "postgres://"))
+
+    def sqlite_path(self, default: str) -> str:
+        """The SQLite file: the url's path (sqlite:////abs keeps its leading slash), else `default`."""
+        return self.url.removeprefix("sqlite:///") if self.url.startswith("sqlite:///") else default
 
 
 LogLevel = Literal["debug", "info", "warning", "error"]
@@ -51,6 +77,7 @@ class MateConfig(Section):
     timezone: str = "local"
     locale: Literal["en", "zh-CN"] = "en"
     database: DatabaseConfig = DatabaseConfig()
+    storage: StorageConfig = StorageConfig()
     llm: LlmConfig = LlmConfig()
     agents: tuple[AgentEntry, ...] = (AgentEntry(id=1, name="Mate"),)
     routing: tuple[RouteRule, ...] = (

@@ -89,6 +89,8 @@ class PostgresTransaction:
 class PostgresDatabase(AsyncResource):
     """A pool of connections to one PostgreSQL database; the schema is created on first open."""
 
+    backend = "postgresql"
+
     def __init__(self, url: str, *, clock: Clock = clock_now, pool_size: int = 10) -> None:
         self.url = url
         self._clock = clock

@@ -1,0 +1,105 @@
+"""Search on PostgreSQL: the same reads as SQLite's (bot/storage/search.py) over mate_search, its
+`words` tsvector (ts_rank, the turn before weighing 0.4), its `dates` and a trigram index."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Coroutine, Sequence
+from typing import Any, TypeVar
+
+from bot.storage.postgres.database import PostgresDatabase
+from bot.storage.remembered import NOT_INCOGNITO
+from bot.storage.search import SUBSTRING_SCAN, ContextMessage, SearchHit, SearchReads, hit_of
+
+T = TypeVar("T")
+
+_HIT_COLUMNS = "s.key, s.source, s.body, s.time, s.conversation_id, s.ref_id, s.filename"
+_SOURCES = {"all": "", "notes": " AND s.source = 'notes'", "conversations": " AND s.source = 'conversations'"}
+# ts_rank's weights for D, C, B, A: the message itself (A) weighs 1, the turn before it (B) 0.4,
+# as SQLite's bm25 weighs its columns. Normalisation 1 divides by 1 + log(length): a long row
+# does not win on length alone (bm25 normalises by length too).
+_RANK = "ts_rank('{0, 0, 0.4, 1}', s.words, q.words, 1)"
+
+
+def _like_pattern(text: str) -> str:
+    """`text` anywhere, as an ILIKE pattern: its own % _ and backslashes match themselves."""
+    return "%" + text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+
+
+class PostgresSearchRepository:
+    """The search's reads run from a worker thread, each a query on the pool: the search's logic
+    (memory/recall/search.py) is the same code on both backends."""
+
+    def __init__(self, db: PostgresDatabase) -> None:
+        self._db = db
+
+    async def together(self, work: Callable[[SearchReads], T]) -> T:
+        reads = PostgresSearchReads(self._db, asyncio.get_running_loop())
+        return await asyncio.to_thread(work, reads)
+
+
+class PostgresSearchIndex:
+    def __init__(self, db: PostgresDatabase) -> None:
+        self._db = db
+
+    async def merge(self) -> None:
+        """Fresh planner statistics after a day of writes (PostgreSQL merges its indexes itself)."""
+        await self._db.execute("ANALYZE mate_search")
+
+
+class PostgresSearchReads:
+    """SearchReads on PostgreSQL, called from a worker thread: each read runs on the event loop."""
+
+    def __init__(self, db: PostgresDatabase, loop: asyncio.AbstractEventLoop) -> None:
+        self._db = db
+        self._loop = loop
+
+    def _fetch(self, sql: str, params: Sequence[Any]) -> list[Any]:
+        call: Coroutine[Any, Any, list[Any]] = self._db.fetchall(sql, params)
+        return asyncio.run_coroutine_threadsafe(call, self._loop).result()
+
+    def words(self, agent_id: int, phrases: Sequence[str], source: str, limit: int,
+              dates: Sequence[str] = ()) -> list[SearchHit]:
+        if dates:
+            match = "(s.words @@ q.words OR s.dates @@ q.dates)"
+            score = f"-({_RANK} + ts_rank(s.dates, q.dates))"
+        else:
+            match, score = "s.words @@ q.words", f"-{_RANK}"
+        return self._ranked(agent_id, phrases, dates, source, limit, match, score)
+
+    def words_on_dates(self, agent_id: int, phrases: Sequence[str], dates: Sequence[str], source: str,
+                       limit: int) -> list[SearchHit]:
+        # The rows with the words, those written on the dates ranked up: no row found by its date alone.
+        score = f"-({_RANK} + CASE WHEN s.dates @@ q.dates THEN ts_rank(s.dates, q.dates) ELSE 0 END)"
+        return self._ranked(agent_id, phrases, dates, source, limit, "s.words @@ q.words", score)
+
+    def _ranked(self, agent_id: int, phrases: Sequence[str], dates: Sequence[str], source: str, limit: int,
+                match: str, score: str) -> list[SearchHit]:
+        rows = self._fetch(
+            f"SELECT {_HIT_COLUMNS}, {score} AS score FROM mate_search s, "
+            "(SELECT mate_search_query(CAST(? AS text[])) AS words, mate_search_query(CAST(? AS text[])) AS dates) q "
+            f"WHERE s.agent_id = ?{_SOURCES[source]} AND {match} ORDER BY score, s.time DESC LIMIT ?",
+            (list(phrases), list(dates), agent_id, limit))
+        return [hit_of(row) for row in rows]
+
+    def substring(self, agent_id: int, text: str, source: str, limit: int) -> list[SearchHit]:
+        rows = self._fetch(
+            f"SELECT * FROM (SELECT {_HIT_COLUMNS} FROM mate_search s WHERE s.agent_id = ?{_SOURCES[source]} "
+            "AND s.body ILIKE ? ORDER BY s.key DESC LIMIT ?) AS newest ORDER BY time DESC LIMIT ?",
+            (agent_id, _like_pattern(text), SUBSTRING_SCAN, limit))
+        return [hit_of(row) for row in rows]
+
+    def around(self, messages: Sequence[tuple[str, int]], count: int) -> list[list[ContextMessage]]:
+        if not messages:
+            return []
+        side = ("(SELECT {n} AS n, id, role, content, create_time FROM mate_message WHERE conversation_id = ? "
+                "AND id {op} ? AND role IN ('user', 'assistant') AND content_format = 'text' AND "
+                + NOT_INCOGNITO.format(m="mate_message") + " ORDER BY id {order} LIMIT ?)")
+        rows = self._fetch(
+            " UNION ALL ".join(side.format(n=n, op=op, order=order) for n in range(len(messages))
+                               for op, order in (("<", "DESC"), (">", "ASC"))),
+            tuple(value for conversation, message in messages for _ in "ba" for value in (conversation, message, count)))
+        found: list[list[ContextMessage]] = [[] for _ in messages]
+        for row in sorted(rows, key=lambda r: int(r[1])):
+            found[int(row[0])].append(ContextMessage(int(row[1]), str(row[2]), str(row[3]), str(row[4])))
+        return found
