@@ -11,7 +11,7 @@ from collections.abc import Callable, Coroutine, Sequence
 from typing import Any
 
 from bot.app.cli.check import check_config
-from bot.app.cli.data import backup, restore
+from bot.app.cli.data import backup, migrate, restore
 from bot.app.cli.exits import EXIT_OK, EXIT_RUNTIME, EXIT_USAGE
 from bot.app.cli.lists import conversations, people, tasks
 from bot.app.cli.memory import (
@@ -109,6 +109,7 @@ _HANDLERS: dict[str, Callable[[Config, argparse.Namespace], Coroutine[Any, Any, 
     "check-config": check_config,
     "backup": backup,
     "restore": restore,
+    "migrate": migrate,
     "memory show": memory_show,
     "memory search": memory_search,
     "memory export": memory_export,

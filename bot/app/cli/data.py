@@ -1,4 +1,4 @@
-"""`matebot backup` and `matebot restore`."""
+"""`matebot backup`, `matebot restore` and `matebot migrate`."""
 
 from __future__ import annotations
 
@@ -50,4 +50,46 @@ async def restore(config: Config, args: argparse.Namespace) -> int:
         print(f"matebot: the database is restored, but not every media file was copied: {report.media_error}",
               file=sys.stderr)
         return EXIT_RUNTIME
+    return EXIT_OK
+
+
+async def migrate(config: Config, args: argparse.Namespace) -> int:
+    """Copy this configuration's SQLite database into an empty PostgreSQL one, and check the counts."""
+    from bot.app.instance_lock import DatabaseLock
+    from bot.storage import Database
+    from bot.storage.postgres.copy import copy_sqlite
+    from bot.storage.postgres.database import PostgresDatabase, redacted
+
+    target = str(args.to)
+    if not target.startswith(("postgresql://", "postgres://")):
+        print("matebot: --to must be a postgresql:// URL, e.g. postgresql://matebot@localhost/matebot",
+              file=sys.stderr)
+        return EXIT_RUNTIME
+    storage = config.mate.storage
+    if storage.postgres:
+        print(f"matebot: this configuration already uses PostgreSQL ({redacted(storage.url)}); migrate copies "
+              "from the SQLite database it used before: point mate.storage.url back to it", file=sys.stderr)
+        return EXIT_RUNTIME
+    source = Path(storage.sqlite_path(config.mate.database.path))
+    if not source.exists():
+        print(f"matebot: there is no database at {source} to copy", file=sys.stderr)
+        return EXIT_RUNTIME
+    try:
+        with DatabaseLock(config.mate.database.path):  # a daemon writing meanwhile would be copied half
+            async with Database(source):  # brought to this version's schema, as the target is made
+                pass
+            async with PostgresDatabase(target) as postgres:
+                counts = await copy_sqlite(source, postgres, progress=lambda line: print(line, file=sys.stderr))
+    except MateError as exc:
+        print(f"matebot: nothing migrated: {exc}", file=sys.stderr)
+        return EXIT_RUNTIME
+    width = max(len(c.table) for c in counts)
+    for copied in counts:
+        mark = "ok" if copied.source_rows == copied.target_rows else "DIFFERENT"
+        print(f"{copied.table:<{width}}  {copied.source_rows:>9}  {copied.target_rows:>9}  {mark}")
+    if any(c.source_rows != c.target_rows for c in counts):
+        print("matebot: the counts differ: do not switch to the copy", file=sys.stderr)
+        return EXIT_RUNTIME
+    print(f"copied {sum(c.source_rows for c in counts)} rows from {source} to {redacted(target)}; every count "
+          f"matches. To use it, set mate.storage.url to that URL in your config.yaml.")
     return EXIT_OK

@@ -77,6 +77,11 @@ def build_parser() -> argparse.ArgumentParser:
                       "The database it replaces is kept beside it.")
     restore.add_argument("backup", type=Path,
                          help="a file `matebot backup` wrote, or its folder (the newest one is taken)")
+    migrate = command(commands, "migrate", "copy the SQLite database into an empty PostgreSQL database",
+                      "Every table is copied with its ids and the counts are checked; the search index is rebuilt "
+                      "there. Stop the daemon first; afterwards set mate.storage.url to the URL.")
+    migrate.add_argument("--to", required=True, metavar="URL",
+                         help="the PostgreSQL database, e.g. postgresql://matebot:PASSWORD@localhost/matebot")
     memory = command(commands, "memory", "inspect and maintain memory",
                      "The memory files each agent keeps (MEMORY.md, PROFILE.md, daily notes...).")
     actions = memory.add_subparsers(dest="action", required=True, parser_class=Parser, metavar="ACTION",

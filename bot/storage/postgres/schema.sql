@@ -288,6 +288,12 @@ LANGUAGE sql STABLE AS $$
            to_tsvector('mate_words', mate_search_date_words(day))
 $$;
 
+-- A group message without the "[Name] " the router stores before it.
+CREATE FUNCTION mate_search_without_speaker(t text) RETURNS text LANGUAGE sql IMMUTABLE AS $$
+    SELECT CASE WHEN left(t, 1) = '[' AND strpos(t, '] ') BETWEEN 2 AND 130 THEN substr(t, strpos(t, '] ') + 2)
+                ELSE t END
+$$;
+
 -- (Re)index one message: what people said and the answers, in text, outside incognito. A
 -- person's message carries the message before it when that was a person's too (a group's
 -- back-and-forth), without its "[Name] " prefix.
@@ -309,9 +315,7 @@ BEGIN
         WHERE p.conversation_id = m.conversation_id AND p.id < m.id AND p.role IN ('user', 'assistant')
               AND p.content_format = 'text'
         ORDER BY p.id DESC LIMIT 1;
-        IF left(before_text, 1) = '[' AND strpos(before_text, '] ') BETWEEN 2 AND 130 THEN
-            before_text := substr(before_text, strpos(before_text, '] ') + 2);
-        END IF;
+        before_text := mate_search_without_speaker(before_text);
     END IF;
     SELECT c.agent_id INTO agent FROM mate_conversation c WHERE c.id = m.conversation_id;
     INSERT INTO mate_search(key, agent_id, source, body, time, conversation_id, ref_id, filename, words, dates)
@@ -406,3 +410,27 @@ BEGIN
 END $$;
 CREATE TRIGGER tr_piece_index AFTER INSERT OR DELETE ON mate_file_piece
     FOR EACH ROW EXECUTE FUNCTION mate_search_piece_changed();
+
+-- The whole index made again from the messages and the live files, in bulk (after a copy
+-- that wrote them with these triggers off): the same rows the triggers would have written.
+CREATE FUNCTION mate_search_rebuild() RETURNS void LANGUAGE plpgsql AS $$
+BEGIN
+    DELETE FROM mate_search;
+    DELETE FROM mate_file_piece;
+    INSERT INTO mate_search(key, agent_id, source, body, time, conversation_id, ref_id, filename, words, dates)
+    SELECT m.id * 2, c.agent_id, 'conversations', m.content, m.create_time, m.conversation_id, m.id, NULL,
+           r.words, r.dates
+    FROM (SELECT t.*, lag(t.role) OVER w AS before_role, lag(t.content) OVER w AS before_text
+          FROM mate_message t WHERE t.role IN ('user', 'assistant') AND t.content_format = 'text'
+          WINDOW w AS (PARTITION BY t.conversation_id ORDER BY t.id)) m
+    JOIN mate_conversation c ON c.id = m.conversation_id
+    CROSS JOIN LATERAL mate_search_row(
+        m.content,
+        CASE WHEN m.role = 'user' AND m.before_role = 'user' THEN mate_search_without_speaker(m.before_text) END,
+        m.create_time) r
+    WHERE NOT EXISTS (SELECT 1 FROM mate_incognito i WHERE i.conversation_id = m.conversation_id
+                      AND m.id > i.after_message_id);
+    INSERT INTO mate_file_piece(file_id, start, length, create_time)
+    SELECT id, 0, length(content), update_time FROM mate_workspace_file
+    WHERE deleted = 0 AND length(content) > 0 ORDER BY id;
+END $$;
