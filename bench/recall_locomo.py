@@ -37,6 +37,7 @@ Run: `python -m bench.recall_locomo [--data FILE] [--embeddings BASE_URL]`.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import asyncio
 import json
 import os
@@ -176,8 +177,8 @@ class _Tally:
                 "session_recall_at_5": round(self.session_recall / n, 3)}
 
 
-def _config(path: Path, embeddings: EmbeddingsConfig | None) -> Config:
-    config = make_config(path.parent)
+def _config(path: Path, embeddings: EmbeddingsConfig | None, storage_url: str = "") -> Config:
+    config = make_config(path.parent, storage={"url": storage_url})
     memory = config.mate.memory.model_copy(update={"embeddings": embeddings})
     return config.model_copy(update={"mate": config.mate.model_copy(update={"memory": memory})})
 
@@ -194,13 +195,14 @@ async def _semantic(core: Core, embeddings: EmbeddingsConfig, client: OpenAIEmbe
     return SemanticSearch(client, store, health, timeout=30.0)  # a slow model must not fall back here
 
 
-async def _ask(path: Path, corpus: Corpus, embeddings: EmbeddingsConfig | None = None) -> dict[str, Any]:
+async def _ask(path: Path, corpus: Corpus, embeddings: EmbeddingsConfig | None = None,
+               storage_url: str = "") -> dict[str, Any]:
     total = _Tally()
     by_category: dict[int, _Tally] = defaultdict(_Tally)
     latencies: list[float] = []
     leaked = 0
     report: dict[str, Any] = {}
-    async with open_core(_config(path, embeddings)) as core, AsyncExitStack() as stack:
+    async with open_core(_config(path, embeddings, storage_url)) as core, AsyncExitStack() as stack:
         semantic = None
         if embeddings is not None:
             client = await stack.enter_async_context(OpenAIEmbeddingClient(embeddings))
@@ -231,6 +233,36 @@ async def _ask(path: Path, corpus: Corpus, embeddings: EmbeddingsConfig | None =
     }
 
 
+_COMPARED = ("recall_at_5", "hit_at_5", "shown_at_5", "session_recall_at_5")
+
+
+def _on_postgres(target: str, path: Path, corpus: Corpus, embeddings: EmbeddingsConfig | None,
+                 sqlite: dict[str, Any]) -> dict[str, Any]:
+    """The same questions on a copy of the database in PostgreSQL (matebot migrate's copy)."""
+    with contextlib.ExitStack() as stack:
+        if target == "local":
+            from tests.support.postgres import throwaway_cluster
+
+            target = stack.enter_context(throwaway_cluster()).url("postgres")
+        figures = asyncio.run(_copy_and_ask(target, path, corpus, embeddings))
+    gaps = {name: round(abs(figures[name] - sqlite[name]), 3) for name in _COMPARED}
+    gaps.update({f"{category}.{name}": round(abs(figures["by_category"][category][name]
+                                                 - sqlite["by_category"][category][name]), 3)
+                 for category in figures["by_category"] for name in _COMPARED})
+    return {**figures, "largest_gap_to_sqlite": max(gaps.values()), "gaps": gaps}
+
+
+async def _copy_and_ask(url: str, path: Path, corpus: Corpus, embeddings: EmbeddingsConfig | None) -> dict[str, Any]:
+    from bot.storage.postgres.copy import copy_sqlite
+    from bot.storage.postgres.database import PostgresDatabase
+
+    async with PostgresDatabase(url) as postgres:
+        counts = await copy_sqlite(path, postgres)
+    if any(c.source_rows != c.target_rows for c in counts):
+        raise RuntimeError(f"the copy into {url} lost rows: {counts}")
+    return await _ask(path, corpus, embeddings, storage_url=url)
+
+
 async def _schema(path: Path) -> None:
     async with open_core(make_config(path.parent)) as core:
         await core.agents.ensure_configured()
@@ -242,6 +274,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any] | None:
     parser.add_argument("--embeddings", metavar="BASE_URL",
                         help="an OpenAI-compatible embeddings server: fuse semantic search with the lexical one")
     parser.add_argument("--embeddings-model", default="text-embedding-3-small", help="the model name it is sent")
+    parser.add_argument("--postgres", metavar="URL",
+                        help="also search a copy on PostgreSQL (an empty database's URL, or `local` for a throwaway "
+                             "cluster of Debian's server) and print its figures beside SQLite's")
     args = parser.parse_args(argv)
     embeddings = None
     if args.embeddings:
@@ -265,11 +300,14 @@ def main(argv: list[str] | None = None) -> dict[str, Any] | None:
         corpus = _build(str(path), samples)
         try:
             figures = asyncio.run(_ask(path, corpus, embeddings))
+            if args.postgres:
+                figures["postgresql"] = _on_postgres(args.postgres, path, corpus, embeddings, figures)
         except EmbeddingFailed as exc:
             print(f"recall_locomo: the embeddings server {args.embeddings} failed: {exc}", file=sys.stderr)
             return None
         result = {"bench": "recall_locomo", "data": args.data.name, "conversations": len(samples), **figures,
-                  "target": "shown_at_5 >= 0.92, recall_at_5 >= 0.65, p95_ms <= 30"}
+                  "target": "shown_at_5 >= 0.92, recall_at_5 >= 0.65, p95_ms <= 30 (PostgreSQL: every figure "
+                            "within 0.03 of SQLite's)"}
     return emit(result, load)
 
 
