@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
@@ -99,9 +101,20 @@ class MessageHandler(Protocol):
     ) -> Awaitable[RoutedReply | None]: ...
 
 
-# A channel's health for /healthz and /status: "ok", "retrying", or "stopped: <reason>".
+# A channel's health for /healthz and /status: "ok", "retrying", "standby" (another daemon on the
+# database serves this bot; this one takes over should it stop), or "stopped: <reason>".
 CHANNEL_OK = "ok"
 CHANNEL_RETRYING = "retrying"
+CHANNEL_STANDBY = "standby"
+
+
+class PollingLeases(Protocol):
+    """Several daemons on one database: which of them serves a bot (bot/storage/leases.py)."""
+
+    @property
+    def renew_every(self) -> float: ...
+
+    def held(self, name: str, lost: asyncio.Event | None = None) -> AbstractAsyncContextManager[bool]: ...
 
 
 def channel_stopped(reason: str) -> str:
@@ -130,7 +143,7 @@ class ChannelStateBoard:
         return {channel.name: channel.state for channel in self._channels}
 
     def all_ok(self) -> bool:
-        return all(state == CHANNEL_OK for state in self.states().values())
+        return all(state in (CHANNEL_OK, CHANNEL_STANDBY) for state in self.states().values())
 
 
 @runtime_checkable

@@ -6,7 +6,8 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import defaultdict
-from collections.abc import Coroutine
+from collections.abc import AsyncIterator, Coroutine
+from contextlib import asynccontextmanager
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -16,6 +17,8 @@ from bot.core.lifecycle import AsyncResource
 from bot.core.content.transcript import TRANSCRIPT_ROLES
 from bot.core.retry import PENDING_EXTRACTION, Backoff, Sleep
 from bot.storage import Repositories
+from bot.storage.leases import Leases
+from bot.storage.memory_state import MEMORY_LEASE_PREFIX
 from bot.core.records import PendingMemoryRecord
 from memory.events import ConversationCompletedEvent
 from memory.extraction.summarization import (
@@ -45,9 +48,12 @@ class MemoryWorker(AsyncResource):
     def __init__(
         self, service: MemorySummarizationService, repos: Repositories, config: MateConfig, *,
         clock: Clock = utc_now, sleep: Sleep = asyncio.sleep,
-        retry: Backoff = PENDING_EXTRACTION,
+        retry: Backoff = PENDING_EXTRACTION, leases: Leases | None = None,
     ) -> None:
         self._service = service
+        # Several daemons on one database: one at a time runs an agent's memory work (None: this
+        # daemon is the only one).
+        self._leases = leases
         self._repos = repos
         self._memory = config.memory
         self._clock = clock
@@ -117,7 +123,12 @@ class MemoryWorker(AsyncResource):
             await self._repos.memory_runs.record(agent_id, RUN_KIND, "skipped", conversation_id=conversation_id,
                                                 reason=reason)
             return AnalysisOutcome("skipped", False, reason)
-        async with lock:
+        async with lock, self._agent_lease(agent_id) as held:
+            if not held:
+                reason = "busy: another matebot on this database is analysing this agent's memory"
+                await self._repos.memory_runs.record(agent_id, RUN_KIND, "skipped", conversation_id=conversation_id,
+                                                    reason=reason)
+                return AnalysisOutcome("skipped", False, reason)
             self._last_start[agent_id] = self._clock()
             self._at_once.discard(conversation_id)
             outcome = await self._service.analyze_and_update_memory(agent_id, conversation_id)
@@ -285,8 +296,26 @@ class MemoryWorker(AsyncResource):
         async with self._locks[agent_id]:
             await self._run_due(agent_id)
 
+    @asynccontextmanager
+    async def _agent_lease(self, agent_id: int) -> AsyncIterator[bool]:
+        """Whether this daemon may run the agent's memory work now (always, alone on its database)."""
+        if self._leases is None:
+            yield True
+            return
+        async with self._leases.held(f"{MEMORY_LEASE_PREFIX}{agent_id}") as held:
+            yield held
+
     async def _run_due(self, agent_id: int) -> None:
-        """Analyse every due pending row of the agent (lock held); reschedule the rest."""
+        """Analyse every due pending row of the agent (lock held), unless another daemon is at it
+        (then later); reschedule the rest."""
+        async with self._agent_lease(agent_id) as held:
+            if held:
+                await self._run_due_held(agent_id)
+            else:
+                log.info("memory extraction for agent %d deferred: another daemon runs it", agent_id)
+                self._defer(agent_id, self._clock() + timedelta(seconds=self._leases.renew_every if self._leases else 0))
+
+    async def _run_due_held(self, agent_id: int) -> None:
         if self._service.offline:
             # No model reads them: the rows stay, and the next start with a model analyses them.
             if not self._offline_noted:

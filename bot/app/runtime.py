@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import socket
 import logging
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
@@ -35,6 +36,7 @@ from bot.schedule.reminders.tool import TurnTaskTools
 from bot.media.transcription import OpenAITranscriber
 from bot.media.voice import VoiceNoteReader
 from channels.base import ChannelStateBoard
+from bot.storage.leases import Leases
 from bot.storage.embeddings import EmbeddingRepository
 from memory.consolidation.turns import ConsolidationTurns
 from memory.recall.embeddings import EmbeddingBackfill, EndpointHealth, OpenAIEmbeddingClient, SemanticSearch
@@ -86,6 +88,7 @@ class Runtime:
     outbox: ChannelOutbox  # messages the daemon sends on its own (reminders, memory receipts), by channel
     consolidation_turns: ConsolidationTurns  # the nightly review's turns: their memory writes are its run's
     clock: Clock = utc_now  # open_runtime's: what the daemon's services started later keep too
+    leases: Leases | None = None  # several daemons on one database (PostgreSQL): who does what
 
 
 YOUNG_GC_THRESHOLD = 20_000
@@ -145,13 +148,14 @@ async def open_runtime(
         if mate.llm.parses_text_tool_calls and not offline:
             llm = TextToolCallClient(llm)
         llm = UsageRecordingClient(llm, core.repos.llm_usage)
+        leases = _leases(core, clock, sleep)
         tokens = TokenEstimator()
         outbox = ChannelOutbox()
         prefixes = ChatPrefixes()  # the agent's chat prefixes, which memory extraction reads from the cache
         # A model that holds little context gets the compact tool schemas (mate.llm.tools), and its
         # memory work is asked in smaller pieces.
         form = mate.llm.tool_form(window_config.default_max_input_tokens)
-        services = _memory_services(stack, core, llm, clock, sleep, outbox, prefixes,
+        services = _memory_services(stack, core, llm, clock, sleep, outbox, prefixes, leases,
                                     small_model=form == "compact") if with_memory_worker else None
         memory: MemoryEventSink = services.worker if services else NullMemorySink()
         window = ConversationWindowManager(
@@ -186,22 +190,32 @@ async def open_runtime(
         router = ChannelMessageRouter(mate, core.repos, core.agents, agent, memory, core.prompts,
                                       commands=commands, media=media, access=access, people=core.people,
                                       tasks=TurnTaskTools(tasks, core.prompts, core.repos.incognito.holds, form=form),
-                                      clock=clock)
+                                      clock=clock, leases=leases)
         yield Runtime(core=core, llm=llm, tokens=tokens, window=window, agent=agent, router=router,
                       commands=commands, memory=memory, offline=offline, channel_states=channel_states,
                       access=access, memory_tool=tool, search=searches, memory_services=services, tasks=tasks,
-                      outbox=outbox, consolidation_turns=consolidation_turns, clock=clock)
+                      outbox=outbox, consolidation_turns=consolidation_turns, clock=clock, leases=leases)
+
+
+def _leases(core: Core, clock: Clock, sleep: Sleep) -> Leases | None:
+    """On a database several daemons may share (PostgreSQL), the leases they divide the work by;
+    None on SQLite, which one daemon holds alone. A daemon is named by its host and data folder:
+    restarted, it takes its own leases back at once."""
+    if core.db.backend != "postgresql":
+        return None
+    holder = f"{socket.gethostname()}:{Path(core.config.mate.database.path).parent.resolve()}"
+    return Leases(core.repos.leases, holder, clock=clock, sleep=sleep)
 
 
 def _memory_services(
     stack: AsyncExitStack, core: Core, llm: LLMClient, clock: Clock, sleep: Sleep, outbox: ChannelOutbox,
-    prefixes: ChatPrefixes, *, small_model: bool = False,
+    prefixes: ChatPrefixes, leases: Leases | None, *, small_model: bool = False,
 ) -> MemoryServices:
     mate = core.config.mate
     receipts = MemoryReceipts(mate.memory.receipts, core.repos, outbox, core.prompts)
     service = MemorySummarizationService(mate, core.repos, core.workspace, llm, core.prompts, clock, sleep=sleep,
                                          listener=receipts, prefixes=prefixes, small_model=small_model)
-    worker = MemoryWorker(service, core.repos, mate, clock=clock, sleep=sleep)
+    worker = MemoryWorker(service, core.repos, mate, clock=clock, sleep=sleep, leases=leases)
     stack.push_async_callback(worker.close)
     # The owner's direct chat, where a proposal is sent: Telegram first (a private chat's id
     # is the user's, so the first admin's chat works before any is stored), then Discord.

@@ -64,7 +64,7 @@ async def start_services(config: Config, rt: Runtime, stack: AsyncExitStack) -> 
         from channels.telegram.adapter import TelegramChannel
 
         channels.append(TelegramChannel(mate.channels.telegram, rt.router.handle, rt.core.prompts,
-                                        access=rt.access.telegram))
+                                        access=rt.access.telegram, leases=rt.leases))
     if mate.channels.discord.enabled:
         from channels.discord.adapter import DiscordChannel
 

@@ -21,6 +21,7 @@ from bot.media.preparer import MediaPreparer, MediaRefused, PreparedMedia
 from bot.conversation.people import Person, PersonDirectory
 from bot.conversation.ports import CommandPort
 from bot.core.prompts import PromptLibrary
+from bot.storage.leases import Leases
 from bot.storage import Repositories
 from bot.core.records import ConversationRecord, MessageRecord
 from bot.conversation.reminder_port import TurnTasks
@@ -79,17 +80,19 @@ class _Once:
 
 
 class _KeyedLocks:
-    """One FIFO lock per conversation key, dropped when nobody holds or waits for it."""
+    """One FIFO lock per conversation key, dropped when nobody holds or waits for it; with
+    `leases` (several daemons on one database) also held across daemons, as the lease "chat:<key>"."""
 
-    def __init__(self) -> None:
+    def __init__(self, leases: Leases | None = None) -> None:
         self._locks: dict[str, tuple[asyncio.Lock, int]] = {}
+        self._leases = leases
 
     @asynccontextmanager
     async def hold(self, key: str) -> AsyncIterator[None]:
         lock, users = self._locks.get(key, (asyncio.Lock(), 0))
         self._locks[key] = (lock, users + 1)
         try:
-            async with lock:
+            async with lock, self._across_daemons(key):
                 yield
         finally:
             lock, users = self._locks[key]
@@ -97,6 +100,14 @@ class _KeyedLocks:
                 del self._locks[key]
             else:
                 self._locks[key] = (lock, users - 1)
+
+    @asynccontextmanager
+    async def _across_daemons(self, key: str) -> AsyncIterator[None]:
+        if self._leases is None:
+            yield
+            return
+        async with self._leases.waited(f"chat:{key}"):
+            yield
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,7 +125,7 @@ class ChannelMessageRouter:
         self, config: MateConfig, repos: Repositories, agents: AgentDirectory, agent: Agent,
         memory: MemoryEventSink, prompts: PromptLibrary, *, commands: CommandPort, people: PersonDirectory,
         media: MediaPreparer | None = None, access: AccessPolicies | None = None, tasks: TurnTasks | None = None,
-        clock: Clock = utc_now,
+        clock: Clock = utc_now, leases: Leases | None = None,
     ) -> None:
         self._config = config
         self._clock = clock
@@ -127,7 +138,7 @@ class ChannelMessageRouter:
         self._agent = agent
         self._memory = memory
         self._prompts = prompts
-        self._locks = _KeyedLocks()
+        self._locks = _KeyedLocks(leases)  # one turn of a chat at a time, across daemons too
         self._voice_lanes = _KeyedLocks()  # a chat's voice notes, in the order they came
         self._active: dict[str, ConversationRecord] = {}
         self._in_flight = 0

@@ -12,6 +12,7 @@ from bot.storage.conversations import (
 from bot.storage.database import Database
 from bot.storage.file_history import FileHistoryRepository
 from bot.storage.incognito import IncognitoRepository
+from bot.storage.leases import LeaseRepository
 from bot.storage.proposals import ProposalRepository
 from bot.storage.memory_commit import MemoryCommitRepository
 from bot.storage.people import PersonRepository
@@ -48,6 +49,7 @@ class Repositories:
     file_history: FileHistoryRepository
     incognito: IncognitoRepository
     proposals: ProposalRepository
+    leases: LeaseRepository
 
     @classmethod
     def over(cls, db: SqlDatabase) -> Repositories:
@@ -75,6 +77,7 @@ class Repositories:
             file_history=FileHistoryRepository(db),
             incognito=IncognitoRepository(db),
             proposals=ProposalRepository(db),
+            leases=LeaseRepository(db),
         )
 
 

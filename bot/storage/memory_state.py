@@ -5,6 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 from bot.storage.sql import SqlDatabase
+
+# The lease a daemon holds while it runs an agent's memory work (bot/storage/leases.py): "memory:<agent id>".
+MEMORY_LEASE_PREFIX = "memory:"
 from bot.storage.remembered import NOT_INCOGNITO
 from bot.core.records import MemoryRunRecord, PendingMemoryRecord, UnanalysedConversation
 
@@ -138,10 +141,14 @@ class MemoryRunRepository:
         return int(rows[0][0])
 
     async def fail_interrupted(self, error: str) -> int:
-        """Close runs left 'running' by a process that died mid-run; call before any run starts."""
+        """Close runs left 'running' by a process that died mid-run; call before any run starts.
+        A run whose agent's memory lease another daemon holds is that daemon's, still going."""
+        now = self._db.now()
         result = await self._db.execute(
-            "UPDATE mate_memory_run SET status = 'failed', error = ?, finished = ? WHERE status = 'running'",
-            (error, self._db.now()),
+            "UPDATE mate_memory_run SET status = 'failed', error = ?, finished = ? WHERE status = 'running' "
+            "AND NOT EXISTS (SELECT 1 FROM mate_lease l WHERE l.name = ? || CAST(mate_memory_run.agent_id AS TEXT) "
+            "AND l.expires_time > ?)",
+            (error, now, MEMORY_LEASE_PREFIX, now),
         )
         return result.rowcount
 

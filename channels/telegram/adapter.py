@@ -23,9 +23,11 @@ from bot.core.retry import CHANNEL_RECONNECT, TELEGRAM_SEND, Backoff, RetryStrea
 from channels.base import (
     CHANNEL_OK,
     CHANNEL_RETRYING,
+    CHANNEL_STANDBY,
     InboundMessage,
     MessageHandler,
     OutboundMessage,
+    PollingLeases,
     Stored,
     channel_stopped,
 )
@@ -80,7 +82,7 @@ class TelegramChannel:
         backoff_base: float = CHANNEL_RECONNECT.base, backoff_max: float = CHANNEL_RECONNECT.maximum,
         backoff_jitter: float = CHANNEL_RECONNECT.jitter,
         busy_poll_interval: float = BUSY_POLL_INTERVAL, concurrent_updates: int = CONCURRENT_UPDATES,
-        access: AccessPolicy | None = None,
+        access: AccessPolicy | None = None, leases: PollingLeases | None = None,
     ) -> None:
         if bot_factory is None:
             require_token(config)
@@ -107,6 +109,10 @@ class TelegramChannel:
         self._stopping = asyncio.Event()
         self._finished = asyncio.Event()
         self._finished.set()
+        # Several daemons on one database: the one holding the lease "telegram:<bot id>" polls,
+        # the others stand by (their replies and reminders still go out through the bot).
+        self._leases = leases
+        self._standby_noted = False
 
     @property
     def state(self) -> str:
@@ -152,7 +158,10 @@ class TelegramChannel:
                 else:
                     log.info("telegram channel polling as @%s again, after %.1f s of retries",
                              self._username, time.monotonic() - down_since)
-                await self._poll(bot)
+                if not await self._poll_leased(bot):
+                    if not await self._sleep(self._leases.renew_every if self._leases else 0):
+                        return True
+                    continue
             except _Stopping:
                 return True
             except InvalidToken as exc:
@@ -162,6 +171,11 @@ class TelegramChannel:
                 self._state = STOPPED_INVALID_TOKEN
                 return False
             except Conflict:
+                if self._leases is not None:  # another daemon polls: it holds the lease, or took it over
+                    self._state = CHANNEL_STANDBY
+                    if not await self._sleep(self._leases.renew_every):
+                        return True
+                    continue
                 log.error("telegram channel stopped: another instance is polling this bot (409 Conflict); "
                           "stop the other one, then restart matebot")
                 self._state = STOPPED_CONFLICT
@@ -196,11 +210,32 @@ class TelegramChannel:
         self._bot, self._bot_id, self._username = bot, bot.id, bot.username or ""
         self._state = CHANNEL_OK
 
-    async def _poll(self, bot: PollingBot) -> None:
-        """getUpdates until an error; the offset only confirms updates the router has stored
-        (or that cannot be read: those are skipped, so they cannot hold up the rest)."""
+    async def _poll_leased(self, bot: PollingBot) -> bool:
+        """Poll while this daemon holds the bot's lease; False at once when another daemon holds
+        it (this one stands by), and when the lease is lost (polling stops after the current call)."""
+        if self._leases is None:
+            await self._poll(bot, None)
+            return True
+        lost = asyncio.Event()
+        async with self._leases.held(f"telegram:{bot.id}", lost) as held:
+            if not held:
+                self._state = CHANNEL_STANDBY
+                if not self._standby_noted:
+                    self._standby_noted = True
+                    log.info("telegram channel standing by: another matebot on this database polls @%s",
+                             self._username)
+                return False
+            if self._standby_noted:
+                log.info("telegram channel polling as @%s: taken over from another matebot", self._username)
+                self._standby_noted = False
+            await self._poll(bot, lost)
+        return False
+
+    async def _poll(self, bot: PollingBot, lost: asyncio.Event | None) -> None:
+        """getUpdates until an error (or `lost` is set); the offset only confirms updates the router
+        has stored (or that cannot be read: those are skipped, so they cannot hold up the rest)."""
         ledger = self._ledger
-        while True:
+        while lost is None or not lost.is_set():
             ledger.progress.clear()
             offset = ledger.offset()
             try:

@@ -138,3 +138,22 @@ async def test_a_proposal_replaces_the_waiting_one_and_applies_onto_its_version(
     assert waiting is not None and waiting.id == second
     assert await proposals.apply(waiting, keep=50) is True
     assert (await files.get(1, "SOUL.md")).content == "warm"  # type: ignore[union-attr]
+
+
+async def test_a_lease_is_held_by_one_daemon_until_it_expires(sql: SqlDatabase) -> None:
+    from datetime import datetime, timedelta, timezone
+
+    from bot.storage.leases import LeaseRepository
+
+    leases = LeaseRepository(sql)
+    now = datetime(2026, 3, 4, 8, 0, tzinfo=timezone.utc)
+    assert await leases.take("telegram:bot", "a", now, 60) is True
+    assert await leases.take("telegram:bot", "b", now + timedelta(seconds=59), 60) is False
+    assert await leases.take("telegram:bot", "a", now + timedelta(seconds=20), 60) is True  # renewed to 80 s
+    assert await leases.take("telegram:bot", "b", now + timedelta(seconds=70), 60) is False
+    assert await leases.holder("telegram:bot", now + timedelta(seconds=70)) == "a"
+    assert await leases.take("telegram:bot", "b", now + timedelta(seconds=80), 60) is True  # expired: taken over
+    await leases.release("telegram:bot", "a")  # not a's any more: nothing happens
+    assert await leases.holder("telegram:bot", now + timedelta(seconds=81)) == "b"
+    await leases.release("telegram:bot", "b")
+    assert await leases.take("telegram:bot", "a", now + timedelta(seconds=82), 60) is True

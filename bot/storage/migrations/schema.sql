@@ -84,6 +84,13 @@ CREATE TABLE mate_incognito (
         start_time TEXT NOT NULL
     );
 
+-- table mate_lease
+CREATE TABLE mate_lease (
+        name TEXT PRIMARY KEY,
+        holder TEXT NOT NULL,
+        expires_time TEXT NOT NULL
+    );
+
 -- table mate_llm_usage
 CREATE TABLE mate_llm_usage (
                 id INTEGER PRIMARY KEY AUTOINCREMENT,

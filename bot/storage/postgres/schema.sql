@@ -196,6 +196,13 @@ CREATE TABLE mate_workspace_file_history (
 );
 CREATE INDEX ix_workspace_file_history_run ON mate_workspace_file_history(run_id);
 
+-- Leases: which daemon polls a bot, answers a chat or runs an agent's memory work.
+CREATE TABLE mate_lease (
+    name TEXT COLLATE "C" PRIMARY KEY,
+    holder TEXT COLLATE "C" NOT NULL,
+    expires_time TEXT COLLATE "C" NOT NULL
+);
+
 -- A message stored moves its conversation's update time and, for what people said and the
 -- answers, its count (as the SQLite trigger of the same name).
 CREATE FUNCTION mate_message_inserted() RETURNS trigger LANGUAGE plpgsql AS $$
