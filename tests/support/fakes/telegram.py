@@ -49,6 +49,10 @@ class FakeTelegram(TelegramMethods, TelegramMedia):
         self.base_file_url = ""
         self._failures: dict[str, deque[dict[str, Any]]] = defaultdict(deque)  # scripted next answers
         self.polling_conflict = False
+        # Telegram serves one getUpdates at a time: a newer call ends the one still waiting with
+        # 409 ("terminated by other getUpdates request"), as when two daemons poll one bot.
+        self.poll_generation = 0
+        self.conflicts = 0
         self._rejected_status: int | None = None
         self._start_serving = serving
         self._sock: socket.socket | None = None
@@ -192,9 +196,14 @@ class FakeTelegram(TelegramMethods, TelegramMedia):
             self.offsets.append(None if params.get("offset") is None else int(params["offset"]))
             if self.polling_conflict:
                 return api_reply({"ok": False, "error_code": 409, "description": self.CONFLICT})
-            result: Any = await self._get_updates(params)
+            self.poll_generation += 1
+            mine = self.poll_generation
+            result: Any = await self._get_updates(params, superseded=lambda: self.poll_generation != mine)
             if not self._serving:  # the network dropped during the long poll: no answer arrives
                 return web.Response(status=503)
+            if self.poll_generation != mine:
+                self.conflicts += 1
+                return api_reply({"ok": False, "error_code": 409, "description": self.CONFLICT})
             self.handed_out.append([update_id_of(u) for u in result])
         else:
             handler = self._handlers.get(method, self._fallback(method))

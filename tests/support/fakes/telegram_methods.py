@@ -14,7 +14,8 @@ class TelegramMethods(TelegramUpdates):
     """Handlers of the Bot API methods: each takes the decoded parameters and returns the result,
     or raises BadRequestReason for Telegram's 400 answer. Unknown methods go to `_fallback`."""
 
-    async def _get_updates(self, params: dict[str, Any]) -> list[dict[str, Any]]:
+    async def _get_updates(self, params: dict[str, Any],
+                           superseded: Callable[[], bool] = lambda: False) -> list[dict[str, Any]]:
         offset = int(params.get("offset") or 0)
         if offset > 0:
             # Telegram forgets everything below the offset: that is the confirmation.
@@ -23,7 +24,10 @@ class TelegramMethods(TelegramUpdates):
             self._updates = self._updates[offset:]
         # Capped at 1 s so a test never blocks on a long poll.
         wait = min(float(params.get("timeout") or 0), 1.0)
-        await self._wait_until(lambda: bool(self._updates) or self._closing or not self._serving, wait)
+        await self._wait_until(lambda: bool(self._updates) or self._closing or not self._serving or superseded(),
+                               wait)
+        if superseded():
+            return []
         limit = int(params.get("limit") or 100)
         result = self._updates[:limit]
         once = {id(u) for u in result if update_id_of(u) is None}
