@@ -117,6 +117,11 @@ class PollingLeases(Protocol):
     def held(self, name: str, lost: asyncio.Event | None = None) -> AbstractAsyncContextManager[bool]: ...
 
 
+def can_send(state: str) -> bool:
+    """Whether a channel in `state` sends messages now: polling, or standing by for another daemon."""
+    return state in (CHANNEL_OK, CHANNEL_STANDBY)
+
+
 def channel_stopped(reason: str) -> str:
     return f"stopped: {reason}"
 

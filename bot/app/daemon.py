@@ -23,7 +23,7 @@ from bot.core.prompts import PromptLibrary
 from bot.core.retry import CRASH_RESTART, Backoff, RetryStreak
 from bot.app.runtime import Runtime, open_runtime, tune_garbage_collector
 from bot.app.services import Services, start_services
-from channels.base import CHANNEL_OK, Channel, InboundMessage, OutboundMessage, ReplyStream, parse_conversation_key
+from channels.base import Channel, InboundMessage, OutboundMessage, ReplyStream, parse_conversation_key, can_send
 from channels.console import ConsoleChannel
 
 log = logging.getLogger(__name__)
@@ -254,7 +254,7 @@ async def _recover(config: Config, rt: Runtime, channels: Sequence[Channel]) -> 
 async def _send_when_ready(channel: Channel, message: OutboundMessage, wait: float = 60.0) -> None:
     loop = asyncio.get_running_loop()
     deadline = loop.time() + wait
-    while channel.state != CHANNEL_OK and loop.time() < deadline:
+    while not can_send(channel.state) and loop.time() < deadline:
         await asyncio.sleep(0.2)
     try:
         await channel.send(message)

@@ -4,7 +4,6 @@ Bot API, which ends a long poll with 409 when another one starts, as Telegram do
 
 from __future__ import annotations
 
-import asyncio
 from collections import Counter
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager

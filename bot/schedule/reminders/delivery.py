@@ -13,7 +13,7 @@ from bot.conversation.access import AccessPolicies
 from bot.core.prompts import PromptLibrary
 from bot.storage import Repositories
 from bot.storage.tasks import TaskRecord
-from channels.base import CHANNEL_OK, CHANNEL_RETRYING, InboundMessage, OutboundMessage, RoutedReply, conversation_key
+from channels.base import CHANNEL_RETRYING, InboundMessage, OutboundMessage, RoutedReply, conversation_key, can_send
 
 log = logging.getLogger(__name__)
 
@@ -76,7 +76,7 @@ class ChannelOutbox:
         deadline = loop.time() + (self._ready_wait if ready_wait is None else ready_wait)
         while channel.state == CHANNEL_RETRYING and loop.time() < deadline:  # connecting, or back soon
             await asyncio.sleep(0.2)
-        if channel.state != CHANNEL_OK and channel.state != CHANNEL_RETRYING:
+        if not can_send(channel.state) and channel.state != CHANNEL_RETRYING:
             log.warning("a message was not sent: the %s channel is %s", channel.name, channel.state,
                         extra={"channel": message.channel, "chat_id": message.chat_id})
             return False
@@ -87,7 +87,7 @@ class ChannelOutbox:
         """The group or server a chat is in, asked of its channel (Discord: a channel's id does not
         tell its server); None when the channel does not run here or cannot tell."""
         channel = self._channels.get(channel_name)
-        if not isinstance(channel, PlaceFinder) or channel.state != CHANNEL_OK:
+        if not isinstance(channel, PlaceFinder) or not can_send(channel.state):
             return None
         return await channel.place_of(chat_id)
 
