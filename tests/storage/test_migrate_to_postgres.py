@@ -71,3 +71,22 @@ async def test_migrate_refuses_what_is_not_a_postgres_url(tmp_path: Path, capsys
     await _fill(tmp_path)
     assert await migrate(make_config(tmp_path), argparse.Namespace(to="mysql://x")) == 1
     assert "--to must be a postgresql:// URL" in capsys.readouterr().err
+
+
+async def test_backup_and_restore_point_to_pg_dump_on_postgres(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from bot.app.cli.data import backup, restore
+
+    config = make_config(tmp_path, storage={"url": "postgresql://matebot:secret@db.example/matebot"})
+    assert await backup(config, argparse.Namespace(dir=tmp_path / "out")) == 1
+    assert await restore(config, argparse.Namespace(backup=tmp_path / "out")) == 1
+    err = capsys.readouterr().err
+    assert err.count("use pg_dump and pg_restore") == 2 and "secret" not in err
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_storage_url_of_another_kind_is_one_line_naming_the_key(tmp_path: Path) -> None:
+    from bot.core.errors import ConfigError
+
+    with pytest.raises(ConfigError) as refused:
+        make_config(tmp_path, storage={"url": "mysql://x/y"})
+    assert "mate.storage.url" in str(refused.value) and "\n" not in str(refused.value)

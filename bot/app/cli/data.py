@@ -17,6 +17,8 @@ async def backup(config: Config, args: argparse.Namespace) -> int:
 
     from bot.app.cli.backup import back_up
 
+    if _on_postgres(config, "backup"):
+        return EXIT_RUNTIME
     try:
         report = await asyncio.to_thread(back_up, Path(config.mate.database.path), args.dir)
     except (OSError, sqlite3.Error) as exc:
@@ -31,6 +33,8 @@ async def restore(config: Config, args: argparse.Namespace) -> int:
 
     from bot.app.cli.backup import restore
 
+    if _on_postgres(config, "restore"):
+        return EXIT_RUNTIME
     database = Path(config.mate.database.path)
     try:
         report = await asyncio.to_thread(restore, database, args.backup)
@@ -51,6 +55,15 @@ async def restore(config: Config, args: argparse.Namespace) -> int:
               file=sys.stderr)
         return EXIT_RUNTIME
     return EXIT_OK
+
+
+def _on_postgres(config: Config, command: str) -> bool:
+    """backup and restore copy a SQLite file: on PostgreSQL they say what to use instead."""
+    if not config.mate.storage.postgres:
+        return False
+    print(f"matebot: {command} copies a SQLite database; this configuration uses PostgreSQL "
+          f"(mate.storage.url): use pg_dump and pg_restore for it", file=sys.stderr)
+    return True
 
 
 async def migrate(config: Config, args: argparse.Namespace) -> int:
