@@ -70,7 +70,9 @@ class ScriptedModel:
         last = messages[-1] if messages else {}
         content = last.get("content")
         if isinstance(content, list) and any(isinstance(b, dict) and b.get("type") == "tool_result" for b in content):
-            return TextReply("the reminder is set")
+            asked = [_TOKEN.findall(_text(m.get("content"))) for m in messages if m.get("role") == "user"]
+            token = next((found[-1] for found in reversed(asked) if found), None)
+            return TextReply(f"noted m{token[0]}-{token[1]}, the reminder is set" if token else "the reminder is set")
         said = _text(content)
         if reminder := _REMINDER.search(said):
             if "remind me" in said:
@@ -179,9 +181,10 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                 text = f"remind me in a minute R{c} (m{c}-{n})" if reminder_at[c] == n else f"hello m{c}-{n}"
                 tg.push_text(text, chat_id=USER_BASE + c, user_id=USER_BASE + c, first_name=f"P{c}",
                              username=f"p{c}")
-                await asyncio.sleep(pace)
+                if pace > 0:
+                    await asyncio.sleep(pace)
                 watch_polls()
-                if time.monotonic() >= next_kill:
+                if args.kill_every > 0 and time.monotonic() >= next_kill:
                     victim = rng.randrange(args.daemons)
                     daemons.kill(victim)
                     daemons.start(victim)
@@ -197,12 +200,15 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                 return Counter(m for sent in tg.sent for m in re.findall(r"\bDUE (R\d+)\b", sent.get("text", "")))
 
             deadline = time.monotonic() + args.settle
+            all_answered: float | None = None
             while time.monotonic() < deadline:
                 watch_polls()
-                done = set(replies()) >= {t for t in tokens if not t.startswith("R")}
+                done = set(replies()) >= tokens
+                if done and all_answered is None:
+                    all_answered = time.monotonic() - started
                 if done and len(due()) >= args.chats:
                     break
-                await asyncio.sleep(1.0)
+                await asyncio.sleep(0.2)
             # The memory work: every conversation's tokens in its agent's notes once the queue is empty.
             conn = await asyncpg.connect(url)
             try:
@@ -220,7 +226,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                 Path(os.environ["CHAOS_DEBUG"]).write_text(json.dumps(
                     {"sent": tg.sent, "asked": [r.body.get("messages", [])[-1:] for r in llm.requests]}, default=str))
             answered, reminders = replies(), due()
-            expected = {f"m{c}-{n}" for c, n in plan if reminder_at[c] != n}
+            expected = tokens
             in_notes = set(re.findall(r"\bm\d+-\d+\b", notes))
             gaps = [b - a for a, b in zip(polls, polls[1:])]
             return {
@@ -236,6 +242,8 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                 "reminders_lost": sum(1 for c in range(args.chats) if reminders[f"R{c}"] == 0),
                 "memory_tokens_missing": len(tokens - in_notes),
                 "longest_without_polling_s": round(max(gaps, default=0.0), 1),
+                "all_answered_after_s": round(all_answered, 1) if all_answered is not None else None,
+                "messages_per_s": round(len(plan) / all_answered, 2) if all_answered else None,
                 "telegram_409": tg.conflicts,
                 "seconds": round(time.monotonic() - started, 1),
             }
@@ -246,8 +254,8 @@ def main() -> None:
     parser.add_argument("--daemons", type=int, default=3)
     parser.add_argument("--messages", type=int, default=1000)
     parser.add_argument("--chats", type=int, default=20)
-    parser.add_argument("--kill-every", type=float, default=10.0)
-    parser.add_argument("--duration", type=float, default=200.0, help="seconds over which the messages are pushed")
+    parser.add_argument("--kill-every", type=float, default=10.0, help="seconds between kills; 0: no kills")
+    parser.add_argument("--duration", type=float, default=200.0, help="seconds over which the messages are pushed (0: all at once, for messages/s)")
     parser.add_argument("--settle", type=float, default=300.0, help="most seconds to wait for the answers after")
     parser.add_argument("--seed", type=int, default=5)
     args = parser.parse_args()

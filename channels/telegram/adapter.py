@@ -153,9 +153,9 @@ class TelegramChannel:
                 await self._unless_stopped(self._connect(bot))
                 self._adopt(bot)
                 adopted = True
-                if retries.retries == 0:
+                if retries.retries == 0 and not self._standby_noted:
                     log.info("telegram channel polling as @%s", self._username)
-                else:
+                elif retries.retries:
                     log.info("telegram channel polling as @%s again, after %.1f s of retries",
                              self._username, time.monotonic() - down_since)
                 if not await self._poll_leased(bot):
