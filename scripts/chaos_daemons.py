@@ -173,6 +173,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                         polls.append(time.monotonic())
                 tg_calls_seen = len(tg.calls)
 
+            takeovers = await _takeovers(args.takeovers, url, configs, daemons, tg) if args.takeovers else []
             reminder_at = {c: rng.randrange(args.messages // args.chats) for c in range(args.chats)}
             plan = [(c, n) for n in range(args.messages // args.chats) for c in range(args.chats)]
             pace = args.duration / max(len(plan), 1)
@@ -245,8 +246,38 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                 "all_answered_after_s": round(all_answered, 1) if all_answered is not None else None,
                 "messages_per_s": round(len(plan) / all_answered, 2) if all_answered else None,
                 "telegram_409": tg.conflicts,
+                "takeover_s": takeovers,
                 "seconds": round(time.monotonic() - started, 1),
             }
+
+
+async def _takeovers(count: int, url: str, configs: list[Path], daemons: Daemons, tg: FakeTelegram) -> list[float]:
+    """Kill the daemon that polls, and time until another one polls; it is started again after."""
+    times: list[float] = []
+    conn = await asyncpg.connect(url)
+    try:
+        for _ in range(count):
+            holder = None
+            for _ in range(600):  # the first daemon to start takes the lease within seconds
+                try:
+                    holder = await conn.fetchval("SELECT holder FROM mate_lease WHERE name LIKE 'telegram:%'")
+                except asyncpg.UndefinedTableError:  # no daemon has made the schema yet
+                    holder = None
+                if holder:
+                    break
+                await asyncio.sleep(0.1)
+            assert holder, "no daemon took the bot's lease"
+            victim = next(i for i, config in enumerate(configs) if holder.endswith(str(config.parent)))
+            daemons.kill(victim)
+            killed, calls = time.monotonic(), len(tg.calls)
+            while not any(method == "getUpdates" for method, _ in tg.calls[calls:]):
+                await asyncio.sleep(0.1)
+            times.append(round(time.monotonic() - killed, 1))
+            daemons.start(victim)
+            await asyncio.sleep(3)
+    finally:
+        await conn.close()
+    return times
 
 
 def main() -> None:
@@ -258,6 +289,8 @@ def main() -> None:
     parser.add_argument("--duration", type=float, default=200.0, help="seconds over which the messages are pushed (0: all at once, for messages/s)")
     parser.add_argument("--settle", type=float, default=300.0, help="most seconds to wait for the answers after")
     parser.add_argument("--seed", type=int, default=5)
+    parser.add_argument("--takeovers", type=int, default=0,
+                        help="first kill the polling daemon this many times, timing until another one polls")
     args = parser.parse_args()
     print(json.dumps(asyncio.run(run(args))), flush=True)
 

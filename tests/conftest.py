@@ -16,9 +16,10 @@ import pytest
 
 from bot.app.core import Core, open_core
 from bot.core.config import Config
+from bot.core.config.mate import StorageConfig
 from tests.support.config import make_config
 from tests.support.postgres import Cluster
-from tests.support.storage_backends import cluster_or_reason
+from tests.support.storage_backends import BACKENDS, cluster_or_reason, storage_url
 from tests.support.tls import one_root_certificate
 
 
@@ -55,8 +56,31 @@ def config(tmp_path: Path) -> Config:
     return make_config(tmp_path)
 
 
+@pytest.fixture(params=BACKENDS)
+def backend(request: pytest.FixtureRequest) -> str:
+    """The storage a `core` test runs on: each runs on SQLite and on PostgreSQL (the storage
+    contract), unless its module is marked `sqlite_only`."""
+    return str(request.param)
+
+
 @pytest.fixture
-async def core(config: Config) -> AsyncIterator[Core]:
-    async with open_core(config) as opened:
-        yield opened
+async def core(config: Config, backend: str, postgres_cluster: Cluster | str) -> AsyncIterator[Core]:
+    async with storage_url(backend, postgres_cluster) as url:
+        if url:
+            config = config.model_copy(update={"mate": config.mate.model_copy(
+                update={"storage": StorageConfig(url=url)})})
+        async with open_core(config) as opened:
+            yield opened
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """A module marked `sqlite_only` tests what only SQLite has: its PostgreSQL runs are left out."""
+    kept, left_out = [], []
+    for item in items:
+        callspec = getattr(item, "callspec", None)
+        on_postgres = callspec is not None and callspec.params.get("backend") == "postgresql"
+        (left_out if on_postgres and item.get_closest_marker("sqlite_only") else kept).append(item)
+    if left_out:
+        config.hook.pytest_deselected(items=left_out)
+        items[:] = kept
 

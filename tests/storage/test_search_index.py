@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from bot.app.core import Core, open_core
 from bot.storage.bulk_load import NewConversation, NewMessage, SqliteBulkLoader
 from bot.storage.search_index import SEARCH_TABLES
@@ -11,6 +13,8 @@ from memory.recall.search import MemorySearchService
 from tests.support.config import make_config
 from tests.support.recall_env import talk
 from tests.support.recall_env import STAMP, segments
+
+pytestmark = pytest.mark.sqlite_only  # FTS5's segments: PostgreSQL keeps its indexes itself
 
 
 async def results(core: Core, *queries: str) -> list[object]:
