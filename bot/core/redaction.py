@@ -35,7 +35,8 @@ def config_secrets(config: Config) -> list[str]:
     channels = mate.channels
     endpoints = [mate.media.transcription, mate.memory.embeddings]
     storage_password = urlsplit(mate.storage.url).password if mate.storage.postgres else None
-    return [mate.llm.api_key, channels.telegram.token, channels.discord.token, mate.api.token,
+    return [mate.llm.api_key, channels.telegram.token, channels.telegram.webhook.secret_token,
+            channels.discord.token, mate.api.token,
             *(endpoint.api_key for endpoint in endpoints if endpoint is not None), *([storage_password] if storage_password else [])]
 
 

@@ -7,7 +7,6 @@ import contextlib
 import datetime as dtm
 import logging
 import time
-import traceback
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 
@@ -37,6 +36,7 @@ from channels.formatting import (
     utf16_len,
 )
 from channels.telegram.bot import PollingBot, build_bot, close_bot, render_chunks, require_token, retry_seconds
+from channels.telegram.errors import blank, describe, log_dropped, log_retry, send_retryable, told_wait
 from channels.telegram.files import files_of
 from channels.telegram.polling import UpdateLedger, read_updates, skip_unreadable
 from channels.telegram.stream import TelegramReplyPreview, chat_ref, thread_ref
@@ -167,7 +167,7 @@ class TelegramChannel:
             except InvalidToken as exc:
                 cause = exc.__cause__ if exc.__cause__ is not None else exc
                 log.error("telegram channel stopped: the Bot API rejected the bot token (%s); "
-                          "check channels.telegram.token", self._blank(str(cause)))
+                          "check channels.telegram.token", blank(str(cause), self._config.token))
                 self._state = STOPPED_INVALID_TOKEN
                 return False
             except Conflict:
@@ -187,7 +187,7 @@ class TelegramChannel:
                     self._polled_since_connect = False
                 delay = retries.next()
                 self._state = CHANNEL_RETRYING
-                self._log_retry(exc, retries.retries, delay)
+                log_retry(exc, retries.retries, delay, self._config.token)
                 if not await self._sleep(delay):
                     return True
             finally:
@@ -202,7 +202,7 @@ class TelegramChannel:
                 await bot.set_my_commands([BotCommand(name, text) for name, text in COMMANDS])
                 self._commands_set = True
             except TelegramError as exc:  # the bot still works without its command menu
-                log.warning("telegram setMyCommands failed: %s", self._describe(exc))
+                log.warning("telegram setMyCommands failed: %s", describe(exc, self._config.token))
 
     def _adopt(self, bot: PollingBot) -> None:
         if self._bot is not None:
@@ -286,7 +286,7 @@ class TelegramChannel:
                                            allowed_updates=ALLOWED_UPDATES)
             self._ledger.acknowledged(offset)
         except Exception as exc:  # they are delivered again; the router answers each once
-            log.warning("telegram could not confirm the last updates: %s", self._describe(exc))
+            log.warning("telegram could not confirm the last updates: %s", describe(exc, self._config.token))
 
     async def _drain(self) -> None:
         """Wait for every update task: in-flight replies are finished and sent."""
@@ -380,7 +380,7 @@ class TelegramChannel:
             for part_id in [part_id for _, part_id in album] or [update_id]:
                 self._ledger.done(part_id)
             if isinstance(exc, TelegramError):
-                log.error("telegram update %d failed: %s", update_id, self._describe(exc),
+                log.error("telegram update %d failed: %s", update_id, describe(exc, self._config.token),
                           extra={"channel": self.name, "chat_id": chat})
             else:
                 log.exception("telegram update %d failed", update_id, extra={"channel": self.name, "chat_id": chat})
@@ -412,7 +412,7 @@ class TelegramChannel:
             if answer:
                 await self._deliver(OutboundMessage(self.name, chat_id, answer, thread_id), reply_to, html=False)
             return False
-        preview = TelegramReplyPreview(self._connected, self._with_retries, self._describe, chat_id, thread_id,
+        preview = TelegramReplyPreview(self._connected, self._with_retries, self._described, chat_id, thread_id,
                                        reply_to, draft_id=message.message_id if is_direct else None)
         # Typing only where an answer is expected: group chatter the router ignores shows nothing.
         reply = None
@@ -478,7 +478,7 @@ class TelegramChannel:
             await self._connected().send_chat_action(chat_ref(chat_id), ChatAction.TYPING,
                                                      message_thread_id=thread_ref(thread_id))
         except TelegramError as exc:
-            log.debug("telegram typing failed: %s", self._describe(exc))
+            log.debug("telegram typing failed: %s", describe(exc, self._config.token))
 
     async def _deliver(
         self, message: OutboundMessage, reply_to: int | None, *, html: bool = True,
@@ -507,16 +507,16 @@ class TelegramChannel:
                     continue
                 except BadRequest as exc:
                     if "entit" not in str(exc).lower():
-                        self._log_dropped(message, exc)
+                        log_dropped(message, exc, self._config.token)
                         continue
-                    log.info("telegram rejected our HTML (%s); sending plain text", self._describe(exc))
+                    log.info("telegram rejected our HTML (%s); sending plain text", describe(exc, self._config.token))
                 except TelegramError as exc:
-                    self._log_dropped(message, exc)
+                    log_dropped(message, exc, self._config.token)
                     continue
             try:
                 await self._with_retries(lambda: self._connected().send_message(text=markdown, **kwargs))
             except TelegramError as exc:
-                self._log_dropped(message, exc)
+                log_dropped(message, exc, self._config.token)
 
     def _connected(self) -> PollingBot:
         """The bot replies go through; between connections a NetworkError, retried like one."""
@@ -526,7 +526,7 @@ class TelegramChannel:
 
     async def _with_retries(self, call: Callable[[], Awaitable[Any]]) -> Any:
         """429: wait as told; network errors and timeouts: short backoff; TELEGRAM_SEND's tries."""
-        return await retrying(call, _send_retryable, TELEGRAM_SEND, retry_after=_told_wait)
+        return await retrying(call, send_retryable, TELEGRAM_SEND, retry_after=told_wait)
 
     @contextlib.asynccontextmanager
     async def _typing_while(self, chat_id: str, thread_id: str | None, *, active: bool) -> AsyncIterator[None]:
@@ -547,44 +547,5 @@ class TelegramChannel:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
 
-    # -- errors -----------------------------------------------------------------------
-
-    def _log_retry(self, exc: BaseException, failures: int, delay: float) -> None:
-        """One WARNING line per retry; the traceback joins it only at DEBUG level."""
-        # "Unreachable" only where the network failed: an odd answer is the server's doing.
-        network = isinstance(exc, (NetworkError, OSError)) and not isinstance(exc, BadRequest)
-        what = "unreachable" if network else "answered unexpectedly"
-        line = f"telegram Bot API {what} ({self._describe(exc)}); retry {failures} in {delay:.1f} s"
-        if log.isEnabledFor(logging.DEBUG):
-            line += "\n" + self._blank("".join(traceback.format_exception(exc)).rstrip())
-        log.warning("%s", line, extra={"channel": self.name})
-
-    def _log_dropped(self, message: OutboundMessage, exc: BaseException) -> None:
-        log.error("telegram message chunk dropped: %s", self._describe(exc),
-                  extra={"channel": self.name, "chat_id": message.chat_id})
-
-    def _describe(self, exc: BaseException | None) -> str:
-        """Type and message of an error with the bot token (or its secret half) blanked out."""
-        if exc is None:
-            return "unknown error"
-        return self._blank(f"{type(exc).__name__}: {exc}")
-
-    def _blank(self, text: str) -> str:
-        """`text` with the bot token (or its secret half) blanked out."""
-        token = self._config.token
-        for secret in (token, token.partition(":")[2]):
-            if secret:
-                text = text.replace(secret, "<token>")
-        return text
-
-
-def _send_retryable(exc: Exception) -> bool:
-    # BadRequest is a NetworkError subclass, but never transient; NetworkError includes
-    # TimedOut and 5xx answers.
-    return isinstance(exc, RetryAfter) or (isinstance(exc, NetworkError) and not isinstance(exc, BadRequest))
-
-
-def _told_wait(exc: Exception) -> float | None:
-    """The wait a 429 asked for; None for other failures (they get the backoff)."""
-    return retry_seconds(exc) if isinstance(exc, RetryAfter) else None
-
+    def _described(self, exc: BaseException | None) -> str:
+        return describe(exc, self._config.token)

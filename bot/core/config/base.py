@@ -12,7 +12,7 @@ from pydantic import (
 
 
 
-SECRET_KEYS = frozenset({"api-key", "token"})
+SECRET_KEYS = frozenset({"api-key", "token", "secret-token"})
 
 
 def _kebab(name: str) -> str:

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any, Literal
+from urllib.parse import urlsplit
 
 from pydantic import (
     Field,
     field_validator,
+    model_validator,
 )
 
 from bot.core.config.base import Section
@@ -15,10 +18,38 @@ from bot.core.config.base import Section
 DmPolicy = Literal["allowlist", "open"]
 
 
+_SECRET_TOKEN = re.compile(r"[A-Za-z0-9_-]{1,256}")
+
+
+class TelegramWebhookConfig(Section):
+    # "" = long polling (the default). Else the public https URL Telegram posts updates to; a
+    # reverse proxy in front passes them to listen:port. Every daemon of a database can take them.
+    url: str = ""
+    listen: str = "127.0.0.1"
+    port: int = Field(8443, ge=0, le=65535)  # 0: any free port
+    secret_token: str = ""  # required with url: Telegram sends it with each update, others are refused
+
+    @model_validator(mode="after")
+    def _complete(self) -> TelegramWebhookConfig:
+        if not self.url:
+            return self
+        if not self.url.startswith("https://"):
+            raise ValueError("url: Telegram posts only to https:// addresses")
+        if not _SECRET_TOKEN.fullmatch(self.secret_token):
+            raise ValueError("secret-token: required with url (1-256 letters, digits, _ or -)")
+        return self
+
+    @property
+    def path(self) -> str:
+        """The path updates are posted to (the url's)."""
+        return urlsplit(self.url).path or "/"
+
+
 class TelegramConfig(Section):
     enabled: bool = False
     token: str = ""
     base_url: str | None = None
+    webhook: TelegramWebhookConfig = TelegramWebhookConfig()
     admins: tuple[str, ...] = ()
     allowed_users: tuple[str, ...] = ()
     dm_policy: DmPolicy = "allowlist"
