@@ -10,7 +10,7 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 
-from telegram import Bot, BotCommand, Message, MessageEntity, ReplyParameters, Update
+from telegram import Bot, BotCommand, Message, ReplyParameters, Update
 from telegram.constants import ChatAction, ChatType, ParseMode
 from telegram.error import BadRequest, Conflict, InvalidToken, NetworkError, RetryAfter, TelegramError
 
@@ -35,10 +35,12 @@ from channels.formatting import (
     split_message,
     utf16_len,
 )
+from channels.telegram.addressing import command_for_other_bot, mentions_bot
 from channels.telegram.bot import PollingBot, build_bot, close_bot, render_chunks, require_token, retry_seconds
 from channels.telegram.errors import blank, describe, log_dropped, log_retry, send_retryable, told_wait
 from channels.telegram.files import files_of
 from channels.telegram.polling import UpdateLedger, read_updates, skip_unreadable
+from channels.telegram.webhook import WebhookReceiver
 from channels.telegram.stream import TelegramReplyPreview, chat_ref, thread_ref
 
 log = logging.getLogger(__name__)
@@ -56,6 +58,7 @@ ALLOWED_UPDATES = [Update.MESSAGE]
 _CHATS = (ChatType.PRIVATE, ChatType.GROUP, ChatType.SUPERGROUP)
 
 STOPPED_INVALID_TOKEN = channel_stopped("invalid token")
+WEBHOOK_STORE_WAIT = 50.0  # seconds a posted update may take to be stored; else Telegram posts it again
 STOPPED_CONFLICT = channel_stopped("another instance is polling this bot (409 Conflict)")
 STOPPED_SHUT_DOWN = channel_stopped("shut down")
 STOPPED = channel_stopped("")
@@ -113,6 +116,7 @@ class TelegramChannel:
         # the others stand by (their replies and reminders still go out through the bot).
         self._leases = leases
         self._standby_noted = False
+        self.webhook_port = 0  # webhook mode: the port updates are posted to, once listening
 
     @property
     def state(self) -> str:
@@ -128,7 +132,7 @@ class TelegramChannel:
         self._finished.clear()
         confirm = True
         try:
-            confirm = await self._connect_and_poll()
+            confirm = await (self._serve_webhook() if self._config.webhook.url else self._connect_and_poll())
         finally:
             await self._close(confirm=confirm)
             self._finished.set()
@@ -193,6 +197,59 @@ class TelegramChannel:
             finally:
                 if not adopted:
                     await close_bot(bot)
+
+    async def _serve_webhook(self) -> bool:
+        """Take the updates Telegram posts (webhook mode) until stop(); False: no offset to confirm."""
+        retries = RetryStreak(self._backoff)
+        webhook = self._config.webhook
+        while True:
+            bot = self._bot_factory()
+            try:
+                await self._unless_stopped(bot.initialize())
+                await self._unless_stopped(bot.set_webhook(webhook.url, secret_token=webhook.secret_token,
+                                                           allowed_updates=ALLOWED_UPDATES))
+                break
+            except _Stopping:
+                await close_bot(bot)
+                return False
+            except InvalidToken:
+                await close_bot(bot)
+                log.error("telegram channel stopped: the Bot API rejected the bot token; check channels.telegram.token")
+                self._state = STOPPED_INVALID_TOKEN
+                return False
+            except Exception as exc:  # network down, odd answers: again on a fresh bot
+                await close_bot(bot)
+                delay = retries.next()
+                self._state = CHANNEL_RETRYING
+                log_retry(exc, retries.retries, delay, self._config.token)
+                if not await self._sleep(delay):
+                    return False
+        self._adopt(bot)
+        receiver = WebhookReceiver(webhook, self._accept_posted)
+        await receiver.start()
+        self.webhook_port = receiver.port
+        try:
+            await self._stopping.wait()
+        finally:
+            await receiver.stop()
+        return False
+
+    async def _accept_posted(self, entry: Any) -> bool:
+        """A posted update handled as a polled one is; True once it is stored (or needs no storing)."""
+        bot = self._bot
+        if bot is None or self._stopping.is_set():
+            return False
+        batch = read_updates([entry], bot)
+        if not batch.updates:
+            return True  # unreadable, or without an update id: posting it again changes nothing
+        update_id = batch.updates[0].update_id
+        if self._ledger.is_new(update_id):  # else posted again while the first post is in hand
+            self._ledger.fetched(update_id)
+            self._spawn(batch.updates[0])
+        stored = await self._ledger.until_done(update_id, WEBHOOK_STORE_WAIT)
+        if stored:
+            self._ledger.forget(update_id)
+        return stored
 
     async def _connect(self, bot: Bot) -> None:
         await bot.initialize()  # getMe: an invalid token raises InvalidToken here
@@ -392,7 +449,7 @@ class TelegramChannel:
         if user is None or user.is_bot or chat.type not in _CHATS:
             return False
         is_direct = chat.type == ChatType.PRIVATE
-        if not is_direct and self._command_for_other_bot(message):
+        if not is_direct and command_for_other_bot(message, self._username):
             return False
         topic = message.message_thread_id if message.is_topic_message else None
         thread_id = str(topic) if topic else None  # forum topics are separate conversations
@@ -403,7 +460,7 @@ class TelegramChannel:
         inbound = InboundMessage(
             channel=self.name, chat_id=chat_id, sender_id=str(user.id), sender_name=user.full_name,
             text=message.text if message.text is not None else caption, is_direct=is_direct,
-            mentions_bot=self._mentions_bot(message), thread_id=thread_id, chat_title=chat.title or "",
+            mentions_bot=mentions_bot(message, self._bot_id, self._username), thread_id=thread_id, chat_title=chat.title or "",
             is_admin=self._access.is_admin(str(user.id)), external_id=str(message.message_id), files=files,
             place_id=None if is_direct else chat_id,  # a Telegram group is its own place
         )
@@ -433,28 +490,6 @@ class TelegramChannel:
             return bytes(await self._with_retries(file.download_as_bytearray))
 
         return fetch
-
-    def _mentions_bot(self, message: Message) -> bool:
-        """@username, a text mention of the bot, or a reply to the bot (a command is is_addressed's to see)."""
-        bot_id, username = self._bot_id, self._username.lower()
-        entities = {**message.parse_entities(), **message.parse_caption_entities()}
-        for entity, text in entities.items():
-            if entity.type == MessageEntity.MENTION and username and text.lower() == f"@{username}":
-                return True
-            if entity.type == MessageEntity.TEXT_MENTION and entity.user is not None and entity.user.id == bot_id:
-                return True
-        replied = message.reply_to_message
-        return (replied is not None and replied.from_user is not None and replied.from_user.id == bot_id
-                and replied.forum_topic_created is None)
-
-    def _command_for_other_bot(self, message: Message) -> bool:
-        """"/new@other_bot" in a group (or a caption starting so) is meant for another bot."""
-        text = message.text or message.caption or ""
-        if not text.startswith("/"):
-            return False
-        command = text.split(maxsplit=1)[0]
-        target = command.partition("@")[2].lower()
-        return bool(target) and target != self._username.lower()
 
     def _media_answer(self, inbound: InboundMessage) -> str | None:
         """The polite "text only" answer to stickers, photos, voice... where the bot would answer."""

@@ -21,6 +21,7 @@ class UpdateLedger:
         self._open: dict[int, bool] = {}  # fetched and not yet confirmed -> stored (or needs no storing)
         self._confirmed: int | None = None  # the last offset Telegram acknowledged
         self.progress = asyncio.Event()  # set whenever an update becomes confirmable
+        self._waiters: dict[int, asyncio.Event] = {}  # webhook mode: a posted update's answer waits
 
     def is_new(self, update_id: int) -> bool:
         """Not seen before: neither in flight nor confirmed already (an update seen again is skipped)."""
@@ -38,6 +39,25 @@ class UpdateLedger:
         if update_id in self._open and not self._open[update_id]:
             self._open[update_id] = True
             self.progress.set()
+            waiter = self._waiters.pop(update_id, None)
+            if waiter is not None:
+                waiter.set()
+
+    async def until_done(self, update_id: int, timeout: float) -> bool:
+        """Whether the update is stored (or needs no storing) within `timeout` seconds."""
+        if self._open.get(update_id):
+            return True
+        waiter = self._waiters.setdefault(update_id, asyncio.Event())
+        try:
+            await asyncio.wait_for(waiter.wait(), timeout)
+        except TimeoutError:
+            return False
+        return True
+
+    def forget(self, update_id: int) -> None:
+        """Webhook mode: no offset confirms an update; once answered, it leaves the ledger."""
+        if self._open.get(update_id):
+            del self._open[update_id]
 
     def offset(self) -> int | None:
         """The oldest update not yet stored, or one past the newest when all are."""

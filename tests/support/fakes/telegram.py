@@ -41,6 +41,8 @@ class FakeTelegram(TelegramMethods, TelegramMedia):
 
     CONFLICT = "Conflict: terminated by other getUpdates request; make sure that only one bot instance is running"
 
+    WEBHOOK_ACTIVE = "Conflict: can't use getUpdates method while webhook is active; use deleteWebhook to delete the webhook first"
+
     def __init__(self, token: str | None = None, *, serving: bool = True) -> None:
         super().__init__()
         if token is not None:
@@ -61,7 +63,8 @@ class FakeTelegram(TelegramMethods, TelegramMedia):
         self._runner: web.AppRunner | None = None
         self._handlers: dict[str, Callable[[dict[str, Any]], Any]] = {
             "getMe": lambda p: self.bot_user,
-            "deleteWebhook": lambda p: True,
+            "deleteWebhook": self._delete_webhook,
+            "setWebhook": self._set_webhook,
             "sendMessage": self._send_message,
             "sendMessageDraft": self._send_message_draft,
             "sendChatAction": lambda p: True,
@@ -196,6 +199,8 @@ class FakeTelegram(TelegramMethods, TelegramMedia):
             self.offsets.append(None if params.get("offset") is None else int(params["offset"]))
             if self.polling_conflict:
                 return api_reply({"ok": False, "error_code": 409, "description": self.CONFLICT})
+            if self.webhook is not None:
+                return api_reply({"ok": False, "error_code": 409, "description": self.WEBHOOK_ACTIVE})
             self.poll_generation += 1
             mine = self.poll_generation
             result: Any = await self._get_updates(params, superseded=lambda: self.poll_generation != mine)

@@ -125,6 +125,17 @@ class TelegramMethods(TelegramUpdates):
         self._show("deleteMessage", params.get("chat_id"), "")
         return True
 
+    def _set_webhook(self, params: dict[str, Any]) -> bool:
+        url = str(params.get("url") or "")
+        if not url.startswith("https://"):
+            raise BadRequestReason("bad webhook: An HTTPS URL must be provided for webhook")
+        self.webhook = dict(params)
+        return True
+
+    def _delete_webhook(self, params: dict[str, Any]) -> bool:
+        self.webhook = None
+        return True
+
     def _fallback(self, method: str) -> Callable[[dict[str, Any]], Any]:
         if not method.startswith("send"):
             return lambda p: True

@@ -29,6 +29,7 @@ class TelegramState:
         }
         self.calls: list[tuple[str, dict[str, Any]]] = []
         self.sent: list[dict[str, Any]] = []
+        self.webhook: dict[str, Any] | None = None  # setWebhook's parameters while one is set
         self.drafts: list[dict[str, Any]] = []  # params of every accepted sendMessageDraft
         self.edits: list[dict[str, Any]] = []  # params of every accepted editMessageText
         self.deleted: list[dict[str, Any]] = []  # params of every accepted deleteMessage
