@@ -82,8 +82,16 @@ class ScriptedModel:
         return TextReply(f"noted m{tokens[-1][0]}-{tokens[-1][1]}" if tokens else "noted")
 
 
-def _config(folder: Path, url: str, tg: FakeTelegram, llm: FakeAnthropic, chats: int) -> Path:
+WEBHOOK_SECRET = "chaos_secret"
+
+
+def _config(folder: Path, url: str, tg: FakeTelegram, llm: FakeAnthropic, chats: int, webhook_port: int = 0) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
+    webhook = (f"""
+      webhook:
+        url: https://bot.example.org/telegram
+        port: {webhook_port}
+        secret-token: {WEBHOOK_SECRET}""" if webhook_port else "")
     users = ", ".join(f'"{USER_BASE + c}"' for c in range(chats))
     path = folder / "config.yaml"
     path.write_text(f"""mate:
@@ -110,9 +118,53 @@ def _config(folder: Path, url: str, tg: FakeTelegram, llm: FakeAnthropic, chats:
       enabled: true
       token: "{tg.token}"
       base-url: {tg.base_url}
-      allowed-users: [{users}]
+      allowed-users: [{users}]{webhook}
 """, encoding="utf-8")
     return path
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+class WebhookPoster:
+    """Posts each update to one of the daemons, as a reverse proxy in front of them would, and again
+    (to another) until one answers 200, as Telegram does."""
+
+    def __init__(self, ports: list[int]) -> None:
+        self._ports = ports
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._next = 0
+
+    def post(self, update: dict[str, Any]) -> None:
+        task = asyncio.create_task(self._deliver(update))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _deliver(self, update: dict[str, Any]) -> None:
+        import aiohttp
+
+        headers = {"X-Telegram-Bot-Api-Secret-Token": WEBHOOK_SECRET}
+        async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=60)) as session:
+            while True:
+                port = self._ports[self._next % len(self._ports)]
+                self._next += 1
+                try:
+                    async with session.post(f"http://127.0.0.1:{port}/telegram", json=update,
+                                            headers=headers) as response:
+                        if response.status == 200:
+                            return
+                except (aiohttp.ClientError, TimeoutError):
+                    pass
+                await asyncio.sleep(0.5)
+
+    async def drain(self) -> None:
+        while self._tasks:
+            await asyncio.wait(set(self._tasks))
 
 
 class Daemons:
@@ -158,7 +210,9 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         url = cluster.url("mate")
         async with FakeAnthropic() as llm, FakeTelegram() as tg:
             llm.responder = model.respond
-            configs = [_config(Path(tmp) / f"daemon{i}", url, tg, llm, args.chats) for i in range(args.daemons)]
+            ports = [_free_port() if args.webhook else 0 for _ in range(args.daemons)]
+            configs = [_config(Path(tmp) / f"daemon{i}", url, tg, llm, args.chats, ports[i]) for i in range(args.daemons)]
+            poster = WebhookPoster(ports) if args.webhook else None
             daemons = Daemons(configs)
             for index in range(args.daemons):
                 daemons.start(index)
@@ -180,8 +234,10 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             next_kill = time.monotonic() + args.kill_every
             for c, n in plan:
                 text = f"remind me in a minute R{c} (m{c}-{n})" if reminder_at[c] == n else f"hello m{c}-{n}"
-                tg.push_text(text, chat_id=USER_BASE + c, user_id=USER_BASE + c, first_name=f"P{c}",
-                             username=f"p{c}")
+                update = tg.push_text(text, chat_id=USER_BASE + c, user_id=USER_BASE + c, first_name=f"P{c}",
+                                      username=f"p{c}")
+                if poster is not None:  # as Telegram would: to the proxy in front of the daemons
+                    poster.post(update)
                 if pace > 0:
                     await asyncio.sleep(pace)
                 watch_polls()
@@ -191,6 +247,8 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                     daemons.start(victim)
                     next_kill += args.kill_every
             pushed_s = time.monotonic() - started
+            if poster is not None:
+                await poster.drain()
             tokens = {f"m{c}-{n}" for c, n in plan}
 
             def replies() -> Counter[str]:
@@ -231,7 +289,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             in_notes = set(re.findall(r"\bm\d+-\d+\b", notes))
             gaps = [b - a for a, b in zip(polls, polls[1:])]
             return {
-                "script": "chaos_daemons", "daemons": args.daemons, "messages": len(plan), "chats": args.chats,
+                "script": "chaos_daemons", "mode": "webhook" if args.webhook else "polling", "daemons": args.daemons, "messages": len(plan), "chats": args.chats,
                 "kills": daemons.kills, "pushed_in_s": round(pushed_s, 1),
                 "answered_exactly_once": sum(1 for t in expected if answered[t] == 1),
                 "answered_twice_or_more": sum(1 for t in expected if answered[t] > 1),
@@ -289,6 +347,8 @@ def main() -> None:
     parser.add_argument("--duration", type=float, default=200.0, help="seconds over which the messages are pushed (0: all at once, for messages/s)")
     parser.add_argument("--settle", type=float, default=300.0, help="most seconds to wait for the answers after")
     parser.add_argument("--seed", type=int, default=5)
+    parser.add_argument("--webhook", action="store_true",
+                        help="Telegram's webhook mode: every daemon takes updates (posted round-robin)")
     parser.add_argument("--takeovers", type=int, default=0,
                         help="first kill the polling daemon this many times, timing until another one polls")
     args = parser.parse_args()
