@@ -162,10 +162,12 @@ class TelegramChannel:
                 elif retries.retries:
                     log.info("telegram channel polling as @%s again, after %.1f s of retries",
                              self._username, time.monotonic() - down_since)
-                if not await self._poll_leased(bot):
+                await self._close_retired()
+                # Standing by keeps this bot (its replies and reminders go through it) and asks
+                # for the lease again at each renewal.
+                while not await self._poll_leased(bot):
                     if not await self._sleep(self._leases.renew_every if self._leases else 0):
                         return True
-                    continue
             except _Stopping:
                 return True
             except InvalidToken as exc:
@@ -314,14 +316,18 @@ class TelegramChannel:
             for update in fresh:
                 ledger.fetched(update.update_id)
                 self._spawn(update)
-            if self._retired and not self._tasks:
-                for old in self._retired:
-                    await close_bot(old)
-                self._retired.clear()
+            await self._close_retired()
             if entries and not fresh and not skipped:
                 # Telegram answers at once while older updates are still unstored: wait for
                 # one to be stored (or a short while, for other chats' news) instead of spinning.
                 await self._wait_for(ledger.progress, self._busy_poll_interval)
+
+    async def _close_retired(self) -> None:
+        """Earlier bots closed once no update task may still use them."""
+        if self._retired and not self._tasks:
+            for old in self._retired:
+                await close_bot(old)
+            self._retired.clear()
 
     async def _close(self, *, confirm: bool) -> None:
         await self._drain()
