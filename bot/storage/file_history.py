@@ -146,9 +146,13 @@ class FileHistoryRepository:
                 if row is None or int(row[0]) != change.made_version:
                     raise VersionConflict(change.filename, change.made_version, int(row[0]) if row else 0)
                 made = Made("undo", run_id, keep, now)
-                if change.previous is None and change.made_version == 1:  # the run created it: it goes
-                    await file_versions.delete(conn, change.file_id, made, current=int(row[0]))
-                    continue
-                if change.previous is None:  # the version before is no longer kept
-                    raise VersionConflict(change.filename, change.made_version - 1, 0)
-                await file_versions.replace(conn, change.file_id, change.previous.content, made, current=int(row[0]))
+                try:
+                    if change.previous is None and change.made_version == 1:  # the run created it: it goes
+                        await file_versions.delete(conn, change.file_id, made, current=int(row[0]))
+                        continue
+                    if change.previous is None:  # the version before is no longer kept
+                        raise VersionConflict(change.filename, change.made_version - 1, 0)
+                    await file_versions.replace(conn, change.file_id, change.previous.content, made,
+                                                current=int(row[0]))
+                except file_versions.MovedOn:  # changed meanwhile by another writer
+                    raise VersionConflict(change.filename, change.made_version, change.made_version + 1) from None

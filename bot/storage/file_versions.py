@@ -19,6 +19,18 @@ Change = Literal["extraction", "emergence", "tool", "api", "import", "undo"]
 UNKNOWN_SOURCE: Change = "import"
 
 
+class MovedOn(Exception):
+    """The file's version moved on between the writer's read and its write: another writer came
+    first (on PostgreSQL two transactions may both have read it). Nothing was written."""
+
+
+async def _bump(conn: Transaction, sql: str, params: tuple[object, ...], current: int) -> None:
+    """An UPDATE of the live file at version `current` only (its last two parameters: id, version)."""
+    result = await conn.execute(sql + " AND version = ?", (*params, current))
+    if result.rowcount != 1:
+        raise MovedOn
+
+
 @dataclass(frozen=True, slots=True)
 class Made:
     """Who makes a version (the change and its memory run), when, and how many versions a file keeps."""
@@ -57,14 +69,14 @@ async def replace(
     """The live file's content replaced: version `current` + 1. `before` is version `current`'s
     (content, time), kept in history when it holds no row for it yet (a seed, a file from before
     history began); None where history holds it already."""
-    await conn.execute(
-        "UPDATE mate_workspace_file SET content = ?, file_size = ?, update_time = ?, version = version + 1 "
-        "WHERE id = ?", (content, len(content.encode("utf-8")), made.now, file_id))
+    await _bump(conn, "UPDATE mate_workspace_file SET content = ?, file_size = ?, update_time = ?, "
+                      "version = version + 1 WHERE id = ?",
+                (content, len(content.encode("utf-8")), made.now, file_id), current)
     previous = (current, *before) if before is not None else None
     await _record(conn, file_id, previous=previous, version=current + 1, content=content, made=made)
 
 
-async def append(conn: Transaction, file_id: int, text: str, made: Made) -> None:
+async def append(conn: Transaction, file_id: int, text: str, made: Made, *, current: int) -> None:
     """`text` added at the end of a live file in SQL, its version kept as any other (the version
     before it too, when history does not hold it yet). The file's text never passes through
     here: an entry added to a long daily note costs the entry."""
@@ -73,9 +85,9 @@ async def append(conn: Transaction, file_id: int, text: str, made: Made) -> None
         "SELECT id, version, content, NULL, ?, update_time FROM mate_workspace_file WHERE id = ? "
         "ON CONFLICT DO NOTHING",
         (UNKNOWN_SOURCE, file_id))
-    await conn.execute(
-        "UPDATE mate_workspace_file SET content = content || ?, file_size = file_size + ?, update_time = ?, "
-        "version = version + 1 WHERE id = ?", (text, len(text.encode("utf-8")), made.now, file_id))
+    await _bump(conn, "UPDATE mate_workspace_file SET content = content || ?, file_size = file_size + ?, "
+                      "update_time = ?, version = version + 1 WHERE id = ?",
+                (text, len(text.encode("utf-8")), made.now, file_id), current)
     await conn.execute(
         "INSERT INTO mate_workspace_file_history(file_id, version, content, run_id, change, create_time) "
         "SELECT id, version, content, ?, ?, ? FROM mate_workspace_file WHERE id = ? "
@@ -87,9 +99,8 @@ async def append(conn: Transaction, file_id: int, text: str, made: Made) -> None
 
 async def delete(conn: Transaction, file_id: int, made: Made, *, current: int) -> None:
     """The live file removed: version `current` + 1, empty in history."""
-    await conn.execute(
-        "UPDATE mate_workspace_file SET deleted = 1, update_time = ?, version = version + 1 WHERE id = ?",
-        (made.now, file_id))
+    await _bump(conn, "UPDATE mate_workspace_file SET deleted = 1, update_time = ?, version = version + 1 WHERE id = ?",
+                (made.now, file_id), current)
     await _record(conn, file_id, previous=None, version=current + 1, content="", made=made)
 
 

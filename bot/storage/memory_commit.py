@@ -87,11 +87,14 @@ async def _write_file(conn: Transaction, change: ExtractionCommit, write: FileWr
     if current != write.expected_version:
         raise VersionConflict(write.filename, write.expected_version, current)
     made = Made("extraction", change.run_id, change.history_versions, now)
-    if row is None:
-        await file_versions.create(conn, agent_id, write.filename, write.content, made, enabled=write.enabled,
-                                   sort_order=write.sort_order)
-    elif write.appended:
-        await file_versions.append(conn, int(row[0]), write.appended, made)
-    else:
-        await file_versions.replace(conn, int(row[0]), write.content, made, current=current,
-                                    before=(str(row[2]), str(row[3])))
+    try:
+        if row is None:
+            await file_versions.create(conn, agent_id, write.filename, write.content, made, enabled=write.enabled,
+                                       sort_order=write.sort_order)
+        elif write.appended:
+            await file_versions.append(conn, int(row[0]), write.appended, made, current=current)
+        else:
+            await file_versions.replace(conn, int(row[0]), write.content, made, current=current,
+                                        before=(str(row[2]), str(row[3])))
+    except file_versions.MovedOn:  # written meanwhile by another writer: as a version that moved on
+        raise VersionConflict(write.filename, write.expected_version, write.expected_version + 1) from None

@@ -82,8 +82,12 @@ class ProposalRepository:
             version = int(row[1]) if row else 0
             if row is None or version != proposal.base_version:
                 raise VersionConflict(proposal.filename, proposal.base_version, version)
-            await file_versions.replace(conn, int(row[0]), proposal.content, Made("emergence", proposal.run_id, keep, now),
-                                        current=version, before=(str(row[2]), str(row[3])))
+            try:
+                await file_versions.replace(conn, int(row[0]), proposal.content,
+                                            Made("emergence", proposal.run_id, keep, now),
+                                            current=version, before=(str(row[2]), str(row[3])))
+            except file_versions.MovedOn:  # changed meanwhile by another writer
+                raise VersionConflict(proposal.filename, proposal.base_version, version + 1) from None
         return True
 
     async def owner_direct_chat(self, channel: str) -> str | None:

@@ -6,7 +6,7 @@ from typing import Any
 
 from bot.storage.sql import SqlDatabase
 import bot.storage.file_versions as file_versions
-from bot.storage.file_versions import Change, Made
+from bot.storage.file_versions import Change, Made, MovedOn
 from bot.core.records import WorkspaceFileRecord
 
 _COLUMNS = (
@@ -65,15 +65,18 @@ class WorkspaceFileRepository:
         """Replace content and keep the new version in history; with expected_version, only if the
         row still has that version."""
         made = Made(change, run_id, keep, self._db.now())
-        async with self._db.transaction() as conn:
-            row = await conn.fetchone(
-                "SELECT version, content, update_time FROM mate_workspace_file WHERE id = ? AND deleted = 0",
-                (file_id,),
-            )
-            if row is None or (expected_version is not None and int(row[0]) != expected_version):
-                return False
-            await file_versions.replace(conn, file_id, content, made, current=int(row[0]),
-                                        before=(str(row[1]), str(row[2])))
+        try:
+            async with self._db.transaction() as conn:
+                row = await conn.fetchone(
+                    "SELECT version, content, update_time FROM mate_workspace_file WHERE id = ? AND deleted = 0",
+                    (file_id,),
+                )
+                if row is None or (expected_version is not None and int(row[0]) != expected_version):
+                    return False
+                await file_versions.replace(conn, file_id, content, made, current=int(row[0]),
+                                            before=(str(row[1]), str(row[2])))
+        except MovedOn:  # another writer came first (PostgreSQL): as a version that no longer matches
+            return False
         return True
 
     async def append_content(
@@ -82,12 +85,16 @@ class WorkspaceFileRepository:
     ) -> bool:
         """Add `text` at the end, in SQL (the file's text is neither read nor written whole), and
         keep the new version in history; with expected_version, only if the row still has it."""
-        async with self._db.transaction() as conn:
-            row = await conn.fetchone("SELECT version FROM mate_workspace_file WHERE id = ? AND deleted = 0",
-                                    (file_id,))
-            if row is None or (expected_version is not None and int(row[0]) != expected_version):
-                return False
-            await file_versions.append(conn, file_id, text, Made(change, run_id, keep, self._db.now()))
+        try:
+            async with self._db.transaction() as conn:
+                row = await conn.fetchone("SELECT version FROM mate_workspace_file WHERE id = ? AND deleted = 0",
+                                          (file_id,))
+                if row is None or (expected_version is not None and int(row[0]) != expected_version):
+                    return False
+                await file_versions.append(conn, file_id, text, Made(change, run_id, keep, self._db.now()),
+                                           current=int(row[0]))
+        except MovedOn:
+            return False
         return True
 
     async def set_enabled(self, file_id: int, enabled: bool) -> None:
@@ -105,12 +112,16 @@ class WorkspaceFileRepository:
     async def soft_delete(self, file_id: int, *, change: Change = "api", keep: int = 50) -> bool:
         """The live file removed (the row stays, the name is free again), kept in history as an
         empty version; False when it was not live."""
-        async with self._db.transaction() as conn:
-            row = await conn.fetchone("SELECT version FROM mate_workspace_file WHERE id = ? AND deleted = 0",
-                                    (file_id,))
-            if row is None:
-                return False
-            await file_versions.delete(conn, file_id, Made(change, None, keep, self._db.now()), current=int(row[0]))
+        try:
+            async with self._db.transaction() as conn:
+                row = await conn.fetchone("SELECT version FROM mate_workspace_file WHERE id = ? AND deleted = 0",
+                                          (file_id,))
+                if row is None:
+                    return False
+                await file_versions.delete(conn, file_id, Made(change, None, keep, self._db.now()),
+                                           current=int(row[0]))
+        except MovedOn:
+            return False
         return True
 
     async def count(self, agent_id: int) -> int:

@@ -157,3 +157,21 @@ async def test_a_lease_is_held_by_one_daemon_until_it_expires(sql: SqlDatabase) 
     assert await leases.holder("telegram:bot", now + timedelta(seconds=81)) == "b"
     await leases.release("telegram:bot", "b")
     assert await leases.take("telegram:bot", "a", now + timedelta(seconds=82), 60) is True
+
+
+async def test_two_writers_of_one_version_one_wins_and_history_holds_every_version(sql: SqlDatabase) -> None:
+    import asyncio
+
+    await _chat(sql)
+    files = WorkspaceFileRepository(sql)
+    note = await files.insert(1, "MEMORY.md", "# Memory\n", enabled=True, sort_order=20)
+    assert note is not None
+    for attempt in range(5):  # both read version v, then both write: only one may land
+        version = (await files.get(1, "MEMORY.md")).version  # type: ignore[union-attr]
+        results = await asyncio.gather(
+            files.update_content(note.id, f"# Memory\n- from extraction {attempt}\n", version, change="extraction"),
+            files.append_content(note.id, f"- from the tool {attempt}\n", version, change="tool"))
+        assert sorted(results) == [False, True], results
+    final = await files.get(1, "MEMORY.md")
+    assert final is not None and final.version == 6
+    assert [v.version for v in await FileHistoryRepository(sql).versions(note.id)] == [6, 5, 4, 3, 2, 1]
