@@ -86,6 +86,7 @@ class AgentRepository:
         """
         now = self._db.now()
         async with self._db.transaction() as conn:
+            await conn.serialize("mate_agent ids")  # the next free id, and a chat bound once
             if chat_key is not None:
                 row = await conn.fetchone(
                     "SELECT agent_id FROM mate_chat_agent WHERE chat_key = ?", (chat_key,)

@@ -53,6 +53,7 @@ class PersonRepository:
         first messages at once still make one person."""
         now = self._db.now()
         async with self._db.transaction() as conn:
+            await conn.serialize("mate_person ids")  # the next free id, and an account's one person
             row = await conn.fetchone(
                 "SELECT p.id, p.name, p.create_time FROM mate_person_account a JOIN mate_person p "
                 "ON p.id = a.person_id WHERE a.channel = ? AND a.sender_id = ?", (channel, sender_id),
@@ -73,6 +74,7 @@ class PersonRepository:
         listed = list(accounts)
         now = self._db.now()
         async with self._db.transaction() as conn:
+            await conn.serialize("mate_person ids")
             if person_id is None and listed:
                 where = " OR ".join("(channel = ? AND sender_id = ?)" for _ in listed)
                 row = await conn.fetchone(

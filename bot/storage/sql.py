@@ -41,6 +41,11 @@ class Transaction(Protocol):
 
     async def fetchall(self, sql: str, params: Sequence[Any] = ()) -> list[Row]: ...
 
+    async def serialize(self, name: str) -> None:
+        """Until this transaction ends, any other that serializes on `name` waits: a read-then-write
+        (the next free id, a count under a limit) stays whole with several writers. SQLite's write
+        transactions are one at a time already."""
+
 
 class SqlDatabase(Protocol):
     """The storage a repository is given: single-statement writes, reads, transactions."""
@@ -84,3 +89,6 @@ class SqliteTransaction:
 
     async def fetchall(self, sql: str, params: Sequence[Any] = ()) -> list[Row]:
         return list(await self._conn.execute_fetchall(sql, params))
+
+    async def serialize(self, name: str) -> None:
+        return None  # BEGIN IMMEDIATE: one write transaction at a time

@@ -102,20 +102,22 @@ class TaskRepository:
     async def add(self, task: NewTask, *, limit: int) -> int | None:
         """The new task's id, or None when its chat already has `limit` live tasks.
 
-        The count and the insert are one statement, so two requests at once cannot both
-        take the last place."""
+        The count and the insert are one statement in a transaction serialized per chat, so two
+        requests at once (on two daemons too) cannot both take the last place."""
         now = self._db.now()
         chat = task.chat.params()
-        added = await self._db.write_returning(
-            "INSERT INTO mate_cron_job(agent_id, name, cron_expression, timezone, task_type, trigger_message, "
-            "enabled, next_run_time, run_at, target_channel, target_chat_id, target_thread_id, target_place_id, "
-            "created_by, created_by_name, create_time, update_time) "
-            "SELECT ?, ?, ?, ?, 'reminder', ?, 1, ?, ?, ?, ?, ?, ?, ?, ?, ?, ? "
-            f"WHERE (SELECT COUNT(*) FROM mate_cron_job WHERE {_LIVE} AND {_IN_CHAT}) < ? RETURNING id",
-            (task.agent_id, REMINDER, task.cron, task.timezone, task.message, task.next_run_time, task.run_at,
-             *chat, task.place_id, task.created_by, task.created_by_name, now, now, *chat, limit),
-        )
-        return int(added[0][0]) if added else None
+        async with self._db.transaction() as conn:
+            await conn.serialize(f"tasks of {task.chat.channel}:{task.chat.chat_id}")
+            added = await conn.fetchone(
+                "INSERT INTO mate_cron_job(agent_id, name, cron_expression, timezone, task_type, trigger_message, "
+                "enabled, next_run_time, run_at, target_channel, target_chat_id, target_thread_id, target_place_id, "
+                "created_by, created_by_name, create_time, update_time) "
+                "SELECT ?, ?, ?, ?, 'reminder', ?, 1, ?, ?, ?, ?, ?, ?, ?, ?, ?, ? "
+                f"WHERE (SELECT COUNT(*) FROM mate_cron_job WHERE {_LIVE} AND {_IN_CHAT}) < ? RETURNING id",
+                (task.agent_id, REMINDER, task.cron, task.timezone, task.message, task.next_run_time, task.run_at,
+                 *chat, task.place_id, task.created_by, task.created_by_name, now, now, *chat, limit),
+            )
+        return int(added[0]) if added else None
 
     async def get(self, task_id: int) -> TaskRecord | None:
         row = await self._db.fetchone(

@@ -124,3 +124,19 @@ async def test_usage_totals_sum_per_purpose(sql: SqlDatabase) -> None:
     assert (totals["chat"].calls, totals["chat"].input_tokens, totals["chat"].prompt_tokens) == (2, 30, 36)
     assert isinstance(totals["chat"].output_tokens, int)
     assert [t.purpose for t in await usage.totals_since("1970", agent_id=2)] == ["memory"]
+
+
+async def test_agents_and_people_made_at_once_get_ids_of_their_own(sql: SqlDatabase) -> None:
+    import asyncio
+
+    agents, people = AgentRepository(sql), PersonRepository(sql)
+    await agents.ensure(1, "Mate")
+    await people.ensure_owner("Owner")
+    made = await asyncio.gather(*(agents.provision(SEED, chat_key=f"telegram:{n}", min_id=1000) for n in range(6)))
+    assert len({agent_id for agent_id, _ in made}) == 6 and all(created for _, created in made)
+    again = await asyncio.gather(*(agents.provision(SEED, chat_key="telegram:-7", min_id=1000) for _ in range(4)))
+    assert len({agent_id for agent_id, _ in again}) == 1 and sum(created for _, created in again) == 1
+    persons = await asyncio.gather(*(people.create_for_account("telegram", str(n), f"P{n}") for n in range(6)))
+    assert len({p.id for p in persons}) == 6
+    same = await asyncio.gather(*(people.create_for_account("discord", "9", "Nine") for _ in range(4)))
+    assert len({p.id for p in same}) == 1

@@ -175,3 +175,11 @@ async def test_two_writers_of_one_version_one_wins_and_history_holds_every_versi
     final = await files.get(1, "MEMORY.md")
     assert final is not None and final.version == 6
     assert [v.version for v in await FileHistoryRepository(sql).versions(note.id)] == [6, 5, 4, 3, 2, 1]
+
+
+async def test_reminders_asked_at_once_stay_within_the_chat_limit(sql: SqlDatabase) -> None:
+    import asyncio
+
+    await _chat(sql)
+    added = await asyncio.gather(*(TaskRepository(sql).add(_reminder(f"r{n}"), limit=3) for n in range(8)))
+    assert sum(1 for task_id in added if task_id is not None) == 3

@@ -85,6 +85,9 @@ class PostgresTransaction:
     async def fetchall(self, sql: str, params: Sequence[Any] = ()) -> list[Row]:
         return list(await self._conn.fetch(self._sql.text(sql), *params))
 
+    async def serialize(self, name: str) -> None:
+        await self._conn.execute("SELECT pg_advisory_xact_lock(hashtext($1))", name)
+
 
 class PostgresDatabase(AsyncResource):
     """A pool of connections to one PostgreSQL database; the schema is created on first open."""
