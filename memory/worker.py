@@ -143,7 +143,8 @@ class MemoryWorker(AsyncResource):
         await self.recover()
 
     async def recover(self) -> int:
-        interrupted = await self._repos.memory_runs.fail_interrupted("interrupted: the process stopped mid-run")
+        interrupted = await self._repos.memory_runs.fail_interrupted(
+            "interrupted: the process stopped mid-run", self._leases.holder if self._leases else "")
         if interrupted:
             log.warning("closed %d memory runs left running by a previous process", interrupted)
         recovered = await self._recover_unrecorded()

@@ -139,6 +139,7 @@ class ChannelMessageRouter:
         self._memory = memory
         self._prompts = prompts
         self._locks = _KeyedLocks(leases)  # one turn of a chat at a time, across daemons too
+        self._shared = leases is not None  # other daemons change conversations too: nothing cached
         self._voice_lanes = _KeyedLocks()  # a chat's voice notes, in the order they came
         self._active: dict[str, ConversationRecord] = {}
         self._in_flight = 0
@@ -195,7 +196,8 @@ class ChannelMessageRouter:
     ) -> ConversationRecord:
         """The chat's active conversation (`key`: its conversation key, when known). Only its identity
         is used from the record (id, agent, trigger source), which only this router changes, so it
-        is cached; the window reads the summary fields itself."""
+        is cached; the window reads the summary fields itself. With several daemons on the
+        database another one may start a new conversation (/new): then it is read every time."""
         key = key or conversation_key(message)
         found = self._active.get(key)
         if found is None:
@@ -210,6 +212,8 @@ class ChannelMessageRouter:
         return created
 
     def _cache_active(self, key: str, conversation: ConversationRecord) -> None:
+        if self._shared:
+            return
         if len(self._active) >= 10_000 and key not in self._active:
             self._active.pop(next(iter(self._active)))  # oldest entry first (insertion order)
         self._active[key] = conversation

@@ -140,15 +140,16 @@ class MemoryRunRepository:
         )
         return int(rows[0][0])
 
-    async def fail_interrupted(self, error: str) -> int:
+    async def fail_interrupted(self, error: str, holder: str = "") -> int:
         """Close runs left 'running' by a process that died mid-run; call before any run starts.
-        A run whose agent's memory lease another daemon holds is that daemon's, still going."""
+        A run whose agent's memory lease another daemon (not `holder`, this one) holds is that
+        daemon's, still going."""
         now = self._db.now()
         result = await self._db.execute(
             "UPDATE mate_memory_run SET status = 'failed', error = ?, finished = ? WHERE status = 'running' "
             "AND NOT EXISTS (SELECT 1 FROM mate_lease l WHERE l.name = ? || CAST(mate_memory_run.agent_id AS TEXT) "
-            "AND l.expires_time > ?)",
-            (error, now, MEMORY_LEASE_PREFIX, now),
+            "AND l.expires_time > ? AND l.holder <> ?)",
+            (error, now, MEMORY_LEASE_PREFIX, now, holder),
         )
         return result.rowcount
 

@@ -183,3 +183,20 @@ async def test_reminders_asked_at_once_stay_within_the_chat_limit(sql: SqlDataba
     await _chat(sql)
     added = await asyncio.gather(*(TaskRepository(sql).add(_reminder(f"r{n}"), limit=3) for n in range(8)))
     assert sum(1 for task_id in added if task_id is not None) == 3
+
+
+async def test_runs_left_running_are_closed_unless_another_daemon_runs_them(sql: SqlDatabase) -> None:
+    from datetime import datetime, timedelta, timezone
+
+    from bot.storage.leases import LeaseRepository
+
+    await _chat(sql)
+    await AgentRepository(sql).ensure(2, "Other")
+    runs, leases = MemoryRunRepository(sql), LeaseRepository(sql)
+    mine, theirs = await runs.start(1, "extraction", "c1"), await runs.start(2, "extraction")
+    soon = datetime.now(timezone.utc) + timedelta(days=1)  # the leases outlive the test
+    assert await leases.take("memory:1", "this daemon", soon, 60)
+    assert await leases.take("memory:2", "another daemon", soon, 60)
+    assert await runs.fail_interrupted("stopped", holder="this daemon") == 1  # this daemon's own, restarted
+    assert (await runs.get(mine)).status == "failed"  # type: ignore[union-attr]
+    assert (await runs.get(theirs)).status == "running"  # type: ignore[union-attr]

@@ -64,3 +64,21 @@ async def test_one_daemon_polls_the_other_takes_over_and_each_message_is_answere
         assert len(tg.sent) == 10
         assert sum(1 for text in answered if "message " in text) == 10
         assert all(count == 1 for count in answered.values()), answered
+
+
+async def test_a_new_conversation_started_on_one_daemon_is_the_one_the_other_answers_in(
+        tmp_path: Path, postgres_cluster: Cluster | str) -> None:
+    from tests.support.runtime import chat
+
+    if isinstance(postgres_cluster, str):
+        pytest.skip(f"PostgreSQL: {postgres_cluster}")
+    async with FakeAnthropic(default_text="noted") as llm, fresh_database(postgres_cluster) as url, \
+            running(tmp_path / "a", llm, storage={"url": url}) as a, running(tmp_path / "b", llm, storage={"url": url}) as b:
+        await chat(b, "hello from before")
+        await chat(a, "/new")
+        await chat(b, "which conversation am I in?")
+        rows = await a.core.db.fetchall(
+            "SELECT c.id, c.archived, count(m.id) AS messages FROM mate_conversation c LEFT JOIN mate_message m "
+            "ON m.conversation_id = c.id GROUP BY c.id, c.archived ORDER BY c.id")
+        assert [(r["id"], r["archived"], r["messages"]) for r in rows] == [
+            ("console:me", 1, 2), ("console:me#2", 0, 2)]
