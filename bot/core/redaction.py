@@ -5,14 +5,15 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Iterable
-from urllib.parse import urlsplit
 
 from bot.core.config import Config
 
 MASK = "***"
 _MIN_SECRET = 6  # shorter values would mask ordinary words
 _KEY_SHAPES = re.compile(r"sk-ant-[A-Za-z0-9_\-]{4,}|sk-[A-Za-z0-9]{20,}")
-_URL_CREDENTIALS = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.\-]*://)[^\s/@:]+(?::[^\s/@]*)?@")
+# A password may hold a "/" (a database URL's often does, unencoded).
+_URL_CREDENTIALS = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.\-]*://)[^\s/@:]+(?::[^\s@]*)?@")
+_QUERY_PASSWORD = re.compile(r"(?i)(?P<key>[?&](?:password|passwd|pwd|sslpassword)=)[^&\s#]*")
 
 
 class Redactor:
@@ -26,7 +27,20 @@ class Redactor:
         if self._secrets is not None:
             text = self._secrets.sub(MASK, text)
         text = _KEY_SHAPES.sub(MASK, text)
+        text = _QUERY_PASSWORD.sub(lambda m: f"{m.group('key')}{MASK}", text)
         return _URL_CREDENTIALS.sub(lambda m: f"{m.group('scheme')}{MASK}@", text)
+
+
+def url_passwords(url: str) -> list[str]:
+    """The passwords a URL carries: after user: (up to its last @, a "/" in it included) and in a
+    password= parameter."""
+    found: list[str] = []
+    _, _, rest = url.partition("://")
+    credentials, at, _ = rest.rpartition("@")
+    if at and ":" in credentials:
+        found.append(credentials.split(":", 1)[1])
+    found += [m.group(0).split("=", 1)[1] for m in _QUERY_PASSWORD.finditer(url)]
+    return [p for p in found if p]
 
 
 def config_secrets(config: Config) -> list[str]:
@@ -34,10 +48,9 @@ def config_secrets(config: Config) -> list[str]:
     mate = config.mate
     channels = mate.channels
     endpoints = [mate.media.transcription, mate.memory.embeddings]
-    storage_password = urlsplit(mate.storage.url).password if mate.storage.postgres else None
     return [mate.llm.api_key, channels.telegram.token, channels.telegram.webhook.secret_token,
             channels.discord.token, mate.api.token,
-            *(endpoint.api_key for endpoint in endpoints if endpoint is not None), *([storage_password] if storage_password else [])]
+            *(endpoint.api_key for endpoint in endpoints if endpoint is not None), *url_passwords(mate.storage.url)]
 
 
 class RedactingFilter(logging.Filter):

@@ -90,3 +90,25 @@ def test_a_storage_url_of_another_kind_is_one_line_naming_the_key(tmp_path: Path
     with pytest.raises(ConfigError) as refused:
         make_config(tmp_path, storage={"url": "mysql://x/y"})
     assert "mate.storage.url" in str(refused.value) and "\n" not in str(refused.value)
+
+
+def test_a_database_password_never_shows_unmasked(tmp_path: Path) -> None:
+    from bot.core.redaction import Redactor, config_secrets
+    from bot.storage.postgres.database import redacted
+
+    for url, password in (("postgresql://matebot:S3c/retPw9@db.example/matebot", "S3c/retPw9"),
+                          ("postgresql://matebot@db.example/matebot?password=S3cretPw&sslmode=require", "S3cretPw")):
+        config = make_config(tmp_path, storage={"url": url})
+        redact = Redactor(config_secrets(config))
+        assert password not in redact(f"check-config: url: {url}") and password not in redacted(url)
+        assert "db.example/matebot" in redacted(url)
+
+
+async def test_a_url_the_driver_cannot_read_is_refused_without_quoting_it(tmp_path: Path) -> None:
+    from bot.core.errors import StorageError
+    from bot.storage.postgres.database import PostgresDatabase
+
+    with pytest.raises(StorageError) as refused:
+        async with PostgresDatabase("postgresql://matebot:S3cretPw9@db.example:notaport/matebot"):
+            pass
+    assert "S3cretPw9" not in str(refused.value) and "mate.storage.url" in str(refused.value)

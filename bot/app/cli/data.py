@@ -68,6 +68,8 @@ def _on_postgres(config: Config, command: str) -> bool:
 
 async def migrate(config: Config, args: argparse.Namespace) -> int:
     """Copy this configuration's SQLite database into an empty PostgreSQL one, and check the counts."""
+    import asyncpg
+
     from bot.app.instance_lock import DatabaseLock
     from bot.storage import Database
     from bot.storage.postgres.copy import copy_sqlite
@@ -91,10 +93,13 @@ async def migrate(config: Config, args: argparse.Namespace) -> int:
         with DatabaseLock(config.mate.database.path):  # a daemon writing meanwhile would be copied half
             async with Database(source):  # brought to this version's schema, as the target is made
                 pass
-            async with PostgresDatabase(target) as postgres:
+            async with PostgresDatabase(target, command_timeout=None) as postgres:  # a large copy takes minutes
                 counts = await copy_sqlite(source, postgres, progress=lambda line: print(line, file=sys.stderr))
     except MateError as exc:
         print(f"matebot: nothing migrated: {exc}", file=sys.stderr)
+        return EXIT_RUNTIME
+    except (OSError, asyncpg.PostgresError) as exc:  # the copy rolled back whole
+        print(f"matebot: nothing migrated: {type(exc).__name__}: {exc}", file=sys.stderr)
         return EXIT_RUNTIME
     width = max(len(c.table) for c in counts)
     for copied in counts:

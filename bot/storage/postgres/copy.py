@@ -15,13 +15,11 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from bot.core.errors import StorageError
 from bot.storage.postgres.database import PostgresDatabase
 
-if TYPE_CHECKING:
-    import asyncpg
+import asyncpg
 
 # In the order their references need; each with the columns both schemas hold.
 TABLES: tuple[tuple[str, tuple[str, ...]], ...] = (
@@ -86,17 +84,22 @@ async def copy_sqlite(source_path: Path, target: PostgresDatabase,
                     started = time.monotonic()
                     cursor = _source_rows(source, table, columns)
                     copied = 0
-                    while batch := cursor.fetchmany(_BATCH):
-                        await conn.copy_records_to_table(table, records=batch, columns=list(columns))
-                        copied += len(batch)
+                    try:
+                        while batch := cursor.fetchmany(_BATCH):
+                            await conn.copy_records_to_table(table, records=batch, columns=list(columns))
+                            copied += len(batch)
+                    except (asyncpg.PostgresError, asyncpg.DataError) as exc:
+                        raise StorageError(f"copying {table} (after {copied} rows): {exc}") from exc
                     progress(f"{table}: {copied} rows ({time.monotonic() - started:.1f} s)")
                 for table in _DERIVED_TRIGGERS:
                     await conn.execute(f"ALTER TABLE {table} ENABLE TRIGGER USER")
                 for table in _IDENTITY:
+                    # Where SQLite handed out ids up to: those of rows deleted since are not given again.
+                    handed = source.execute("SELECT seq FROM sqlite_sequence WHERE name = ?", (table,)).fetchone()
                     column = "rowid" if table == "mate_conversation" else "id"
                     await conn.execute(
                         f"SELECT setval(pg_get_serial_sequence('{table}', '{column}'), "
-                        f"GREATEST((SELECT MAX({column}) FROM {table}), 1))")
+                        f"GREATEST((SELECT MAX({column}) FROM {table}), $1, 1))", int(handed[0]) if handed else 0)
                 started = time.monotonic()
                 await conn.execute("SELECT mate_search_rebuild()")
                 progress(f"search index rebuilt ({time.monotonic() - started:.1f} s)")

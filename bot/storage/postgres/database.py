@@ -53,10 +53,11 @@ def _rowcount(status: str) -> int:
 
 
 def redacted(url: str) -> str:
-    """The URL without its password, for messages and logs."""
+    """The URL without its password (nor any parameter, where one may be), for messages and logs."""
     head, sep, tail = url.partition("://")
+    tail = tail.split("?", 1)[0]
     if "@" not in tail:
-        return url
+        return f"{head}{sep}{tail}"
     credentials, _, host = tail.rpartition("@")
     user = credentials.split(":", 1)[0]
     return f"{head}{sep}{user}@{host}" if user else f"{head}{sep}{host}"
@@ -94,10 +95,12 @@ class PostgresDatabase(AsyncResource):
 
     backend = "postgresql"
 
-    def __init__(self, url: str, *, clock: Clock = clock_now, pool_size: int = 10) -> None:
+    def __init__(self, url: str, *, clock: Clock = clock_now, pool_size: int = 10,
+                 command_timeout: float | None = 60.0) -> None:
         self.url = url
         self._clock = clock
         self._pool_size = pool_size
+        self._command_timeout = command_timeout  # None: a statement may take as long as it takes (a copy)
         self._pool: asyncpg.Pool | None = None
         self._texts: dict[str, str] = {}
         self._queued: set[asyncio.Task[list[Any]]] = set()
@@ -107,8 +110,12 @@ class PostgresDatabase(AsyncResource):
 
         try:
             self._pool = await asyncpg.create_pool(self.url, min_size=1, max_size=self._pool_size,
-                                                   command_timeout=60)
+                                                   command_timeout=self._command_timeout)
             await self._create_schema()
+        except (ValueError, OverflowError, TypeError) as exc:  # the URL itself: its text may quote the password
+            await self.close()
+            raise StorageError(f"cannot open database {redacted(self.url)}: mate.storage.url is not a "
+                               f"valid postgresql:// URL ({type(exc).__name__})") from None
         except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
             await self.close()
             raise StorageError(f"cannot open database {redacted(self.url)}: {exc}") from exc
