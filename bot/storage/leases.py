@@ -110,15 +110,20 @@ class Leases:
                 log.warning("could not give back the lease %s", name, exc_info=True)
 
     async def _keep(self, name: str, lost: asyncio.Event | None) -> None:
+        renewed = self._clock()
         while True:
             await self._sleep(self._renew_every)
             try:
                 kept = await self.take(name)
-            except Exception:  # the database is away: keep trying; the lease may still be ours
-                log.warning("renewing the lease %s failed", name, exc_info=True)
-                continue
+            except Exception:  # the database is away: keep trying while the lease may still be ours
+                if (self._clock() - renewed).total_seconds() < self._seconds - self._renew_every:
+                    log.warning("renewing the lease %s failed; trying again", name, exc_info=True)
+                    continue
+                log.warning("the lease %s could not be renewed before it ran out: another daemon may take it", name)
+                kept = False
             if not kept:
-                log.warning("the lease %s was taken over by another daemon", name)
                 if lost is not None:
                     lost.set()
+                log.warning("the lease %s is lost (taken over, or not renewed in time)", name)
                 return
+            renewed = self._clock()

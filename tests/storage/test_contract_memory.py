@@ -200,3 +200,34 @@ async def test_runs_left_running_are_closed_unless_another_daemon_runs_them(sql:
     assert await runs.fail_interrupted("stopped", holder="this daemon") == 1  # this daemon's own, restarted
     assert (await runs.get(mine)).status == "failed"  # type: ignore[union-attr]
     assert (await runs.get(theirs)).status == "running"  # type: ignore[union-attr]
+
+
+async def test_a_lease_that_cannot_be_renewed_in_time_counts_as_lost(sql: SqlDatabase) -> None:
+    import asyncio
+    from datetime import datetime, timedelta, timezone
+
+    from bot.storage.leases import LeaseRepository, Leases
+
+    class Failing(LeaseRepository):
+        down = False
+
+        async def take(self, name: str, holder: str, now: datetime, seconds: float) -> bool:
+            if self.down:
+                raise ConnectionError("the database is away")
+            return await super().take(name, holder, now, seconds)
+
+    moments = [datetime(2026, 3, 4, 8, 0, tzinfo=timezone.utc)]
+
+    async def sleep(seconds: float) -> None:  # simulated time: each renewal comes `seconds` later
+        moments[0] += timedelta(seconds=seconds)
+        await asyncio.sleep(0)
+
+    repository = Failing(sql)
+    leases = Leases(repository, "this daemon", clock=lambda: moments[0], seconds=60, renew_every=20, sleep=sleep)
+    lost = asyncio.Event()
+    async with leases.held("telegram:1", lost) as held:
+        assert held
+        repository.down = True
+        await asyncio.wait_for(lost.wait(), 5)  # within the lease's life, not for ever
+        assert moments[0] - datetime(2026, 3, 4, 8, 0, tzinfo=timezone.utc) <= timedelta(seconds=60)
+        repository.down = False
