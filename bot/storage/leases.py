@@ -76,28 +76,26 @@ class Leases:
     @asynccontextmanager
     async def held(self, name: str, lost: asyncio.Event | None = None) -> AsyncIterator[bool]:
         """Try once to take `name`: yields whether it is held. While held it is renewed; should a
-        renewal find it taken over, `lost` is set (the work should stop). Given back at the end."""
+        renewal find it taken over (or fail until it may have run out), `lost` is set (the work
+        should stop). Given back at the end."""
         if not await self.take(name):
             yield False
             return
-        keeper = asyncio.create_task(self._keep(name, lost), name=f"lease-{name}")
-        try:
+        async with self._kept(name, lost):
             yield True
-        finally:
-            keeper.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await keeper
-            try:
-                await self.release(name)
-            except Exception:  # it expires on its own
-                log.warning("could not give back the lease %s", name, exc_info=True)
 
     @asynccontextmanager
     async def waited(self, name: str, poll: float = 0.2) -> AsyncIterator[None]:
         """Hold `name`, waiting (polling) while another daemon holds it."""
         while not await self.take(name):
             await self._sleep(poll)
-        keeper = asyncio.create_task(self._keep(name, None), name=f"lease-{name}")
+        async with self._kept(name, None):
+            yield
+
+    @asynccontextmanager
+    async def _kept(self, name: str, lost: asyncio.Event | None) -> AsyncIterator[None]:
+        """A lease just taken: renewed while the block runs, given back after it."""
+        keeper = asyncio.create_task(self._keep(name, lost), name=f"lease-{name}")
         try:
             yield
         finally:
@@ -106,7 +104,7 @@ class Leases:
                 await keeper
             try:
                 await self.release(name)
-            except Exception:
+            except Exception:  # it runs out on its own
                 log.warning("could not give back the lease %s", name, exc_info=True)
 
     async def _keep(self, name: str, lost: asyncio.Event | None) -> None:
