@@ -3,12 +3,9 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import random
-import re
-from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
+from collections.abc import Callable
 from typing import Any, Literal
 
 import aiohttp
@@ -26,22 +23,17 @@ from channels.base import (
     CHANNEL_OK,
     CHANNEL_RETRYING,
     InboundMessage,
-    IncomingFile,
     MessageHandler,
     OutboundMessage,
     channel_stopped,
 )
 from channels.formatting import DISCORD_LIMIT, split_message
-from channels.streaming import ThrottledPreview
+from channels.discord.replies import NO_PINGS, Preview, clean_text, file_of, keep_typing
 
 log = logging.getLogger(__name__)
 
 ClientFactory = Callable[..., discord.Client]
 
-# Typing lasts ~10 s on Discord's side; refresh a little before it runs out.
-TYPING_REFRESH_S = 8.0
-# A reply never pings anyone, whatever the model wrote ("@everyone" stays text).
-_NO_PINGS = discord.AllowedMentions.none()
 _CHAT_MESSAGES = (discord.MessageType.default, discord.MessageType.reply)
 
 # Failures that mean "Discord cannot be reached right now": retried on a fresh client.
@@ -347,7 +339,7 @@ class DiscordChannel:
     async def send(self, message: OutboundMessage) -> None:
         target = self._messageable(message.chat_id, message.thread_id)
         for chunk in split_message(message.text, DISCORD_LIMIT):
-            await target.send(chunk, allowed_mentions=_NO_PINGS)
+            await target.send(chunk, allowed_mentions=NO_PINGS)
 
     async def typing(self, chat_id: str, thread_id: str | None = None) -> None:
         await self._messageable(chat_id, thread_id).typing()
@@ -375,18 +367,18 @@ class DiscordChannel:
         place = self._access.decide_place(access)
         if not place.answers:
             if place.refuses:
-                await message.channel.send(place.refusal_line(self._prompts), allowed_mentions=_NO_PINGS)
+                await message.channel.send(place.refusal_line(self._prompts), allowed_mentions=NO_PINGS)
             return
         if not inbound.text and not inbound.files:
             # A sticker where the bot would answer; a stranger's in a direct chat gets silence.
             if message.stickers and self._access.decide(access).answers:
-                await message.channel.send(self._prompts.text("text_only"), allowed_mentions=_NO_PINGS)
+                await message.channel.send(self._prompts.text("text_only"), allowed_mentions=NO_PINGS)
             return
-        preview = _Preview(message)
+        preview = Preview(message)
         reply = None
         try:
             if self._access.wants_answer(access):  # a typing indicator only where an answer is expected
-                async with _keep_typing(message.channel):
+                async with keep_typing(message.channel):
                     reply = await self._handler(inbound, stored=_no_confirmation, stream=preview.stream)
             else:
                 # The router decides; it ignores such messages.
@@ -401,9 +393,9 @@ class DiscordChannel:
         if not await preview.replace(first):
             # Only the first part quotes the question; a deleted question must not lose the answer.
             await message.channel.send(first, reference=message.to_reference(fail_if_not_exists=False),
-                                       allowed_mentions=_NO_PINGS)
+                                       allowed_mentions=NO_PINGS)
         for chunk in rest:
-            await message.channel.send(chunk, allowed_mentions=_NO_PINGS)
+            await message.channel.send(chunk, allowed_mentions=NO_PINGS)
 
     def _inbound(self, message: discord.Message, bot_id: int, guild_id: int | None) -> InboundMessage:
         is_direct = guild_id is None
@@ -422,10 +414,10 @@ class DiscordChannel:
             title = f"#{channel.id}"
         return InboundMessage(
             channel=self.name, chat_id=chat_id, thread_id=thread_id, sender_id=sender_id,
-            sender_name=message.author.display_name, text=_clean_text(message, bot_id),
+            sender_name=message.author.display_name, text=clean_text(message, bot_id),
             is_direct=is_direct, mentions_bot=mentioned or own_thread or replied_to_bot, chat_title=title,
             is_admin=self._access.is_admin(sender_id), external_id=str(message.id),
-            files=tuple(_file_of(a) for a in message.attachments),
+            files=tuple(file_of(a) for a in message.attachments),
             place_id=None if guild_id is None else str(guild_id),
         )
 
@@ -505,81 +497,7 @@ class DiscordChannel:
                 await interaction.delete_original_response()
                 return
             for chunk in split_message(reply.text, DISCORD_LIMIT):
-                await interaction.followup.send(chunk, ephemeral=ephemeral, allowed_mentions=_NO_PINGS)
+                await interaction.followup.send(chunk, ephemeral=ephemeral, allowed_mentions=NO_PINGS)
         except Exception:  # one bad event must not end the client
             log.exception("discord command %s failed", text,
                           extra={"channel": self.name, "chat_id": chat_id})
-
-
-def _clean_text(message: discord.Message, bot_id: int) -> str:
-    """The text without the bot's own mention; other user mentions become @names."""
-    text = re.sub(rf"<@!?{bot_id}>", " ", message.content)
-    for user in message.mentions:
-        if user.id != bot_id:
-            text = re.sub(rf"<@!?{user.id}>", f"@{user.display_name}", text)
-    return text.strip()
-
-
-@asynccontextmanager
-async def _keep_typing(channel: discord.abc.Messageable) -> AsyncIterator[None]:
-    """Best-effort typing indicator while the body runs; a failed typing call never loses a reply."""
-
-    async def loop() -> None:
-        while True:
-            try:
-                await channel.typing()
-            except (discord.HTTPException, OSError, asyncio.TimeoutError):
-                log.debug("typing indicator failed", exc_info=True)
-            await asyncio.sleep(TYPING_REFRESH_S)
-
-    task = asyncio.create_task(loop(), name="discord-typing")
-    try:
-        yield
-    finally:
-        task.cancel()
-        # gather keeps our own cancellation visible while swallowing the typing task's.
-        await asyncio.gather(task, return_exceptions=True)
-
-
-class _Preview:
-    """The reply as it is written: one message, edited in place; the reply's first part ends it."""
-
-    def __init__(self, question: discord.Message) -> None:
-        self._question = question
-        self._sent: discord.Message | None = None
-        self.stream = ThrottledPreview(self._show, limit=DISCORD_LIMIT - 1)
-
-    async def _show(self, text: str) -> None:
-        if self._sent is None:
-            self._sent = await self._question.channel.send(
-                text, reference=self._question.to_reference(fail_if_not_exists=False), allowed_mentions=_NO_PINGS)
-        else:
-            await self._sent.edit(content=text, allowed_mentions=_NO_PINGS)
-
-    async def discard(self) -> None:
-        """No reply follows: half an answer must not stay as if it were one."""
-        sent, self._sent = self._sent, None
-        if sent is not None:
-            with contextlib.suppress(discord.HTTPException):
-                await sent.delete()
-
-    async def replace(self, text: str) -> bool:
-        """Edit the preview into `text`; False when there is none or it cannot be edited (then it is deleted)."""
-        if self._sent is None:
-            return False
-        if text == self.stream.shown:
-            return True
-        try:
-            await self._sent.edit(content=text, allowed_mentions=_NO_PINGS)
-        except discord.HTTPException as exc:
-            log.info("could not edit the preview (%s); sending the reply anew", exc)
-            with contextlib.suppress(discord.HTTPException):  # half an answer above the whole one confuses
-                await self._sent.delete()
-            return False
-        return True
-
-
-def _file_of(attachment: discord.Attachment) -> IncomingFile:
-    """An attachment, fetched only if the router answers it; a voice message says how long it is."""
-    return IncomingFile(attachment.filename, attachment.content_type or "", attachment.size, attachment.read,
-                        is_voice=attachment.is_voice_message(), duration=attachment.duration)
