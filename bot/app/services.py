@@ -69,7 +69,7 @@ async def start_services(config: Config, rt: Runtime, stack: AsyncExitStack) -> 
         from channels.discord.adapter import DiscordChannel
 
         channels.append(DiscordChannel(mate.channels.discord, rt.router.handle, rt.core.prompts,
-                                       access=rt.access.discord))
+                                       access=rt.access.discord, leases=rt.leases))
     outbox = rt.outbox
     for channel in channels:
         rt.channel_states.add(channel)

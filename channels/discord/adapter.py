@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import random
 from collections.abc import Callable
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 import aiohttp
 import discord
@@ -22,6 +23,8 @@ from bot.core.retry import CHANNEL_RECONNECT, Backoff, RetryStreak
 from channels.base import (
     CHANNEL_OK,
     CHANNEL_RETRYING,
+    CHANNEL_STANDBY,
+    PollingLeases,
     InboundMessage,
     MessageHandler,
     OutboundMessage,
@@ -65,27 +68,41 @@ class _EndpointOverride:
 
     `Route.BASE` and `DiscordWebSocket.DEFAULT_GATEWAY` are read when a request or the first
     websocket is made, so the values must stay set for the client's whole life; they are
-    restored afterwards unless someone else changed them meanwhile.
+    restored once the last channel that set them is done (two channels of one process, as in
+    a test of two daemons, share them), unless someone else changed them meanwhile.
     """
+
+    # discord.py's endpoints are per process, so is the count of channels that set them.
+    _users: ClassVar[int] = 0
+    _original: ClassVar[tuple[str, yarl.URL] | None] = None
 
     def __init__(self, api_base_url: str | None, gateway_url: str | None) -> None:
         self._base = api_base_url.rstrip("/") if api_base_url else None  # e.g. http://host/api/v10
         self._gateway = yarl.URL(gateway_url) if gateway_url else None
-        self._saved: tuple[str, yarl.URL] | None = None
+        self._applied = False
 
     def apply(self) -> None:
-        if self._saved is None:
-            self._saved = (discord.http.Route.BASE, discord.gateway.DiscordWebSocket.DEFAULT_GATEWAY)
+        if self._applied:
+            return
+        self._applied = True
+        if _EndpointOverride._users == 0:
+            _EndpointOverride._original = (discord.http.Route.BASE, discord.gateway.DiscordWebSocket.DEFAULT_GATEWAY)
+        _EndpointOverride._users += 1
         if self._base is not None:
             discord.http.Route.BASE = self._base
         if self._gateway is not None:
             discord.gateway.DiscordWebSocket.DEFAULT_GATEWAY = self._gateway
 
     def restore(self) -> None:
-        if self._saved is None:
+        if not self._applied:
             return
-        base, gateway = self._saved
-        self._saved = None
+        self._applied = False
+        _EndpointOverride._users -= 1
+        original = _EndpointOverride._original
+        if _EndpointOverride._users or original is None:
+            return
+        base, gateway = original
+        _EndpointOverride._original = None
         if self._base is not None and discord.http.Route.BASE == self._base:
             discord.http.Route.BASE = base
         if self._gateway is not None and discord.gateway.DiscordWebSocket.DEFAULT_GATEWAY == self._gateway:
@@ -147,6 +164,7 @@ class DiscordChannel:
         client_factory: ClientFactory | None = None, backoff_base: float = CHANNEL_RECONNECT.base,
         backoff_max: float = CHANNEL_RECONNECT.maximum,
         rng: random.Random | None = None, access: AccessPolicy | None = None,
+        leases: PollingLeases | None = None,
     ) -> None:
         self._config = config
         self._access = access or AccessPolicy.discord(config)
@@ -162,6 +180,10 @@ class DiscordChannel:
         self._stopping = False
         self._stop_event = asyncio.Event()
         self._commands_synced = False  # once per channel, not on every reconnect
+        # Several daemons on one database: the one holding the lease "discord:<bot id>" connects to
+        # the gateway, the others stand by, logged in for sending only (replies, reminders).
+        self._leases = leases
+        self._standby = False
 
     @property
     def client(self) -> discord.Client | None:
@@ -173,6 +195,8 @@ class DiscordChannel:
         """"ok" while connected and ready, "retrying" while (re)connecting, "stopped: <reason>" after."""
         if self._stopped_reason is not None:
             return channel_stopped(self._stopped_reason)
+        if self._standby:
+            return CHANNEL_STANDBY
         return CHANNEL_OK if self._connected else CHANNEL_RETRYING
 
     # -- lifecycle ----------------------------------------------------------------------
@@ -228,7 +252,10 @@ class DiscordChannel:
         try:
             # reconnect=False: discord.py still RESUMEs after a plain gateway close, but a failed
             # connection attempt comes back here, to be retried with our backoff on a new client.
-            await client.start(self._config.token, reconnect=False)
+            if self._leases is None:
+                await client.start(self._config.token, reconnect=False)
+            else:
+                await self._serve_leased(client, self._leases)
         except discord.LoginFailure:
             raise _Fatal("invalid token", "Discord rejected the bot token (HTTP 401); "
                                           "check channels.discord.token") from None
@@ -242,6 +269,37 @@ class DiscordChannel:
             self._connected = False
             if not client.is_closed():
                 await client.close()  # a failed login leaves the HTTP session open otherwise
+
+    async def _serve_leased(self, client: discord.Client, leases: PollingLeases) -> None:
+        """Log in (REST: sending works), then connect to the gateway while this daemon holds the bot's
+        lease; stand by meanwhile. Returns when the gateway closes or the lease is lost."""
+        await client.login(self._config.token)
+        assert client.user is not None
+        name = f"discord:{client.user.id}"
+        while not self._stopping:
+            lost = asyncio.Event()
+            async with leases.held(name, lost) as held:
+                if held:
+                    if self._standby:
+                        log.info("Discord: taken over from another matebot", extra={"channel": self.name})
+                    self._standby = False
+                    closer = asyncio.create_task(self._close_when(lost, client), name="discord-lease-lost")
+                    try:
+                        await client.connect(reconnect=False)
+                    finally:
+                        closer.cancel()
+                    return
+            if not self._standby:
+                log.info("Discord standing by: another matebot on this database serves this bot",
+                         extra={"channel": self.name})
+            self._standby = True
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._stop_event.wait(), leases.renew_every)
+
+    @staticmethod
+    async def _close_when(lost: asyncio.Event, client: discord.Client) -> None:
+        await lost.wait()
+        await client.close()
 
     def _new_client(self) -> discord.Client:
         intents = discord.Intents.default()
