@@ -111,8 +111,12 @@ class Leases:
         renewed = self._clock()
         while True:
             await self._sleep(self._renew_every)
+            asked = self._clock()  # the new expiry counts from here
+            left = self._seconds - (asked - renewed).total_seconds()
             try:
-                kept = await self.take(name)
+                # A renewal that hangs (a network cut without a reset) must not outlast the lease.
+                async with asyncio.timeout(max(left - self._renew_every, 0.001)):
+                    kept = await self.take(name)
             except Exception:  # the database is away: keep trying while the lease may still be ours
                 if (self._clock() - renewed).total_seconds() < self._seconds - self._renew_every:
                     log.warning("renewing the lease %s failed; trying again", name, exc_info=True)
@@ -124,4 +128,4 @@ class Leases:
                     lost.set()
                 log.warning("the lease %s is lost (taken over, or not renewed in time)", name)
                 return
-            renewed = self._clock()
+            renewed = asked

@@ -89,8 +89,10 @@ async def _write_file(conn: Transaction, change: ExtractionCommit, write: FileWr
     made = Made("extraction", change.run_id, change.history_versions, now)
     try:
         if row is None:
-            await file_versions.create(conn, agent_id, write.filename, write.content, made, enabled=write.enabled,
-                                       sort_order=write.sort_order)
+            created = await file_versions.create(conn, agent_id, write.filename, write.content, made,
+                                                 enabled=write.enabled, sort_order=write.sort_order, if_absent=True)
+            if created is None:  # made meanwhile by another writer (PostgreSQL: two transactions at once)
+                raise file_versions.MovedOn
         elif write.appended:
             await file_versions.append(conn, int(row[0]), write.appended, made, current=current)
         else:

@@ -184,6 +184,8 @@ class DiscordChannel:
         # the gateway, the others stand by, logged in for sending only (replies, reminders).
         self._leases = leases
         self._standby = False
+        self._handing_over = False
+        self._handling = 0  # messages being answered on this client
 
     @property
     def client(self) -> discord.Client | None:
@@ -296,10 +298,19 @@ class DiscordChannel:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._stop_event.wait(), leases.renew_every)
 
-    @staticmethod
-    async def _close_when(lost: asyncio.Event, client: discord.Client) -> None:
+    async def _close_when(self, lost: asyncio.Event, client: discord.Client) -> None:
+        """The lease lost: no new messages, the replies being written finished, then the gateway closed."""
         await lost.wait()
-        await client.close()
+        log.warning("Discord: another matebot took this bot over; handing over", extra={"channel": self.name})
+        self._handing_over = True
+        try:
+            for _ in range(600):  # at most a minute for the replies in hand
+                if not self._handling:
+                    break
+                await asyncio.sleep(0.1)
+            await client.close()
+        finally:
+            self._handing_over = False
 
     def _new_client(self) -> discord.Client:
         intents = discord.Intents.default()
@@ -405,11 +416,16 @@ class DiscordChannel:
     # -- messages -----------------------------------------------------------------------
 
     async def _on_message(self, message: discord.Message) -> None:
+        if self._handing_over:  # the lease is another daemon's now: it takes the new messages
+            return
+        self._handling += 1
         try:
             await self._handle_message(message)
         except Exception:  # one bad event must not end the client
             log.exception("discord message handling failed",
                           extra={"channel": self.name, "chat_id": str(message.channel.id)})
+        finally:
+            self._handling -= 1
 
     async def _handle_message(self, message: discord.Message) -> None:
         client = self._client

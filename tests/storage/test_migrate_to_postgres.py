@@ -97,6 +97,7 @@ def test_a_database_password_never_shows_unmasked(tmp_path: Path) -> None:
     from bot.storage.postgres.database import redacted
 
     for url, password in (("postgresql://matebot:S3c/retPw9@db.example/matebot", "S3c/retPw9"),
+                          ("postgresql://matebot:pa?ss#Word9@db.example/matebot", "pa?ss#Word9"),
                           ("postgresql://matebot@db.example/matebot?password=S3cretPw&sslmode=require", "S3cretPw")):
         config = make_config(tmp_path, storage={"url": url})
         redact = Redactor(config_secrets(config))

@@ -82,3 +82,32 @@ async def test_a_new_conversation_started_on_one_daemon_is_the_one_the_other_ans
             "ON m.conversation_id = c.id GROUP BY c.id, c.archived ORDER BY c.id")
         assert [(r["id"], r["archived"], r["messages"]) for r in rows] == [
             ("console:me", 1, 2), ("console:me#2", 0, 2)]
+
+
+async def test_a_database_that_fails_gets_the_person_an_apology_not_silence(
+        tmp_path: Path, postgres_cluster: Cluster | str) -> None:
+    import asyncpg
+
+    from bot.core.errors import StorageError
+    from channels.base import InboundMessage
+
+    if isinstance(postgres_cluster, str):
+        pytest.skip(f"PostgreSQL: {postgres_cluster}")
+    async with FakeAnthropic(default_text="noted") as llm, fresh_database(postgres_cluster) as url, \
+            running(tmp_path, llm, storage={"url": url}) as rt:
+        stored: list[bool] = []
+        name = url.rsplit("/", 1)[1]
+        admin = await asyncpg.connect(postgres_cluster.url("postgres"))
+        try:  # the database takes no connections and drops the open ones (a restart, a failover)
+            await admin.execute(f'ALTER DATABASE "{name}" ALLOW_CONNECTIONS false')
+            await admin.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1", name)
+            reply = await rt.router.handle(InboundMessage("console", "me", "me", "me", "hello there"),
+                                           stored=lambda: stored.append(True))
+            assert reply is not None and reply.text == rt.core.prompts.text("storage_error")
+            assert llm.messages_requests() == []
+            with pytest.raises(StorageError):
+                await rt.core.db.fetchall("SELECT 1")
+        finally:
+            await admin.execute(f'ALTER DATABASE "{name}" ALLOW_CONNECTIONS true')
+            await admin.close()
+        assert await rt.core.db.fetchall("SELECT 1")  # back once the database is

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator, Iterable, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Iterable, Iterator, Sequence
+from contextlib import asynccontextmanager, contextmanager
 from importlib import resources
 from typing import TYPE_CHECKING, Any
 
@@ -55,12 +55,24 @@ def _rowcount(status: str) -> int:
 def redacted(url: str) -> str:
     """The URL without its password (nor any parameter, where one may be), for messages and logs."""
     head, sep, tail = url.partition("://")
-    tail = tail.split("?", 1)[0]
-    if "@" not in tail:
-        return f"{head}{sep}{tail}"
-    credentials, _, host = tail.rpartition("@")
+    credentials, at, host = tail.rpartition("@")  # the last @: a password may hold one, or a ? or a /
+    host = host.split("?", 1)[0]
+    if not at:
+        return f"{head}{sep}{host}"
     user = credentials.split(":", 1)[0]
     return f"{head}{sep}{user}@{host}" if user else f"{head}{sep}{host}"
+
+
+@contextmanager
+def storage_errors() -> Iterator[None]:
+    """The driver's and the network's failures as StorageError, as SQLite's are met: the router
+    answers them with an apology, never silence."""
+    import asyncpg
+
+    try:
+        yield
+    except (asyncpg.PostgresError, asyncpg.InterfaceError, OSError) as exc:
+        raise StorageError(f"the database failed: {type(exc).__name__}: {exc}") from exc
 
 
 class PostgresTransaction:
@@ -163,15 +175,18 @@ class PostgresDatabase(AsyncResource):
 
     @asynccontextmanager
     async def transaction(self) -> AsyncIterator[PostgresTransaction]:
-        async with self.pool.acquire() as conn, conn.transaction():
-            yield PostgresTransaction(conn, self)
+        with storage_errors():
+            async with self.pool.acquire() as conn, conn.transaction():
+                yield PostgresTransaction(conn, self)
 
     async def execute(self, sql: str, params: Sequence[Any] = ()) -> WriteResult:
-        status = await self.pool.execute(self.text(sql), *params)
+        with storage_errors():
+            status = await self.pool.execute(self.text(sql), *params)
         return WriteResult(0, _rowcount(status))
 
     async def write_returning(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
-        return list(await self.pool.fetch(self.text(sql), *params))
+        with storage_errors():
+            return list(await self.pool.fetch(self.text(sql), *params))
 
     def queue_returning(self, sql: str, params: Sequence[Any] = ()) -> asyncio.Future[list[Any]]:
         task = asyncio.create_task(self.write_returning(sql, params), name="postgres-queued-write")
@@ -180,10 +195,13 @@ class PostgresDatabase(AsyncResource):
         return task
 
     async def fetchall(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
-        return list(await self.pool.fetch(self.text(sql), *params))
+        with storage_errors():
+            return list(await self.pool.fetch(self.text(sql), *params))
 
     async def fetchone(self, sql: str, params: Sequence[Any] = ()) -> Any | None:
-        return await self.pool.fetchrow(self.text(sql), *params)
+        with storage_errors():
+            return await self.pool.fetchrow(self.text(sql), *params)
 
     async def schema_version(self) -> int:
-        return int(await self.pool.fetchval("SELECT COALESCE(MAX(version), 0) FROM schema_version"))
+        with storage_errors():
+            return int(await self.pool.fetchval("SELECT COALESCE(MAX(version), 0) FROM schema_version"))
