@@ -9,6 +9,7 @@ import bot.storage.file_versions as file_versions
 from bot.storage.file_versions import Change, Made, MovedOn
 from bot.core.records import WorkspaceFileRecord
 
+_UNCONDITIONAL_TRIES = 5
 _COLUMNS = (
     "id, agent_id, filename, content, file_size, enabled, sort_order, create_time, update_time, "
     "deleted, version"
@@ -65,19 +66,23 @@ class WorkspaceFileRepository:
         """Replace content and keep the new version in history; with expected_version, only if the
         row still has that version."""
         made = Made(change, run_id, keep, self._db.now())
-        try:
-            async with self._db.transaction() as conn:
-                row = await conn.fetchone(
-                    "SELECT version, content, update_time FROM mate_workspace_file WHERE id = ? AND deleted = 0",
-                    (file_id,),
-                )
-                if row is None or (expected_version is not None and int(row[0]) != expected_version):
-                    return False
-                await file_versions.replace(conn, file_id, content, made, current=int(row[0]),
-                                            before=(str(row[1]), str(row[2])))
-        except MovedOn:  # another writer came first (PostgreSQL): as a version that no longer matches
-            return False
-        return True
+        # Without an expected version the write is unconditional: another writer coming first
+        # (PostgreSQL: two transactions at once) only means reading the file again.
+        for _ in range(_UNCONDITIONAL_TRIES if expected_version is None else 1):
+            try:
+                async with self._db.transaction() as conn:
+                    row = await conn.fetchone(
+                        "SELECT version, content, update_time FROM mate_workspace_file WHERE id = ? AND deleted = 0",
+                        (file_id,),
+                    )
+                    if row is None or (expected_version is not None and int(row[0]) != expected_version):
+                        return False
+                    await file_versions.replace(conn, file_id, content, made, current=int(row[0]),
+                                                before=(str(row[1]), str(row[2])))
+                return True
+            except MovedOn:  # another writer came first: as a version that no longer matches
+                continue
+        return False
 
     async def append_content(
         self, file_id: int, text: str, expected_version: int | None, *, change: Change = "api",

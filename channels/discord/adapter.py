@@ -69,7 +69,7 @@ class _EndpointOverride:
     `Route.BASE` and `DiscordWebSocket.DEFAULT_GATEWAY` are read when a request or the first
     websocket is made, so the values must stay set for the client's whole life; they are
     restored once the last channel that set them is done (two channels of one process, as in
-    a test of two daemons, share them), unless someone else changed them meanwhile.
+    a test of two daemons, share them).
     """
 
     # discord.py's endpoints are per process, so is the count of channels that set them.
@@ -101,12 +101,9 @@ class _EndpointOverride:
         original = _EndpointOverride._original
         if _EndpointOverride._users or original is None:
             return
-        base, gateway = original
+        # The last channel done: discord.py's own endpoints again, whichever channel set which.
+        discord.http.Route.BASE, discord.gateway.DiscordWebSocket.DEFAULT_GATEWAY = original
         _EndpointOverride._original = None
-        if self._base is not None and discord.http.Route.BASE == self._base:
-            discord.http.Route.BASE = base
-        if self._gateway is not None and discord.gateway.DiscordWebSocket.DEFAULT_GATEWAY == self._gateway:
-            discord.gateway.DiscordWebSocket.DEFAULT_GATEWAY = gateway
 
 
 class _Fatal(Exception):

@@ -163,9 +163,9 @@ class TelegramChannel:
                     log.info("telegram channel polling as @%s again, after %.1f s of retries",
                              self._username, time.monotonic() - down_since)
                 await self._close_retired()
-                # Standing by keeps this bot (its replies and reminders go through it) and asks
-                # for the lease again at each renewal.
+                # Standing by keeps this bot (replies, reminders) and asks for the lease at each renewal.
                 while not await self._poll_leased(bot):
+                    await self._close_retired()
                     if not await self._sleep(self._leases.renew_every if self._leases else 0):
                         return True
             except _Stopping:

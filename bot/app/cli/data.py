@@ -98,7 +98,7 @@ async def migrate(config: Config, args: argparse.Namespace) -> int:
     except MateError as exc:
         print(f"matebot: nothing migrated: {exc}", file=sys.stderr)
         return EXIT_RUNTIME
-    except (OSError, asyncpg.PostgresError) as exc:  # the copy rolled back whole
+    except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:  # the copy rolled back whole
         print(f"matebot: nothing migrated: {type(exc).__name__}: {exc}", file=sys.stderr)
         return EXIT_RUNTIME
     width = max(len(c.table) for c in counts)

@@ -176,7 +176,9 @@ class PostgresDatabase(AsyncResource):
     @asynccontextmanager
     async def transaction(self) -> AsyncIterator[PostgresTransaction]:
         with storage_errors():
-            async with self.pool.acquire() as conn, conn.transaction():
+            # READ COMMITTED whatever the server's default: the version checks in UPDATE … WHERE and
+            # serialize()'s locks rely on each statement seeing what committed before it.
+            async with self.pool.acquire() as conn, conn.transaction(isolation="read_committed"):
                 yield PostgresTransaction(conn, self)
 
     async def execute(self, sql: str, params: Sequence[Any] = ()) -> WriteResult:
