@@ -71,7 +71,8 @@ def storage_errors() -> Iterator[None]:
 
     try:
         yield
-    except (asyncpg.PostgresError, asyncpg.InterfaceError, OSError) as exc:
+    except (asyncpg.PostgresError, asyncpg.InterfaceError, asyncpg.InternalClientError, OSError) as exc:
+        # InternalClientError: a connection the server dropped mid-statement, met by the next one.
         raise StorageError(f"the database failed: {type(exc).__name__}: {exc}") from exc
 
 
