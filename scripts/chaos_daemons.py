@@ -30,6 +30,7 @@ import subprocess
 import sys
 import time
 from collections import Counter
+from datetime import datetime, timezone
 from pathlib import Path
 from tempfile import TemporaryDirectory
 from typing import Any
@@ -37,12 +38,13 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-import asyncpg
-
+from bot.storage import PostgresDatabase, Repositories
 from tests.support.fakes.anthropic import FakeAnthropic, RecordedRequest, Script, TextReply, ToolUseReply
 from tests.support.fakes.anthropic import system_text
 from tests.support.fakes.telegram import FakeTelegram
+from tests.support.daemon_process import free_port
 from tests.support.postgres import throwaway_cluster
+from tests.support.storage_backends import fresh_database
 
 _TOKEN = re.compile(r"\bm(\d+)-(\d+)\b")
 _REMINDER = re.compile(r"\bR(\d+)\b")
@@ -123,14 +125,6 @@ def _config(folder: Path, url: str, tg: FakeTelegram, llm: FakeAnthropic, chats:
     return path
 
 
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
 class WebhookPoster:
     """Posts each update to one of the daemons, as a reverse proxy in front of them would, and again
     (to another) until one answers 200, as Telegram does."""
@@ -204,13 +198,12 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     keep = os.environ.get("CHAOS_KEEP")  # a folder to keep the daemons' data and logs in
     with throwaway_cluster() as cluster, TemporaryDirectory(prefix="matebot-chaos-") as scratch:
         tmp = keep or scratch
-        admin = await asyncpg.connect(cluster.url("postgres"))
-        await admin.execute("CREATE DATABASE mate")
-        await admin.close()
-        url = cluster.url("mate")
-        async with FakeAnthropic() as llm, FakeTelegram() as tg:
+        # The run reads the database as matebot does: through its repositories (the schema made now).
+        async with fresh_database(cluster) as url, PostgresDatabase(url, pool_size=2) as database, \
+                FakeAnthropic() as llm, FakeTelegram() as tg:
+            repos = Repositories.over(database)
             llm.responder = model.respond
-            ports = [_free_port() if args.webhook else 0 for _ in range(args.daemons)]
+            ports = [free_port() if args.webhook else 0 for _ in range(args.daemons)]
             configs = [_config(Path(tmp) / f"daemon{i}", url, tg, llm, args.chats, ports[i]) for i in range(args.daemons)]
             poster = WebhookPoster(ports) if args.webhook else None
             daemons = Daemons(configs)
@@ -227,7 +220,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                         polls.append(time.monotonic())
                 tg_calls_seen = len(tg.calls)
 
-            takeovers = await _takeovers(args.takeovers, url, configs, daemons, tg) if args.takeovers else []
+            takeovers = await _takeovers(args.takeovers, repos, configs, daemons, tg) if args.takeovers else []
             reminder_at = {c: rng.randrange(args.messages // args.chats) for c in range(args.chats)}
             plan = [(c, n) for n in range(args.messages // args.chats) for c in range(args.chats)]
             pace = args.duration / max(len(plan), 1)
@@ -269,17 +262,12 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                     break
                 await asyncio.sleep(0.2)
             # The memory work: every conversation's tokens in its agent's notes once the queue is empty.
-            conn = await asyncpg.connect(url)
-            try:
-                while time.monotonic() < deadline:
-                    if not await conn.fetchval("SELECT EXISTS (SELECT 1 FROM mate_memory_pending)"):
-                        break
-                    await asyncio.sleep(1.0)
-                notes = "\n".join(r["content"] for r in await conn.fetch(
-                    "SELECT content FROM mate_workspace_file WHERE deleted = 0 AND filename LIKE 'memory/%'"))
-                stored = int(await conn.fetchval("SELECT count(*) FROM mate_message WHERE role = 'user'"))
-            finally:
-                await conn.close()
+            while time.monotonic() < deadline and await repos.memory_pending.all():
+                await asyncio.sleep(1.0)
+            notes = "\n".join([f.content for agent in await repos.agents.list()
+                               for f in await repos.workspace_files.list(agent.id, "memory/")])
+            stored = sum([await repos.messages.count(a.conversation.id, roles=("user",))
+                          for a in await repos.conversations.recent_activity(None)])
             daemons.stop_all()
             if os.environ.get("CHAOS_DEBUG"):
                 Path(os.environ["CHAOS_DEBUG"]).write_text(json.dumps(
@@ -309,32 +297,27 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             }
 
 
-async def _takeovers(count: int, url: str, configs: list[Path], daemons: Daemons, tg: FakeTelegram) -> list[float]:
+async def _takeovers(count: int, repos: Repositories, configs: list[Path], daemons: Daemons,
+                     tg: FakeTelegram) -> list[float]:
     """Kill the daemon that polls, and time until another one polls; it is started again after."""
     times: list[float] = []
-    conn = await asyncpg.connect(url)
-    try:
-        for _ in range(count):
-            holder = None
-            for _ in range(600):  # the first daemon to start takes the lease within seconds
-                try:
-                    holder = await conn.fetchval("SELECT holder FROM mate_lease WHERE name LIKE 'telegram:%'")
-                except asyncpg.UndefinedTableError:  # no daemon has made the schema yet
-                    holder = None
-                if holder:
-                    break
-                await asyncio.sleep(0.1)
-            assert holder, "no daemon took the bot's lease"
-            victim = next(i for i, config in enumerate(configs) if holder.endswith(str(config.parent)))
-            daemons.kill(victim)
-            killed, calls = time.monotonic(), len(tg.calls)
-            while not any(method == "getUpdates" for method, _ in tg.calls[calls:]):
-                await asyncio.sleep(0.1)
-            times.append(round(time.monotonic() - killed, 1))
-            daemons.start(victim)
-            await asyncio.sleep(3)
-    finally:
-        await conn.close()
+    for _ in range(count):
+        holders: dict[str, str] = {}
+        for _ in range(600):  # the first daemon to start takes the lease within seconds
+            holders = await repos.leases.held("telegram:", datetime.now(timezone.utc))
+            if holders:
+                break
+            await asyncio.sleep(0.1)
+        assert holders, "no daemon took the bot's lease"
+        holder = next(iter(holders.values()))
+        victim = next(i for i, config in enumerate(configs) if holder.endswith(str(config.parent)))
+        daemons.kill(victim)
+        killed, calls = time.monotonic(), len(tg.calls)
+        while not any(method == "getUpdates" for method, _ in tg.calls[calls:]):
+            await asyncio.sleep(0.1)
+        times.append(round(time.monotonic() - killed, 1))
+        daemons.start(victim)
+        await asyncio.sleep(3)
     return times
 
 

@@ -41,6 +41,13 @@ class LeaseRepository:
     async def release(self, name: str, holder: str) -> None:
         await self._db.execute("DELETE FROM mate_lease WHERE name = ? AND holder = ?", (name, holder))
 
+    async def held(self, prefix: str, now: datetime) -> dict[str, str]:
+        """The unexpired leases whose name starts with `prefix`: name -> holder."""
+        rows = await self._db.fetchall(
+            "SELECT name, holder FROM mate_lease WHERE substr(name, 1, ?) = ? AND expires_time > ?",
+            (len(prefix), prefix, iso(now)))
+        return {str(r[0]): str(r[1]) for r in rows}
+
     async def holder(self, name: str, now: datetime) -> str | None:
         row = await self._db.fetchone("SELECT holder FROM mate_lease WHERE name = ? AND expires_time > ?",
                                       (name, iso(now)))

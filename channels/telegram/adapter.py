@@ -248,15 +248,10 @@ class TelegramChannel:
         if self._ledger.is_new(update_id):  # else posted again while the first post is in hand
             self._ledger.fetched(update_id)
             self._spawn(batch.updates[0])
-        done = asyncio.ensure_future(self._ledger.until_done(update_id, WEBHOOK_STORE_WAIT))
-        stopping = asyncio.ensure_future(self._stopping.wait())
         try:
-            await asyncio.wait({done, stopping}, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            stopping.cancel()
-            if not done.done():
-                done.cancel()
-        stored = done.done() and not done.cancelled() and done.result()
+            stored = await self._unless_stopped(self._ledger.until_done(update_id, WEBHOOK_STORE_WAIT))
+        except _Stopping:
+            stored = False
         self._ledger.forget(update_id, even_open=True)  # a post again is a new post; the router answers once
         return stored
 

@@ -152,6 +152,8 @@ async def test_a_lease_is_held_by_one_daemon_until_it_expires(sql: SqlDatabase) 
     assert await leases.take("telegram:bot", "a", now + timedelta(seconds=20), 60) is True  # renewed to 80 s
     assert await leases.take("telegram:bot", "b", now + timedelta(seconds=70), 60) is False
     assert await leases.holder("telegram:bot", now + timedelta(seconds=70)) == "a"
+    assert await leases.held("telegram:", now + timedelta(seconds=70)) == {"telegram:bot": "a"}
+    assert await leases.held("discord:", now + timedelta(seconds=70)) == {}
     assert await leases.take("telegram:bot", "b", now + timedelta(seconds=80), 60) is True  # expired: taken over
     await leases.release("telegram:bot", "a")  # not a's any more: nothing happens
     assert await leases.holder("telegram:bot", now + timedelta(seconds=81)) == "b"
@@ -186,7 +188,7 @@ async def test_reminders_asked_at_once_stay_within_the_chat_limit(sql: SqlDataba
 
 
 async def test_runs_left_running_are_closed_unless_another_daemon_runs_them(sql: SqlDatabase) -> None:
-    from datetime import datetime, timedelta, timezone
+    from datetime import datetime, timezone
 
     from bot.storage.leases import LeaseRepository
 
@@ -194,7 +196,7 @@ async def test_runs_left_running_are_closed_unless_another_daemon_runs_them(sql:
     await AgentRepository(sql).ensure(2, "Other")
     runs, leases = MemoryRunRepository(sql), LeaseRepository(sql)
     mine, theirs = await runs.start(1, "extraction", "c1"), await runs.start(2, "extraction")
-    soon = datetime.now(timezone.utc) + timedelta(days=1)  # the leases outlive the test
+    soon = datetime(2999, 1, 1, tzinfo=timezone.utc)  # the leases outlive the test, whatever the day
     assert await leases.take("memory:1", "this daemon", soon, 60)
     assert await leases.take("memory:2", "another daemon", soon, 60)
     assert await runs.fail_interrupted("stopped", holder="this daemon") == 1  # this daemon's own, restarted
@@ -220,7 +222,6 @@ async def test_a_lease_that_cannot_be_renewed_in_time_counts_as_lost(sql: SqlDat
 
     async def sleep(seconds: float) -> None:  # simulated time: each renewal comes `seconds` later
         moments[0] += timedelta(seconds=seconds)
-        await asyncio.sleep(0)
 
     repository = Failing(sql)
     leases = Leases(repository, "this daemon", clock=lambda: moments[0], seconds=60, renew_every=20, sleep=sleep)

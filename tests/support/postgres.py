@@ -11,13 +11,14 @@ import glob
 import os
 import pwd
 import shutil
-import socket
 import subprocess
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+
+from tests.support.daemon_process import free_port
 
 
 class NoPostgres(Exception):
@@ -44,12 +45,6 @@ def _binaries() -> Path:
     raise NoPostgres("PostgreSQL's server binaries are not installed (Debian: apt-get install postgresql)")
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
 @contextmanager
 def throwaway_cluster() -> Iterator[Cluster]:
     """initdb, start, yield, stop and remove: about two seconds on two cores."""
@@ -71,7 +66,7 @@ def throwaway_cluster() -> Iterator[Cluster]:
         subprocess.run([*prefix, str(binaries / "initdb"), "-D", str(data), "-U", user, "--auth=trust",
                         "-E", "UTF8", "--locale=C.UTF-8", "--no-sync"],
                        check=True, capture_output=True, timeout=120)
-        port = _free_port()
+        port = free_port()
         options = f"-c listen_addresses=127.0.0.1 -p {port} -k {base} -c fsync=off -c full_page_writes=off"
         subprocess.run([*prefix, str(binaries / "pg_ctl"), "-D", str(data), "-o", options, "-w", "-t", "60",
                         "-l", str(base / "server.log"), "start"], check=True, capture_output=True, timeout=90)
