@@ -82,6 +82,14 @@ def emit(result: dict[str, Any], load: HostLoad | None = None) -> dict[str, Any]
     return result
 
 
+def resident_mb(pid: int | str = "self") -> float:
+    """A process's resident memory (VmRSS), in MB."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return round(int(line.split()[1]) / 1024, 1)
+    raise RuntimeError("no VmRSS line")
+
+
 def percentile(samples: Sequence[float], q: float) -> float:
     """Nearest-rank percentile (q in 0..100) of a non-empty sample."""
     ordered = sorted(samples)

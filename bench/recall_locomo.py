@@ -22,6 +22,11 @@ Reported (one JSON line):
 Targets: shown_at_5 >= 0.92, recall_at_5 >= 0.65, p95_ms <= 30.
 Not included: the model writing its own query, or its answer from the results.
 
+When the builtin embedder is installed (`pip install 'matebot[embeddings]'`), the same
+questions are asked again with its vectors fused (as `mate.memory.embeddings: builtin` does
+in the daemon), and the line adds `builtin`: the same figures, its p95, the backfill's
+seconds and the resident memory it added (`extra_memory_mb`); `--no-builtin` leaves it out.
+
 With `--embeddings BASE_URL [--embeddings-model NAME]` (an OpenAI-compatible embeddings
 server, e.g. `python -m tests.support.fakes.embeddings` or scripts/embeddings_server.py), every
 message first gets its vector through the daemon's backfill, then the questions go through
@@ -50,16 +55,16 @@ from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import ValidationError
 
 if __package__ in (None, ""):  # `python bench/recall_locomo.py`
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench._common import HostLoad, emit, make_config, ms, percentile, quiet_logs
+from bench._common import HostLoad, emit, make_config, ms, percentile, quiet_logs, resident_mb
 from bot.app.core import Core, open_core
-from bot.core.config import Config, EmbeddingsConfig
+from bot.core.config import EmbeddingsConfig
 from bot.storage.bulk_load import (
     NewAgent,
     NewChatAgent,
@@ -68,8 +73,10 @@ from bot.storage.bulk_load import (
     SqliteBulkLoader,
 )
 from bot.storage.embeddings import EmbeddingRepository
+from memory.recall.builtin import BuiltinEmbedder, BuiltinUnavailable
 from memory.recall.embeddings import (
     EmbeddingBackfill,
+    EmbeddingClient,
     EmbeddingFailed,
     EndpointHealth,
     OpenAIEmbeddingClient,
@@ -177,36 +184,34 @@ class _Tally:
                 "session_recall_at_5": round(self.session_recall / n, 3)}
 
 
-def _config(path: Path, embeddings: EmbeddingsConfig | None, storage_url: str = "") -> Config:
-    config = make_config(path.parent, storage={"url": storage_url})
-    memory = config.mate.memory.model_copy(update={"embeddings": embeddings})
-    return config.model_copy(update={"mate": config.mate.model_copy(update={"memory": memory})})
-
-
-async def _semantic(core: Core, embeddings: EmbeddingsConfig, client: OpenAIEmbeddingClient,
-                    report: dict[str, Any]) -> SemanticRanking:
+async def _semantic(core: Core, client: EmbeddingClient, report: dict[str, Any]) -> SemanticRanking:
     """Every message's vector through the daemon's backfill, then the search that uses them."""
     store = EmbeddingRepository(core.db)
-    health = EndpointHealth(embeddings.base_url)
+    health = EndpointHealth(getattr(client, "address", "builtin"))
     began = time.perf_counter()
     made = await EmbeddingBackfill(client, store, health, batch_size=64).fill()
-    report["embeddings"] = {"model": embeddings.model, "vectors": made,
+    report["embeddings"] = {"model": client.model, "vectors": made,
                             "backfill_s": round(time.perf_counter() - began, 1)}
     return SemanticSearch(client, store, health, timeout=30.0)  # a slow model must not fall back here
 
 
-async def _ask(path: Path, corpus: Corpus, embeddings: EmbeddingsConfig | None = None,
+async def _ask(path: Path, corpus: Corpus, embeddings: EmbeddingsConfig | Literal["builtin"] | None = None,
                storage_url: str = "") -> dict[str, Any]:
     total = _Tally()
     by_category: dict[int, _Tally] = defaultdict(_Tally)
     latencies: list[float] = []
     leaked = 0
     report: dict[str, Any] = {}
-    async with open_core(_config(path, embeddings, storage_url)) as core, AsyncExitStack() as stack:
+    async with open_core(make_config(path.parent, storage={"url": storage_url})) as core, AsyncExitStack() as stack:
         semantic = None
+        memory_before = resident_mb()
         if embeddings is not None:
-            client = await stack.enter_async_context(OpenAIEmbeddingClient(embeddings))
-            semantic = await _semantic(core, embeddings, client, report)
+            client: EmbeddingClient
+            if isinstance(embeddings, str):
+                client = await stack.enter_async_context(BuiltinEmbedder())
+            else:
+                client = await stack.enter_async_context(OpenAIEmbeddingClient(embeddings))
+            semantic = await _semantic(core, client, report)
         service = MemorySearchService(core.repos.search, semantic)
         for question in corpus.questions:
             began = time.perf_counter()
@@ -229,6 +234,8 @@ async def _ask(path: Path, corpus: Corpus, embeddings: EmbeddingsConfig | None =
         "p95_ms": ms(percentile(latencies, 95)),
         "messages": corpus.messages,
         "leaked": leaked,
+        "resident_mb": resident_mb(),
+        **({"extra_memory_mb": round(resident_mb() - memory_before, 1)} if embeddings is not None else {}),
         **report,
     }
 
@@ -274,6 +281,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any] | None:
     parser.add_argument("--embeddings", metavar="BASE_URL",
                         help="an OpenAI-compatible embeddings server: fuse semantic search with the lexical one")
     parser.add_argument("--embeddings-model", default="text-embedding-3-small", help="the model name it is sent")
+    parser.add_argument("--no-builtin", action="store_true",
+                        help="leave out the run with the builtin embedder (by default it runs when installed)")
     parser.add_argument("--postgres", metavar="URL",
                         help="also search a copy on PostgreSQL (an empty database's URL, or `local` for a throwaway "
                              "cluster of Debian's server) and print its figures beside SQLite's")
@@ -305,6 +314,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any] | None:
         except EmbeddingFailed as exc:
             print(f"recall_locomo: the embeddings server {args.embeddings} failed: {exc}", file=sys.stderr)
             return None
+        if embeddings is None and not args.no_builtin:
+            try:  # the same questions again, with the builtin embedder's vectors fused
+                figures["builtin"] = asyncio.run(_ask(path, corpus, "builtin"))
+            except BuiltinUnavailable as exc:
+                figures["builtin"] = {"skipped": str(exc)}
         result = {"bench": "recall_locomo", "data": args.data.name, "conversations": len(samples), **figures,
                   "target": "shown_at_5 >= 0.92, recall_at_5 >= 0.65, p95_ms <= 30 (PostgreSQL: every figure "
                             "within 0.03 of SQLite's)"}

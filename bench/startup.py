@@ -35,7 +35,7 @@ from typing import Any
 if __package__ in (None, ""):  # `python bench/startup.py`
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench._common import HostLoad, chat_rows, emit, make_config, quiet_logs, seed_conversation
+from bench._common import HostLoad, chat_rows, emit, make_config, quiet_logs, resident_mb, seed_conversation
 from bot.app.core import open_core
 from bot.llm.tokens import TokenEstimator
 from bot.app.daemon import READY_LINE
@@ -69,13 +69,6 @@ async def seed_database(tmp: Path, conversations: int, messages: int, seed: int 
                                     rows=chat_rows(messages, rng, tokens.count_text))
 
 
-def _rss_mb(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return round(int(line.split()[1]) / 1024, 1)
-    raise RuntimeError("no VmRSS line")
-
-
 def start_once(config: Path, timeout: float) -> dict[str, Any]:
     env = {k: v for k, v in os.environ.items() if k not in _SCRUB}
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH", "")]))
@@ -101,7 +94,7 @@ def start_once(config: Path, timeout: float) -> dict[str, Any]:
     try:
         if not ready.wait(timeout):
             raise RuntimeError(f"no '{READY_LINE}' within {timeout} s; stderr tail:\n" + "\n".join(tail))
-        rss = _rss_mb(proc.pid)
+        rss = resident_mb(proc.pid)
         stop = time.perf_counter()
         proc.send_signal(signal.SIGTERM)
         code = proc.wait(timeout)

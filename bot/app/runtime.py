@@ -39,7 +39,15 @@ from channels.base import ChannelStateBoard
 from bot.storage.leases import Leases
 from bot.storage.embeddings import EmbeddingRepository
 from memory.consolidation.turns import ConsolidationTurns
-from memory.recall.embeddings import EmbeddingBackfill, EndpointHealth, OpenAIEmbeddingClient, SemanticSearch
+from memory.recall.builtin import BuiltinEmbedder, BuiltinUnavailable
+from memory.recall.embeddings import (
+    BATCH_SIZE as EMBEDDING_BATCH,
+    EmbeddingBackfill,
+    EmbeddingClient,
+    EndpointHealth,
+    OpenAIEmbeddingClient,
+    SemanticSearch,
+)
 from memory.consolidation.emergence import MemoryEmergenceService
 from memory.events import MemoryEventSink, NullMemorySink
 from memory.trust.receipts import MemoryReceipts
@@ -245,9 +253,20 @@ async def _semantic_search(
     settings = core.config.mate.memory.embeddings
     if settings is None:
         return None
-    client = await stack.enter_async_context(OpenAIEmbeddingClient(settings))
+    client: EmbeddingClient
+    batch = EMBEDDING_BATCH
+    if isinstance(settings, str):  # builtin
+        try:
+            client = await stack.enter_async_context(BuiltinEmbedder())
+        except BuiltinUnavailable as exc:
+            log.warning("semantic search is off: %s; search finds by words alone", exc)
+            return None
+        address, batch = "builtin", BuiltinEmbedder.batch_size
+    else:
+        client = await stack.enter_async_context(OpenAIEmbeddingClient(settings))
+        address = settings.base_url
     store = EmbeddingRepository(core.db)
-    health = EndpointHealth(settings.base_url)
+    health = EndpointHealth(address)
     if backfill:
-        await stack.enter_async_context(EmbeddingBackfill(client, store, health).running())
+        await stack.enter_async_context(EmbeddingBackfill(client, store, health, batch_size=batch).running())
     return SemanticSearch(client, store, health)

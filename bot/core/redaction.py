@@ -50,7 +50,8 @@ def config_secrets(config: Config) -> list[str]:
     endpoints = [mate.media.transcription, mate.memory.embeddings]
     return [mate.llm.api_key, channels.telegram.token, channels.telegram.webhook.secret_token,
             channels.discord.token, mate.api.token,
-            *(endpoint.api_key for endpoint in endpoints if endpoint is not None), *url_passwords(mate.storage.url)]
+            *(endpoint.api_key for endpoint in endpoints if endpoint is not None and not isinstance(endpoint, str)),
+            *url_passwords(mate.storage.url)]
 
 
 class RedactingFilter(logging.Filter):

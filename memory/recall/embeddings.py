@@ -51,7 +51,10 @@ class EmbeddingFailed(MateError):
 class EmbeddingClient(Protocol):
     model: str
 
-    async def embed(self, texts: Sequence[str], timeout: float) -> list[list[float]]: ...
+    async def embed(self, texts: Sequence[str], timeout: float, *, query: bool = False) -> list[list[float]]:
+        """One vector per text. `query`: the texts are a search's questions, not what it looks
+        for (a model trained with prefixes, as E5, embeds them differently)."""
+        ...
 
 
 def api_root(base_url: str) -> str:
@@ -63,6 +66,8 @@ def api_root(base_url: str) -> str:
 def shown_address(base_url: str) -> str:
     """The address for a log line: no user name or password, no query."""
     parts = urlsplit(base_url)
+    if not parts.scheme:
+        return base_url  # a name, as "builtin"
     host = parts.hostname or ""
     return f"{parts.scheme}://{host}{f':{parts.port}' if parts.port else ''}{parts.path}"
 
@@ -84,8 +89,8 @@ class OpenAIEmbeddingClient(AsyncResource):
     async def close(self) -> None:
         await self._sdk.close()
 
-    async def embed(self, texts: Sequence[str], timeout: float) -> list[list[float]]:
-        import openai
+    async def embed(self, texts: Sequence[str], timeout: float, *, query: bool = False) -> list[list[float]]:
+        import openai  # `query`: an endpoint's model embeds questions and passages alike
 
         try:
             response = await self._sdk.embeddings.create(model=self.model, input=list(texts),
@@ -198,7 +203,7 @@ class SemanticSearch:
             return []
         try:
             async with asyncio.timeout(self._timeout):
-                [vector] = await self._client.embed([query[:MAX_TEXT_CHARS]], self._timeout)
+                [vector] = await self._client.embed([query[:MAX_TEXT_CHARS]], self._timeout, query=True)
             point, norm = quantize(vector)
         except (EmbeddingFailed, TimeoutError) as exc:
             self._health.failed(str(exc) or "no answer in time")

@@ -21,6 +21,6 @@ def config_with(tmp_path: Path, fake: FakeEmbeddings, model: str = "ngram-1", **
     return make_config(tmp_path, memory={"embeddings": embeddings, "auto-summarize-enabled": False}, **mate)
 
 
-async def vector_keys(rt: Runtime, agent_id: int, model: str = "ngram-1") -> set[int]:
-    rows = await EmbeddingRepository(rt.core.db).vectors(agent_id, model, 256, "all")
+async def vector_keys(rt: Runtime, agent_id: int, model: str = "ngram-1", dim: int = 256) -> set[int]:
+    rows = await EmbeddingRepository(rt.core.db).vectors(agent_id, model, dim, "all")
     return {key for key, _, _ in rows}

