@@ -53,7 +53,7 @@ import time
 from collections import defaultdict
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any, Literal
 
@@ -105,6 +105,7 @@ class Corpus:
     questions: list[Question] = field(default_factory=list)
     dia_of: dict[int, str] = field(default_factory=dict)  # message id -> dia id
     agent_of: dict[int, int] = field(default_factory=dict)  # message id -> agent id
+    asked_on: dict[int, datetime] = field(default_factory=dict)  # agent id -> the day after its last session
     messages: int = 0
 
 
@@ -151,6 +152,7 @@ def _build(path: str, samples: list[dict[str, Any]]) -> Corpus:
                     rows.append(NewMessage(chat, "user", f"[{speaker}] {turn['text']}", stamp, token_count=10,
                                            sender_id=speaker.lower(), sender_name=speaker))
                     dia_ids.append(str(turn["dia_id"]))
+            corpus.asked_on[agent_id] = (sessions[-1][0] + timedelta(days=1)).replace(tzinfo=timezone.utc)
             for message_id, dia_id in zip(load.messages(rows), dia_ids, strict=True):
                 corpus.dia_of[message_id] = dia_id
                 corpus.agent_of[message_id] = agent_id
@@ -212,10 +214,12 @@ async def _ask(path: Path, corpus: Corpus, embeddings: EmbeddingsConfig | Litera
             else:
                 client = await stack.enter_async_context(OpenAIEmbeddingClient(embeddings))
             semantic = await _semantic(core, client, report)
-        service = MemorySearchService(core.repos.search, semantic)
+        # Asked the day after each conversation's last session: "last year" is a year before it.
+        services = {agent: MemorySearchService(core.repos.search, semantic, clock=lambda day=day: day)
+                    for agent, day in corpus.asked_on.items()}
         for question in corpus.questions:
             began = time.perf_counter()
-            result = await service.search(question.agent_id, question.text, LIMIT)
+            result = await services[question.agent_id].search(question.agent_id, question.text, LIMIT)
             latencies.append(time.perf_counter() - began)
             hits = [int(r["messageId"]) for r in result["results"] if r.get("messageId") is not None]
             leaked += sum(1 for m in hits if corpus.agent_of.get(m) != question.agent_id)

@@ -15,6 +15,7 @@ from __future__ import annotations
 import re
 import unicodedata
 from dataclasses import dataclass
+from datetime import date, timedelta
 
 FUNCTION_NAME = "mate_search_spaced"
 
@@ -65,11 +66,106 @@ def spaced(text: str | None) -> str:
     return _CJK.sub(r" \1 ", normalised(text))
 
 
-def query_dates(query: str) -> QueryDates:
+# Dates named relative to today: "yesterday", "3 days ago", "last week", "last Friday",
+# "this month", "last year"; 昨天, 前天, 三天前, 上周, 上周五, 上个月, 去年.
+_COUNT = {"a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7,
+          "eight": 8, "nine": 9, "ten": 10} | {c: n for c, n in _ZH_NUMBER.items() if n <= 10} | {"两": 2}
+_EN_RELATIVE = re.compile(
+    r"\b(?P<before_yesterday>the\s+day\s+before\s+yesterday)\b|\b(?P<yesterday>yesterday)\b"
+    r"|\b(?P<today>today|tonight|this\s+morning|this\s+afternoon|this\s+evening)\b"
+    rf"|\b(?P<count>\d{{1,3}}|{'|'.join(k for k in _COUNT if k.isascii())})\s+(?P<unit>day|week|month|year)s?\s+ago\b"
+    rf"|\b(?P<which>last|this|past)\s+(?P<span>week|month|year|{'|'.join(WEEKDAYS)})\b")
+_ZH_RELATIVE = re.compile(
+    r"(?P<before_yesterday>前天)|(?P<yesterday>昨天|昨晚)|(?P<today>今天|今晚|今早)"
+    r"|(?P<count>\d{1,3}|[一二两三四五六七八九十])\s*(?:个)?(?P<unit>天|周|星期|礼拜|月|年)前"
+    r"|(?P<which>上|这|本)(?:个)?(?P<span>周|星期|礼拜|月)(?P<weekday>[一二三四五六日天])?|(?P<year>去年|今年)")
+_ZH_UNIT = {"天": "day", "周": "week", "星期": "week", "礼拜": "week", "月": "month", "年": "year"}
+_DAYS_BACK = 366  # "500 days ago" is no date anyone means
+
+
+def _day(when: date) -> str:
+    return f"{when.day} {MONTHS[when.month - 1]} {when.year}"
+
+
+def _month(when: date) -> str:
+    return f"{MONTHS[when.month - 1]} {when.year}"
+
+
+def _months_back(today: date, count: int) -> date:
+    months = today.year * 12 + today.month - 1 - count
+    return date(months // 12, months % 12 + 1, 1)
+
+
+def _week(today: date, back: int) -> list[str]:
+    """The seven days (Monday to Sunday) of the week `back` weeks before today's."""
+    monday = today - timedelta(days=today.weekday() + 7 * back)
+    return [_day(monday + timedelta(days=n)) for n in range(7)]
+
+
+def _relative(today: date, unit: str, count: int, weekday: int | None = None) -> list[str]:
+    """The date-column phrases of `count` units before today (a weekday of that week if given)."""
+    if unit == "day":
+        return [_day(today - timedelta(days=count))] if count <= _DAYS_BACK else []
+    if unit == "week":
+        if weekday is not None:  # WEEKDAYS order: Sunday is 0; a week here runs Monday to Sunday
+            monday = today - timedelta(days=today.weekday() + 7 * count)
+            return [_day(monday + timedelta(days=(weekday - 1) % 7))]
+        return _week(today, count) if count <= 52 else []
+    if unit == "month":
+        return [_month(_months_back(today, count))] if count <= 12 else []
+    return [str(today.year - count)] if count <= 10 else []
+
+
+def _relative_dates(query: str, today: date) -> tuple[list[str], str]:
+    """The phrases of the relative dates `query` names, and the query without them."""
+    phrases: list[str] = []
+
+    def count_of(text: str) -> int:
+        return int(text) if text.isdigit() else _COUNT[text]
+
+    def english(found: re.Match[str]) -> str:
+        if found["before_yesterday"] or found["yesterday"] or found["today"]:
+            phrases.extend(_relative(today, "day", 2 if found["before_yesterday"] else 1 if found["yesterday"] else 0))
+        elif found["count"]:
+            phrases.extend(_relative(today, found["unit"], count_of(found["count"])))
+        else:
+            back = 0 if found["which"] == "this" else 1
+            span = found["span"]
+            if span in WEEKDAYS:  # "last Friday": the latest Friday before today
+                gap = (today.weekday() + 1 - WEEKDAYS.index(span)) % 7 or 7
+                phrases.append(_day(today - timedelta(days=gap if back else gap % 7)))
+            elif found["which"] == "past" and span == "week":  # the seven days up to today
+                phrases.extend(_day(today - timedelta(days=n)) for n in range(7))
+            else:
+                phrases.extend(_relative(today, span, back))
+        return " "
+
+    def chinese(found: re.Match[str]) -> str:
+        if found["before_yesterday"] or found["yesterday"] or found["today"]:
+            phrases.extend(_relative(today, "day", 2 if found["before_yesterday"] else 1 if found["yesterday"] else 0))
+        elif found["count"]:
+            phrases.extend(_relative(today, _ZH_UNIT[found["unit"]], count_of(found["count"])))
+        elif found["year"]:
+            phrases.append(str(today.year - (found["year"] == "去年")))
+        else:
+            unit = "month" if found["span"] == "月" else "week"
+            weekday = _ZH_WEEKDAY[found["weekday"]] if found["weekday"] and unit == "week" else None
+            phrases.extend(_relative(today, unit, 1 if found["which"] == "上" else 0, weekday))
+        return " "
+
+    rest = _ZH_RELATIVE.sub(chinese, _EN_RELATIVE.sub(english, query))
+    return phrases, rest
+
+
+def query_dates(query: str, today: date | None = None) -> QueryDates:
     """The dates `query` names, as phrases of the index's date column ("7 may 2023", "may
     2023", "may", "2023", "sunday"): a month with its day and year if given, years, weekdays;
-    in English or Chinese (2023年5月7日, 周二)."""
+    in English or Chinese (2023年5月7日, 周二). Given `today`, also the dates it names relative
+    to it ("yesterday" -> "6 december 2026", "last week" -> its seven days, 上个月 -> "november 2026")."""
     phrases: list[str] = []
+    text = normalised(query).lower()
+    if today is not None:
+        phrases, text = _relative_dates(text, today)
 
     def date(day: str | None, month: str | None, year: str | None) -> None:
         number = int(day.rstrip("stndrh")) if day and month else 0  # "8th" is the 8th
@@ -92,5 +188,5 @@ def query_dates(query: str) -> QueryDates:
             phrases.append(WEEKDAYS[_ZH_WEEKDAY[found["weekday"]]])
         return " "
 
-    rest = _ZH_DATE.sub(chinese, _EN_DATE.sub(english, normalised(query).lower()))
+    rest = _ZH_DATE.sub(chinese, _EN_DATE.sub(english, text))
     return QueryDates(list(dict.fromkeys(phrases)), rest)

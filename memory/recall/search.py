@@ -20,6 +20,7 @@ import asyncio
 import re
 from typing import Any, Protocol
 
+from bot.core.clock import Clock, utc_now
 from bot.core.errors import MateError
 from bot.core.prompts import PromptLibrary
 from bot.storage.search import ContextMessage, SearchHit, SearchReads, SearchRepository
@@ -137,9 +138,11 @@ def fused(rankings: list[tuple[float, list[SearchHit]]], k: int = RRF_K) -> list
 
 
 class MemorySearchService:
-    def __init__(self, search: SearchRepository, semantic: SemanticRanking | None = None) -> None:
+    def __init__(self, search: SearchRepository, semantic: SemanticRanking | None = None, *,
+                 clock: Clock = utc_now) -> None:
         self._search = search
         self._semantic = semantic
+        self._clock = clock  # "yesterday" and "last week" are dates of its day (UTC, as the index's dates)
 
     async def search(self, agent_id: int, query: str, limit: int = DEFAULT_LIMIT, source: str = "all",
                      exclude_message: int | None = None) -> dict[str, Any]:
@@ -207,8 +210,9 @@ class MemorySearchService:
     def _words(self, reads: SearchReads, agent_id: int, query: str, terms: list[str], source: str,
                wanted: int) -> list[SearchHit]:
         """The rows with any of the query's words, best first; the dates it names ("in May
-        2023", "周二") rank their rows up, and a query of nothing but dates finds those rows."""
-        dates = query_dates(query)
+        2023", "周二", "yesterday") rank their rows up, and a query of nothing but dates finds
+        those rows."""
+        dates = query_dates(query, self._clock().date())
         if not dates.phrases:
             return reads.words(agent_id, terms, source, wanted)
         if not word_terms(dates.rest):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import AsyncIterator, Callable
+from datetime import date, datetime, timezone
 from pathlib import Path
 from typing import TypeVar
 
@@ -122,3 +123,44 @@ async def test_rows_of_a_named_date_without_the_words_cost_nothing(tmp_path: Pat
             assert all("guitar" in r["snippet"] for r in result["results"]), query
 
     assert work["guitar lesson on Tuesdays"] < 3 * work["guitar lesson"], work
+
+
+async def test_dates_named_relative_to_today_as_the_index_writes_them() -> None:
+    monday = date(2026, 12, 7)
+    cases = {
+        "what did I say yesterday?": ["6 december 2026"], "the day before yesterday": ["5 december 2026"],
+        "3 days ago": ["4 december 2026"], "a year ago": ["2025"], "last Friday": ["4 december 2026"],
+        "last Monday": ["30 november 2026"], "this month": ["december 2026"], "last month": ["november 2026"],
+        "last year": ["2025"], "today": ["7 december 2026"],
+        "last week": [f"{d} {'november' if d > 7 else 'december'} 2026" for d in (30, 1, 2, 3, 4, 5, 6)],
+        "我昨天说了什么": ["6 december 2026"], "前天": ["5 december 2026"], "三天前": ["4 december 2026"],
+        "上周五吃了什么": ["4 december 2026"], "上个月": ["november 2026"], "去年的旅行": ["2025"],
+        # A count far back is no date anyone means; a number alone is none.
+        "500 days ago": [], "the 3 kids": [],
+    }
+    assert {query: query_dates(query, monday).phrases for query in cases} == cases
+    assert query_dates("yesterday").phrases == []  # without today, nothing relative is read
+    assert query_dates("cake recipe from yesterday", monday).rest.split() == ["cake", "recipe", "from"]
+    # January looks back into the year before.
+    assert query_dates("last month", date(2027, 1, 15)).phrases == ["december 2026"]
+
+
+async def test_yesterday_and_last_week_find_the_rows_of_those_days(tmp_path: Path) -> None:
+    today = datetime(2026, 12, 7, 12, 0, tzinfo=timezone.utc)  # a Monday
+    async with open_core(make_config(tmp_path, agents=[{"id": 1, "name": "Mate"}]),
+                         clock=pinned_clock(today)) as core:
+        await core.agents.ensure_configured()
+        await talk(core, "console:me", 1, *CHATTER)  # today's
+        await said(core, ("2026-12-06 09:00:00", "Dinner was a mushroom risotto."),
+                   ("2026-12-02 09:00:00", "Dinner was a lentil soup."),
+                   ("2026-11-20 09:00:00", "Dinner was a pumpkin curry."))
+        service = MemorySearchService(core.repos.search, clock=pinned_clock(today))
+
+        async def found(query: str) -> list[str]:
+            return [r["snippet"] for r in (await service.search(1, query))["results"]]
+
+        assert "risotto" in (await found("what was dinner yesterday?"))[0]
+        assert "lentil" in (await found("dinner last Wednesday"))[0]
+        assert "pumpkin" in (await found("上个月的晚饭 dinner"))[0]
+        last_week = await found("what did I say last week?")  # dates alone: that week's rows, Monday to Sunday
+        assert sorted(s.split()[-1] for s in last_week) == ["risotto.", "soup."]
