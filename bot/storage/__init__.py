@@ -10,6 +10,7 @@ from bot.storage.conversations import (
     MessageRepository,
 )
 from bot.storage.database import Database
+from bot.storage.facts import MessageFactRepository
 from bot.storage.file_history import FileHistoryRepository
 from bot.storage.incognito import IncognitoRepository
 from bot.storage.leases import LeaseRepository
@@ -50,6 +51,7 @@ class Repositories:
     incognito: IncognitoRepository
     proposals: ProposalRepository
     leases: LeaseRepository
+    facts: MessageFactRepository
 
     @classmethod
     def over(cls, db: SqlDatabase) -> Repositories:
@@ -78,6 +80,7 @@ class Repositories:
             incognito=IncognitoRepository(db),
             proposals=ProposalRepository(db),
             leases=LeaseRepository(db),
+            facts=MessageFactRepository(db),
         )
 
 

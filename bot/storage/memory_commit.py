@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from bot.storage.conversations import WATERMARK_FORWARD
+from bot.storage.facts import FactLink, link_facts
 from bot.storage.sql import Transaction
 
 from bot.core.errors import VersionConflict
@@ -42,6 +43,7 @@ class ExtractionCommit:
     run_status: str
     run_reason: str
     history_versions: int = 50  # versions kept per file (mate.memory.history-versions)
+    facts: Sequence[FactLink] = ()  # the daily entry's lines, each with the message it came from
 
 
 class MemoryCommitRepository:
@@ -58,6 +60,7 @@ class MemoryCommitRepository:
         async with self._db.transaction() as conn:
             for write in change.files:
                 await _write_file(conn, change, write, now)
+            await link_facts(conn, change.facts, now)
             await conn.execute(
                 f"UPDATE mate_conversation SET memory_upto_message_id = {WATERMARK_FORWARD}, update_time = ? "
                 "WHERE id = ?",

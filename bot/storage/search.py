@@ -90,7 +90,7 @@ def words_match(phrases: Sequence[str], dates: Sequence[str] = ()) -> str:
     the turn before it, or, given `dates` (phrases of the date column: "7 may 2023",
     "sunday"), written on one of those dates. The date column is matched by those phrases
     only: a word of the query ("may", "3") is no date."""
-    found = f"{{body prev}} : ({fts_expression(phrases)})"
+    found = f"{{body prev facts}} : ({fts_expression(phrases)})"
     return f"{found} OR date : ({fts_expression(dates)})" if dates else found
 
 
@@ -98,7 +98,7 @@ def _ranked(agent_id: int, source: str) -> str:
     """SQL: (id, score) of the agent's rows matching the next MATCH parameter, best BM25 first."""
     # CROSS JOIN keeps the matches the outer loop, each looked up by its key (a correlated
     # subquery there costs a fifth more).
-    return ("SELECT s.rowid AS id, bm25(mate_search_text, 1.0, 0.0, 0.4, 1.0) AS score FROM mate_search_text s "
+    return ("SELECT s.rowid AS id, bm25(mate_search_text, 1.0, 0.0, 0.4, 1.0, 1.0) AS score FROM mate_search_text s "
             "CROSS JOIN mate_search_scope k ON k.key = s.rowid "
             f"WHERE mate_search_text MATCH ? AND k.agent_id = {int(agent_id)}{_SOURCE_KEYS[source]} "
             "ORDER BY score LIMIT ?")

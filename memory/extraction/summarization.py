@@ -31,6 +31,7 @@ from memory.extraction.corrections import Correction, PendingCorrections
 from memory.extraction.edits import EditNotApplicable, Rejection, placeholder_lines
 from memory.extraction.failures import CutOff, RetryableFailure, UnusableReply, is_retryable
 from memory.extraction.frame import ExtractionFrame, own_frame, shared_frame, shares_chat_prompt
+from memory.extraction.facts import linked_facts
 from memory.workspace.filenames import daily_note_part
 from memory.extraction.json_reply import InvalidJsonReply, parse_memory_reply
 from memory.extraction.people_profiles import PEOPLE_FOLDER, Member, members_of
@@ -254,7 +255,7 @@ class MemorySummarizationService:
             try:
                 # The run row is finished inside the attempt's commit when it succeeds.
                 return await self._attempt(agent_id, conversation_id, scope, transcript, earlier_text, end, run_id,
-                                           correction, requests, people)
+                                           correction, requests, people, batch)
             except RetryableFailure as exc:
                 self._corrections.remember(conversation_id, watermark, exc.correction or correction)
                 await self._repos.memory_runs.finish(
@@ -283,7 +284,7 @@ class MemorySummarizationService:
     async def _attempt(
         self, agent_id: int, conversation_id: str, scope: _Scope, transcript: str, earlier: str, end: int,
         run_id: int, correction: Correction | None = None, requests: Sequence[RememberRequest] = (),
-        people: Sequence[PersonLines] = (),
+        people: Sequence[PersonLines] = (), batch: Sequence[MessageRecord] = (),
     ) -> AnalysisOutcome:
         """One analysis; if a file changed during the LLM call it is redone once on fresh contents.
         A request through the chat's prefix that the provider refuses, or whose answer is not usable
@@ -298,7 +299,7 @@ class MemorySummarizationService:
             try:
                 plan = await self._ask(scope, snapshot, transcript, earlier, frame or self._own_frame(scope),
                                        correction, requests, people)
-                return await self._commit(agent_id, conversation_id, scope, snapshot, plan, end, run_id)
+                return await self._commit(agent_id, conversation_id, scope, snapshot, plan, end, run_id, batch)
             except (LLMError, InvalidJsonReply, CutOff, VersionConflict, EditNotApplicable) as exc:
                 transient = isinstance(exc, LLMError) and not isinstance(exc, _REFUSED)
                 if frame is not None and not transient:
@@ -552,9 +553,10 @@ class MemorySummarizationService:
 
     async def _commit(
         self, agent_id: int, conversation_id: str, scope: _Scope, snap: _Snapshot, plan: Plan, end: int,
-        run_id: int,
+        run_id: int, batch: Sequence[MessageRecord] = (),
     ) -> AnalysisOutcome:
-        """Every write of the batch in one transaction: files, watermark, pending row, run row.
+        """Every write of the batch in one transaction: files, watermark, pending row, run row, and
+        the daily entry's facts linked to the messages of `batch` they came from.
 
         The versions read before the LLM call guard each file, so an edit made meanwhile
         raises VersionConflict with nothing written (and the batch is redone on it). A
@@ -579,8 +581,9 @@ class MemorySummarizationService:
                                         storable(f"{header}\n\n{plan.daily_entry.strip()}\n"), version))
         status = "failed" if plan.problems else "completed"
         reason = "; ".join([*(plan.problems or [plan.reason]), *plan.notes])
+        facts = linked_facts(plan.daily_entry, batch) if plan.daily_entry else []
         await self._repos.memory_commits.commit(ExtractionCommit(
-            agent_id, conversation_id, writes, end, run_id, status, reason, self._memory.history_versions))
+            agent_id, conversation_id, writes, end, run_id, status, reason, self._memory.history_versions, facts))
         written = tuple(w.filename for w in writes)
         if written:
             self._workspace.invalidate(agent_id)

@@ -141,8 +141,10 @@ async def test_the_migration_indexes_what_was_stored_before(tmp_path: Path) -> N
     with sqlite3.connect(config.mate.database.path) as conn:  # back to the schema before search
         for name in ("tr_search_message_insert", "tr_search_message_update", "tr_search_message_delete",
                      "tr_piece_index_insert", "tr_piece_index_delete", "tr_piece_file_insert",
-                     "tr_piece_file_append", "tr_piece_file_update", "tr_piece_file_delete"):
+                     "tr_piece_file_append", "tr_piece_file_update", "tr_piece_file_delete",
+                     "tr_search_fact_insert", "tr_search_fact_delete"):
             conn.execute(f"DROP TRIGGER {name}")
+        conn.execute("DROP TABLE mate_message_fact")
         conn.execute("DROP TABLE mate_file_piece")
         conn.execute("DROP TABLE mate_search_text")
         conn.execute("DROP TABLE mate_search_trigram")

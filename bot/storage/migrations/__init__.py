@@ -3,9 +3,9 @@ transaction. schema.sql is what they leave in a blank database (a test checks it
 
 from __future__ import annotations
 
-from bot.storage.migrations import v01, v02, v03, v04, v05, v06, v07, v08, v09, v10, v11, v12, v13, v14, v15, v16, v17
+from bot.storage.migrations import v01, v02, v03, v04, v05, v06, v07, v08, v09, v10, v11, v12, v13, v14, v15, v16, v17, v18
 
-_VERSIONS = (v01, v02, v03, v04, v05, v06, v07, v08, v09, v10, v11, v12, v13, v14, v15, v16, v17)
+_VERSIONS = (v01, v02, v03, v04, v05, v06, v07, v08, v09, v10, v11, v12, v13, v14, v15, v16, v17, v18)
 MIGRATIONS: tuple[tuple[int, str, tuple[str, ...]], ...] = tuple(
     (m.VERSION, m.DESCRIPTION, m.STATEMENTS) for m in _VERSIONS
 )

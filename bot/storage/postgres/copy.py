@@ -1,7 +1,7 @@
 """A SQLite database copied into an empty PostgreSQL one (`matebot migrate --to postgresql://…`).
 
 Every table of what people said and what matebot keeps is copied row for row, ids kept:
-agents, conversations and messages, people, workspace files and their history, memory runs and
+agents, conversations and messages (and the facts taken from them), people, workspace files and their history, memory runs and
 proposals, tasks, usage, incognito marks and the messages' vectors. What PostgreSQL derives
 itself is rebuilt there rather than copied: the search index (its own tables and triggers),
 the pieces workspace files are indexed in (SQLite counts them in bytes, PostgreSQL in
@@ -32,6 +32,7 @@ TABLES: tuple[tuple[str, tuple[str, ...]], ...] = (
                            "archived", "message_count", "is_group", "rowid")),
     ("mate_message", ("id", "conversation_id", "role", "content", "token_count", "sender_id", "sender_name",
                       "create_time", "content_format", "external_id")),
+    ("mate_message_fact", ("id", "message_id", "fact", "create_time")),
     ("mate_incognito", ("conversation_id", "after_message_id", "start_time")),
     ("mate_workspace_file", ("id", "agent_id", "filename", "content", "file_size", "enabled", "sort_order",
                              "create_time", "update_time", "deleted", "version")),
@@ -52,9 +53,9 @@ TABLES: tuple[tuple[str, tuple[str, ...]], ...] = (
 )
 # Rows left out on purpose: the vectors of file pieces (key odd), whose pieces are rebuilt.
 _WHERE = {"mate_embedding": "key % 2 = 0"}
-_IDENTITY = ("mate_conversation", "mate_message", "mate_workspace_file", "mate_memory_run", "mate_memory_proposal",
-             "mate_cron_job", "mate_llm_usage")
-_DERIVED_TRIGGERS = ("mate_message", "mate_workspace_file")
+_IDENTITY = ("mate_conversation", "mate_message", "mate_message_fact", "mate_workspace_file", "mate_memory_run",
+             "mate_memory_proposal", "mate_cron_job", "mate_llm_usage")
+_DERIVED_TRIGGERS = ("mate_message", "mate_message_fact", "mate_workspace_file")
 _BATCH = 5_000
 
 
