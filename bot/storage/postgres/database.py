@@ -13,7 +13,10 @@ from bot.core.clock import Clock, iso
 from bot.core.clock import utc_now as clock_now
 from bot.core.errors import StorageError
 from bot.core.lifecycle import AsyncResource
-from bot.storage.migrations import LATEST_VERSION
+from bot.storage.migrations import LATEST_VERSION, MIGRATIONS
+
+FIRST_VERSION = 17  # the first schema PostgreSQL was created at; its upgrades start there
+MIGRATION_DESCRIPTIONS = {version: description for version, description, _ in MIGRATIONS}
 from bot.storage.sql import Row, WriteResult
 
 if TYPE_CHECKING:
@@ -147,14 +150,28 @@ class PostgresDatabase(AsyncResource):
             if exists:
                 found = int(await conn.fetchval("SELECT COALESCE(MAX(version), 0) FROM schema_version"))
                 if found != LATEST_VERSION:
-                    raise StorageError(
-                        f"database {redacted(self.url)} has schema version {found}; this matebot needs "
-                        f"{LATEST_VERSION}: run the matebot version that made it, or start with an empty database")
+                    await self._upgrade(conn, found)
                 return
             await conn.execute(resources.files(__package__).joinpath("schema.sql").read_text(encoding="utf-8"))
             await conn.execute("INSERT INTO schema_version(version, description, applied_time) VALUES ($1, $2, $3)",
                                LATEST_VERSION, "created", self.now())
             log.info("database created (version %s): %s", LATEST_VERSION, redacted(self.url))
+
+    async def _upgrade(self, conn: asyncpg.Connection, found: int) -> None:
+        """From schema `found` to this matebot's, one upgrades/vN.sql at a time, in the transaction
+        that holds the schema lock: another daemon opening meanwhile waits, then finds it done."""
+        steps = resources.files(__package__).joinpath("upgrades")
+        wanted = range(found + 1, LATEST_VERSION + 1)
+        if found > LATEST_VERSION or found < FIRST_VERSION or not all(
+                steps.joinpath(f"v{v}.sql").is_file() for v in wanted):
+            raise StorageError(
+                f"database {redacted(self.url)} has schema version {found}; this matebot needs "
+                f"{LATEST_VERSION}: run the matebot version that made it, or start with an empty database")
+        for version in wanted:
+            await conn.execute(steps.joinpath(f"v{version}.sql").read_text(encoding="utf-8"))
+            await conn.execute("INSERT INTO schema_version(version, description, applied_time) VALUES ($1, $2, $3)",
+                               version, MIGRATION_DESCRIPTIONS[version], self.now())
+            log.info("database upgraded to version %s: %s", version, redacted(self.url))
 
     @property
     def pool(self) -> asyncpg.Pool:
