@@ -224,10 +224,10 @@ class _Tally:
                 "session_recall_at_5": round(self.session_recall / n, 3)}
 
 
-async def _semantic(core: Core, client: EmbeddingClient, report: dict[str, Any]) -> SemanticRanking:
+async def _semantic(core: Core, client: EmbeddingClient, address: str, report: dict[str, Any]) -> SemanticRanking:
     """Every message's vector through the daemon's backfill, then the search that uses them."""
     store = EmbeddingRepository(core.db)
-    health = EndpointHealth(getattr(client, "address", "builtin"))
+    health = EndpointHealth(address)
     began = time.perf_counter()
     made = await EmbeddingBackfill(client, store, health, batch_size=64).fill()
     report["embeddings"] = {"model": client.model, "vectors": made,
@@ -248,10 +248,10 @@ async def _ask(path: Path, corpus: Corpus, embeddings: EmbeddingsConfig | Litera
         if embeddings is not None:
             client: EmbeddingClient
             if isinstance(embeddings, str):
-                client = await stack.enter_async_context(BuiltinEmbedder())
+                client, address = await stack.enter_async_context(BuiltinEmbedder()), "builtin"
             else:
-                client = await stack.enter_async_context(OpenAIEmbeddingClient(embeddings))
-            semantic = await _semantic(core, client, report)
+                client, address = await stack.enter_async_context(OpenAIEmbeddingClient(embeddings)), embeddings.base_url
+            semantic = await _semantic(core, client, address, report)
         # Asked the day after each conversation's last session: "last year" is a year before it.
         services = {agent: MemorySearchService(core.repos.search, semantic, clock=functools.partial(_same, day))
                     for agent, day in corpus.asked_on.items()}

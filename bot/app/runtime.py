@@ -176,7 +176,7 @@ async def open_runtime(
             person_budget=mate.memory.person_max_chars, off_the_record=core.repos.incognito.holds,
             consolidation_run=consolidation_turns.run_of)
         semantic = await _semantic_search(stack, core, backfill=with_memory_worker)
-        search = MemorySearchService(core.repos.search, semantic, clock=clock)
+        search = MemorySearchService(core.repos.search, semantic, clock=clock, timezone=mate.timezone)
         agent = Agent(mate, core.repos, core.workspace, window, llm, tokens, core.prompts,
                       [offered(tool, MEMORY_TOOL_LINES, form),
                        offered(MemorySearchTool(search, core.prompts), SEARCH_TOOL_LINES, form)],

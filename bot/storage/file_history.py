@@ -9,6 +9,7 @@ from typing import Any
 
 from bot.core.errors import VersionConflict
 import bot.storage.file_versions as file_versions
+from bot.storage.facts import unlink_run
 from bot.storage.sql import SqlDatabase
 from bot.storage.file_versions import UNKNOWN_SOURCE, Made
 
@@ -138,6 +139,7 @@ class FileHistoryRepository:
         the undone run's id."""
         now = self._db.now()
         async with self._db.transaction() as conn:
+            await unlink_run(conn, run_id)  # what the run found in the messages goes with what it wrote
             for change in changes:
                 row = await conn.fetchone(
                     "SELECT version, content FROM mate_workspace_file WHERE id = ? AND deleted = 0",

@@ -60,7 +60,7 @@ class MemoryCommitRepository:
         async with self._db.transaction() as conn:
             for write in change.files:
                 await _write_file(conn, change, write, now)
-            await link_facts(conn, change.facts, now)
+            await link_facts(conn, change.facts, now, change.run_id)
             await conn.execute(
                 f"UPDATE mate_conversation SET memory_upto_message_id = {WATERMARK_FORWARD}, update_time = ? "
                 "WHERE id = ?",

@@ -66,21 +66,24 @@ def spaced(text: str | None) -> str:
     return _CJK.sub(r" \1 ", normalised(text))
 
 
-# Dates named relative to today: "yesterday", "3 days ago", "last week", "last Friday",
-# "this month", "last year"; 昨天, 前天, 三天前, 上周, 上周五, 上个月, 去年.
-_COUNT = {"a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7,
-          "eight": 8, "nine": 9, "ten": 10} | {c: n for c, n in _ZH_NUMBER.items() if n <= 10} | {"两": 2}
+# Dates named relative to today: "yesterday", "3 days ago", "last week", "last Friday", "this
+# weekend", "this month", "the past year"; 昨天, 前天, 三天前, 上周, 上周五, 这周末, 上个月, 去年.
+_EN_COUNT = {"a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7,
+             "eight": 8, "nine": 9, "ten": 10}
 _EN_RELATIVE = re.compile(
-    r"\b(?P<before_yesterday>the\s+day\s+before\s+yesterday)\b|\b(?P<yesterday>yesterday)\b"
+    r"\b(?P<before_yesterday>(?:the\s+)?day\s+before\s+yesterday)\b|\b(?P<yesterday>yesterday)\b"
     r"|\b(?P<today>today|tonight|this\s+morning|this\s+afternoon|this\s+evening)\b"
-    rf"|\b(?P<count>\d{{1,3}}|{'|'.join(k for k in _COUNT if k.isascii())})\s+(?P<unit>day|week|month|year)s?\s+ago\b"
-    rf"|\b(?P<which>last|this|past)\s+(?P<span>week|month|year|{'|'.join(WEEKDAYS)})\b")
+    rf"|\b(?P<count>\d{{1,3}}|{'|'.join(_EN_COUNT)})\s+(?P<unit>day|week|month|year)s?\s+ago\b"
+    rf"|\b(?P<which>last|this|past)\s+(?P<span>week|weekend|month|year|{'|'.join(WEEKDAYS)})\b")
+_ZH_DIGIT = "〇零一二两三四五六七八九十百千万"
 _ZH_RELATIVE = re.compile(
     r"(?P<before_yesterday>前天)|(?P<yesterday>昨天|昨晚)|(?P<today>今天|今晚|今早)"
-    r"|(?P<count>\d{1,3}|[一二两三四五六七八九十])\s*(?:个)?(?P<unit>天|周|星期|礼拜|月|年)前"
-    r"|(?P<which>上|这|本)(?:个)?(?P<span>周|星期|礼拜|月)(?P<weekday>[一二三四五六日天])?|(?P<year>去年|今年)")
+    rf"|(?<![\d{_ZH_DIGIT}])(?P<count>\d{{1,3}}|[一二两三四五六七八九]?十[一二三四五六七八九]?|[一二两三四五六七八九])"
+    r"\s*个?(?P<unit>天|周|星期|礼拜|月|年)前"
+    r"|(?P<which>上|这|本)个?(?:(?P<weekend>周末)|(?P<span>周(?![围边到全年期刊])|星期|礼拜|月)"
+    r"(?:(?P<weekday>[一二三四五六日天])(?![起下样直共定些点般气]))?)|(?P<year>去年|今年)")
 _ZH_UNIT = {"天": "day", "周": "week", "星期": "week", "礼拜": "week", "月": "month", "年": "year"}
-_DAYS_BACK = 366  # "500 days ago" is no date anyone means
+_LIMITS = {"day": 366, "week": 52, "month": 12, "year": 10}  # "500 days ago" is no date anyone means
 
 
 def _day(when: date) -> str:
@@ -96,64 +99,86 @@ def _months_back(today: date, count: int) -> date:
     return date(months // 12, months % 12 + 1, 1)
 
 
-def _week(today: date, back: int) -> list[str]:
-    """The seven days (Monday to Sunday) of the week `back` weeks before today's."""
+def _week_days(today: date, back: int, days: range = range(7)) -> list[str]:
+    """Days of the week (Monday 0 to Sunday 6) `back` weeks before today's."""
     monday = today - timedelta(days=today.weekday() + 7 * back)
-    return [_day(monday + timedelta(days=n)) for n in range(7)]
+    return [_day(monday + timedelta(days=n)) for n in days]
 
 
-def _relative(today: date, unit: str, count: int, weekday: int | None = None) -> list[str]:
-    """The date-column phrases of `count` units before today (a weekday of that week if given)."""
+def _back(today: date, unit: str, count: int) -> list[str]:
+    """The date-column phrases of the day, week, month or year `count` of them before today's."""
+    if count > _LIMITS[unit]:
+        return []
     if unit == "day":
-        return [_day(today - timedelta(days=count))] if count <= _DAYS_BACK else []
+        return [_day(today - timedelta(days=count))]
     if unit == "week":
-        if weekday is not None:  # WEEKDAYS order: Sunday is 0; a week here runs Monday to Sunday
-            monday = today - timedelta(days=today.weekday() + 7 * count)
-            return [_day(monday + timedelta(days=(weekday - 1) % 7))]
-        return _week(today, count) if count <= 52 else []
+        return _week_days(today, count)
     if unit == "month":
-        return [_month(_months_back(today, count))] if count <= 12 else []
-    return [str(today.year - count)] if count <= 10 else []
+        return [_month(_months_back(today, count))]
+    return [str(today.year - count)]
+
+
+def _zh_count(text: str) -> int:
+    """一 to 九十九, or digits."""
+    if text.isdigit():
+        return int(text)
+    tens, _, ones = text.rpartition("十")
+    if "十" not in text:
+        return _ZH_NUMBER[text] if text != "两" else 2
+    return (_ZH_NUMBER.get(tens, 2 if tens == "两" else 1) if tens else 1) * 10 + (_ZH_NUMBER[ones] if ones else 0)
+
+
+def _english(found: re.Match[str], today: date) -> list[str]:
+    if found["before_yesterday"] or found["yesterday"] or found["today"]:
+        return _back(today, "day", 2 if found["before_yesterday"] else 1 if found["yesterday"] else 0)
+    if found["count"]:
+        count = found["count"]
+        return _back(today, found["unit"], int(count) if count.isdigit() else _EN_COUNT[count])
+    which, span = found["which"], found["span"]
+    if span in WEEKDAYS:
+        monday_based = (WEEKDAYS.index(span) - 1) % 7
+        if which == "this":  # that day of this week
+            return _week_days(today, 0, range(monday_based, monday_based + 1))
+        gap = (today.weekday() - monday_based) % 7 or 7  # "last Friday": the latest Friday before today
+        return [_day(today - timedelta(days=gap))]
+    if span == "weekend":
+        return _week_days(today, 1 if which == "last" else 0, range(5, 7))
+    if which == "past":  # the past week: the seven days up to today; the past month or year: this one and the last
+        if span == "week":
+            return [_day(today - timedelta(days=n)) for n in range(7)]
+        return [*_back(today, span, 0), *_back(today, span, 1)]
+    return _back(today, span, 1 if which == "last" else 0)
+
+
+def _chinese(found: re.Match[str], today: date) -> list[str]:
+    if found["before_yesterday"] or found["yesterday"] or found["today"]:
+        return _back(today, "day", 2 if found["before_yesterday"] else 1 if found["yesterday"] else 0)
+    if found["count"]:
+        return _back(today, _ZH_UNIT[found["unit"]], _zh_count(found["count"]))
+    if found["year"]:
+        return [str(today.year - (found["year"] == "去年"))]
+    back = 1 if found["which"] == "上" else 0
+    if found["weekend"]:
+        return _week_days(today, back, range(5, 7))
+    if found["span"] == "月":
+        return _back(today, "month", back)
+    if found["weekday"]:
+        monday_based = (_ZH_WEEKDAY[found["weekday"]] - 1) % 7
+        return _week_days(today, back, range(monday_based, monday_based + 1))
+    return _week_days(today, back)
 
 
 def _relative_dates(query: str, today: date) -> tuple[list[str], str]:
-    """The phrases of the relative dates `query` names, and the query without them."""
+    """The phrases of the relative dates `query` names, and the query without them (a date too
+    far back to mean anything stays in the query as words)."""
     phrases: list[str] = []
 
-    def count_of(text: str) -> int:
-        return int(text) if text.isdigit() else _COUNT[text]
+    def taken(read: list[str], found: re.Match[str]) -> str:
+        phrases.extend(read)
+        return " " if read else found.group(0)
 
-    def english(found: re.Match[str]) -> str:
-        if found["before_yesterday"] or found["yesterday"] or found["today"]:
-            phrases.extend(_relative(today, "day", 2 if found["before_yesterday"] else 1 if found["yesterday"] else 0))
-        elif found["count"]:
-            phrases.extend(_relative(today, found["unit"], count_of(found["count"])))
-        else:
-            back = 0 if found["which"] == "this" else 1
-            span = found["span"]
-            if span in WEEKDAYS:  # "last Friday": the latest Friday before today
-                gap = (today.weekday() + 1 - WEEKDAYS.index(span)) % 7 or 7
-                phrases.append(_day(today - timedelta(days=gap if back else gap % 7)))
-            elif found["which"] == "past" and span == "week":  # the seven days up to today
-                phrases.extend(_day(today - timedelta(days=n)) for n in range(7))
-            else:
-                phrases.extend(_relative(today, span, back))
-        return " "
-
-    def chinese(found: re.Match[str]) -> str:
-        if found["before_yesterday"] or found["yesterday"] or found["today"]:
-            phrases.extend(_relative(today, "day", 2 if found["before_yesterday"] else 1 if found["yesterday"] else 0))
-        elif found["count"]:
-            phrases.extend(_relative(today, _ZH_UNIT[found["unit"]], count_of(found["count"])))
-        elif found["year"]:
-            phrases.append(str(today.year - (found["year"] == "去年")))
-        else:
-            unit = "month" if found["span"] == "月" else "week"
-            weekday = _ZH_WEEKDAY[found["weekday"]] if found["weekday"] and unit == "week" else None
-            phrases.extend(_relative(today, unit, 1 if found["which"] == "上" else 0, weekday))
-        return " "
-
-    rest = _ZH_RELATIVE.sub(chinese, _EN_RELATIVE.sub(english, query))
+    rest = _EN_RELATIVE.sub(lambda found: taken(_english(found, today), found), query)
+    rest = _ZH_RELATIVE.sub(lambda found: taken(_chinese(found, today), found), rest)
     return phrases, rest
 
 

@@ -581,7 +581,7 @@ class MemorySummarizationService:
                                         storable(f"{header}\n\n{plan.daily_entry.strip()}\n"), version))
         status = "failed" if plan.problems else "completed"
         reason = "; ".join([*(plan.problems or [plan.reason]), *plan.notes])
-        facts = linked_facts(plan.daily_entry, batch) if plan.daily_entry else []
+        facts = linked_facts(storable(plan.daily_entry), batch) if plan.daily_entry else []
         await self._repos.memory_commits.commit(ExtractionCommit(
             agent_id, conversation_id, writes, end, run_id, status, reason, self._memory.history_versions, facts))
         written = tuple(w.filename for w in writes)

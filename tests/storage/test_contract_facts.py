@@ -36,8 +36,18 @@ async def test_a_message_is_found_by_the_words_of_the_facts_taken_from_it(sql: S
         await repos.memory_runs.start(1, "extraction", "tg:-1"), "completed", "", facts=[FactLink(ids[1], FACT)]))
     assert await repos.facts.of(ids[1]) == [FACT]
     assert (await _found(repos, "transgender stories inspiring"))[0] == ids[1]
-    # The message's own words still find it, and its fact ranks it above the others' words.
-    assert (await _found(repos, "support group"))[0] == ids[1]
+
+
+async def test_undoing_an_extraction_takes_its_facts_back(sql: SqlDatabase) -> None:
+    repos, ids = await _group(sql)
+    run = await repos.memory_runs.start(1, "extraction", "tg:-1")
+    await repos.memory_commits.commit(ExtractionCommit(
+        1, "tg:-1", [FileWrite("memory/2023-05-08.md", f"# 2023-05-08\n\n- {FACT}\n", 0)], ids[-1], run,
+        "completed", "", facts=[FactLink(ids[1], FACT)]))
+    await repos.facts.link([FactLink(ids[3], "Melanie camps by the lake with her kids")], run + 1000)  # another run's
+    await repos.file_history.undo(run, await repos.file_history.run_changes(run), keep=50)
+    assert await repos.facts.of(ids[1]) == [] and await repos.facts.of(ids[3]) != []
+    assert await _found(repos, "transgender inspiring") == []
 
 
 async def test_facts_stay_when_a_neighbour_changes_and_go_with_their_message(sql: SqlDatabase) -> None:

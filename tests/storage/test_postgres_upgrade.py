@@ -17,7 +17,7 @@ from tests.support.postgres import Cluster
 from tests.support.storage_backends import fresh_database
 
 # schema.sql as matebot released it at version 17, the first PostgreSQL schema.
-SCHEMA_17 = Path(__file__).parent / "data" / "postgres_schema_v17.sql"
+SCHEMA_17 = Path(__file__).parent / "fixtures" / "postgres_schema_v17.sql"
 CATALOG = {
     "columns": "SELECT table_name, column_name, data_type, collation_name, is_nullable, column_default "
                "FROM information_schema.columns WHERE table_schema = 'public' AND table_name <> 'schema_version' "
@@ -26,6 +26,8 @@ CATALOG = {
                  "ON n.oid = p.pronamespace WHERE n.nspname = 'public' AND p.prokind = 'f' ORDER BY 1, 2",
     "triggers": "SELECT tgname, pg_get_triggerdef(oid) FROM pg_trigger WHERE NOT tgisinternal ORDER BY 1",
     "indexes": "SELECT indexname, indexdef FROM pg_indexes WHERE schemaname = 'public' ORDER BY 1",
+    "constraints": "SELECT c.conrelid::regclass::text, c.conname, pg_get_constraintdef(c.oid) FROM pg_constraint c "
+                   "JOIN pg_namespace n ON n.oid = c.connamespace WHERE n.nspname = 'public' ORDER BY 1, 2",
 }
 
 

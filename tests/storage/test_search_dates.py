@@ -135,12 +135,19 @@ async def test_dates_named_relative_to_today_as_the_index_writes_them() -> None:
         "last week": [f"{d} {'november' if d > 7 else 'december'} 2026" for d in (30, 1, 2, 3, 4, 5, 6)],
         "我昨天说了什么": ["6 december 2026"], "前天": ["5 december 2026"], "三天前": ["4 december 2026"],
         "上周五吃了什么": ["4 december 2026"], "上个月": ["november 2026"], "去年的旅行": ["2025"],
-        # A count far back is no date anyone means; a number alone is none.
-        "500 days ago": [], "the 3 kids": [],
+        "this Friday": ["11 december 2026"], "last weekend": ["5 december 2026", "6 december 2026"],
+        "the past month": ["december 2026", "november 2026"], "day before yesterday": ["5 december 2026"],
+        "十五天前": ["22 november 2026"], "两天前": ["5 december 2026"], "本周三": ["9 december 2026"],
+        "上周末": ["5 december 2026", "6 december 2026"],
+        # A count far back is no date anyone means; a number alone is none; 一起 and 周围 are no days.
+        "500 days ago": [], "the 3 kids": [], "这周围有什么餐厅": [], "二十年前": [],
+        "上周一起吃饭": [f"{d} {'november' if d > 7 else 'december'} 2026" for d in (30, 1, 2, 3, 4, 5, 6)],
     }
     assert {query: query_dates(query, monday).phrases for query in cases} == cases
     assert query_dates("yesterday").phrases == []  # without today, nothing relative is read
     assert query_dates("cake recipe from yesterday", monday).rest.split() == ["cake", "recipe", "from"]
+    assert query_dates("13 months ago", monday).rest.split() == ["13", "months", "ago"]  # kept as words
+    assert "一起吃饭" in query_dates("上周一起吃饭", monday).rest
     # January looks back into the year before.
     assert query_dates("last month", date(2027, 1, 15)).phrases == ["december 2026"]
 
@@ -162,5 +169,12 @@ async def test_yesterday_and_last_week_find_the_rows_of_those_days(tmp_path: Pat
         assert "risotto" in (await found("what was dinner yesterday?"))[0]
         assert "lentil" in (await found("dinner last Wednesday"))[0]
         assert "pumpkin" in (await found("上个月的晚饭 dinner"))[0]
+        # Late on 6 December in UTC is already the 7th in Shanghai: its "yesterday" is the 6th (in
+        # UTC, the 5th, when nothing was said).
+        evening = datetime(2026, 12, 6, 20, 0, tzinfo=timezone.utc)
+        for zone, expected in (("Asia/Shanghai", ["risotto."]), ("UTC", [])):
+            elsewhere = MemorySearchService(core.repos.search, clock=pinned_clock(evening), timezone=zone)
+            said_then = (await elsewhere.search(1, "what did I say yesterday?"))["results"]
+            assert [r["snippet"].split()[-1] for r in said_then] == expected, zone
         last_week = await found("what did I say last week?")  # dates alone: that week's rows, Monday to Sunday
         assert sorted(s.split()[-1] for s in last_week) == ["risotto.", "soup."]

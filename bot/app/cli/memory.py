@@ -43,7 +43,7 @@ async def memory_search(config: Config, args: argparse.Namespace) -> int:
     async with open_core(config) as core:
         await core.agents.get(args.agent)
         # Words only: the daemon's embeddings client is not opened for one command.
-        searches = SearchFeature(MemorySearchService(core.repos.search), core.prompts)
+        searches = SearchFeature(MemorySearchService(core.repos.search, timezone=core.config.mate.timezone), core.prompts)
         result = await searches.search(args.agent, " ".join(args.query), args.limit)
         print(json.dumps(result, ensure_ascii=False, indent=2) if args.json else searches.lines(result))
     return EXIT_OK

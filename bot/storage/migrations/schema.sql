@@ -162,6 +162,7 @@ CREATE TABLE mate_message_fact (
         id INTEGER PRIMARY KEY AUTOINCREMENT,
         message_id INTEGER NOT NULL REFERENCES mate_message(id) ON DELETE CASCADE,
         fact TEXT NOT NULL,
+        run_id INTEGER,
         create_time TEXT NOT NULL
     );
 
@@ -299,6 +300,9 @@ CREATE INDEX ix_message_external ON mate_message(conversation_id, external_id)
 
 -- index ix_message_fact_message
 CREATE INDEX ix_message_fact_message ON mate_message_fact(message_id);
+
+-- index ix_message_fact_run
+CREATE INDEX ix_message_fact_run ON mate_message_fact(run_id);
 
 -- index ix_person_account_person
 CREATE INDEX ix_person_account_person ON mate_person_account(person_id);

@@ -21,9 +21,11 @@ STATEMENTS: tuple[str, ...] = (
         id INTEGER PRIMARY KEY AUTOINCREMENT,
         message_id INTEGER NOT NULL REFERENCES mate_message(id) ON DELETE CASCADE,
         fact TEXT NOT NULL,
+        run_id INTEGER,
         create_time TEXT NOT NULL
     )""",
     "CREATE INDEX IF NOT EXISTS ix_message_fact_message ON mate_message_fact(message_id)",
+    "CREATE INDEX IF NOT EXISTS ix_message_fact_run ON mate_message_fact(run_id)",
     # The word index gains a column: its rows are copied, not computed again (a turn's previous
     # turn is a subquery per row).
     "CREATE TEMP TABLE mate_search_text_rows AS SELECT rowid AS key, body, scope, prev, date FROM mate_search_text",

@@ -32,7 +32,7 @@ TABLES: tuple[tuple[str, tuple[str, ...]], ...] = (
                            "archived", "message_count", "is_group", "rowid")),
     ("mate_message", ("id", "conversation_id", "role", "content", "token_count", "sender_id", "sender_name",
                       "create_time", "content_format", "external_id")),
-    ("mate_message_fact", ("id", "message_id", "fact", "create_time")),
+    ("mate_message_fact", ("id", "message_id", "fact", "run_id", "create_time")),
     ("mate_incognito", ("conversation_id", "after_message_id", "start_time")),
     ("mate_workspace_file", ("id", "agent_id", "filename", "content", "file_size", "enabled", "sort_order",
                              "create_time", "update_time", "deleted", "version")),

@@ -15,8 +15,6 @@ from bot.core.errors import StorageError
 from bot.core.lifecycle import AsyncResource
 from bot.storage.migrations import LATEST_VERSION, MIGRATIONS
 
-FIRST_VERSION = 17  # the first schema PostgreSQL was created at; its upgrades start there
-MIGRATION_DESCRIPTIONS = {version: description for version, description, _ in MIGRATIONS}
 from bot.storage.sql import Row, WriteResult
 
 if TYPE_CHECKING:
@@ -27,6 +25,8 @@ log = logging.getLogger(__name__)
 # Every daemon on the database takes this lock while it creates or checks the schema, so two
 # starting at once do not both create it.
 _SCHEMA_LOCK = 0x6D617465  # "mate"
+FIRST_VERSION = 17  # the first schema PostgreSQL was created at; its upgrades (upgrades/vN.sql) start there
+MIGRATION_DESCRIPTIONS = {version: description for version, description, _ in MIGRATIONS}
 _NUMBERED_CACHE = 4096
 
 
