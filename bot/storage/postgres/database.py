@@ -106,6 +106,11 @@ class PostgresTransaction:
         await self._conn.execute("SELECT pg_advisory_xact_lock(hashtext($1))", name)
 
 
+def _sql(name: str) -> str:
+    """One of this package's SQL files (schema.sql, functions.sql, upgrades/vN.sql)."""
+    return resources.files(__package__).joinpath(name).read_text(encoding="utf-8")
+
+
 class PostgresDatabase(AsyncResource):
     """A pool of connections to one PostgreSQL database; the schema is created on first open."""
 
@@ -152,7 +157,8 @@ class PostgresDatabase(AsyncResource):
                 if found != LATEST_VERSION:
                     await self._upgrade(conn, found)
                 return
-            await conn.execute(resources.files(__package__).joinpath("schema.sql").read_text(encoding="utf-8"))
+            await conn.execute(_sql("schema.sql"))
+            await conn.execute(_sql("functions.sql"))
             await conn.execute("INSERT INTO schema_version(version, description, applied_time) VALUES ($1, $2, $3)",
                                LATEST_VERSION, "created", self.now())
             log.info("database created (version %s): %s", LATEST_VERSION, redacted(self.url))
@@ -168,10 +174,11 @@ class PostgresDatabase(AsyncResource):
                 f"database {redacted(self.url)} has schema version {found}; this matebot needs "
                 f"{LATEST_VERSION}: run the matebot version that made it, or start with an empty database")
         for version in wanted:
-            await conn.execute(steps.joinpath(f"v{version}.sql").read_text(encoding="utf-8"))
+            await conn.execute(_sql(f"upgrades/v{version}.sql"))
             await conn.execute("INSERT INTO schema_version(version, description, applied_time) VALUES ($1, $2, $3)",
                                version, MIGRATION_DESCRIPTIONS[version], self.now())
-            log.info("database upgraded to version %s: %s", version, redacted(self.url))
+        await conn.execute(_sql("functions.sql"))  # every function and trigger as this matebot has them
+        log.info("database upgraded from version %s to %s: %s", found, LATEST_VERSION, redacted(self.url))
 
     @property
     def pool(self) -> asyncpg.Pool:
