@@ -97,3 +97,24 @@ async def test_a_schema_no_upgrade_reaches_is_refused_in_one_line(postgres_clust
                 pass
     assert f"has schema version 12; this matebot needs {LATEST_VERSION}" in str(refused.value)
     assert "\n" not in str(refused.value)
+
+
+async def test_daemons_opening_an_old_database_at_once_upgrade_it_once(postgres_cluster: Cluster | str) -> None:
+    import asyncio
+
+    cluster = _cluster(postgres_cluster)
+    async with fresh_database(cluster) as url:
+        await _made_at_17(url)
+
+        async def opened() -> int:
+            async with PostgresDatabase(url, pool_size=2) as db:
+                return await db.schema_version()
+
+        versions = await asyncio.gather(*(opened() for _ in range(3)))
+        conn = await asyncpg.connect(url)
+        try:
+            steps = [int(row[0]) for row in await conn.fetch("SELECT version FROM schema_version ORDER BY version")]
+        finally:
+            await conn.close()
+    assert versions == [LATEST_VERSION] * 3
+    assert steps == [17, *range(18, LATEST_VERSION + 1)]
