@@ -119,27 +119,38 @@ def _back(today: date, unit: str, count: int) -> list[str]:
 
 
 def _zh_count(text: str) -> int:
-    """一 to 九十九, or digits."""
+    """一 to 九十九 (两 is 2), or digits."""
     if text.isdigit():
         return int(text)
-    tens, _, ones = text.rpartition("十")
-    if "十" not in text:
-        return _ZH_NUMBER[text] if text != "两" else 2
-    return (_ZH_NUMBER.get(tens, 2 if tens == "两" else 1) if tens else 1) * 10 + (_ZH_NUMBER[ones] if ones else 0)
+    digits = _ZH_NUMBER | {"两": 2}
+    tens, ten, ones = text.partition("十")
+    return digits.get(tens, 1) * 10 + digits.get(ones, 0) if ten else digits[text]
+
+
+def _weekday(today: date, back: int, sunday_based: int) -> list[str]:
+    """One day (WEEKDAYS' number: Sunday 0) of the week `back` weeks before today's."""
+    monday_based = (sunday_based - 1) % 7
+    return _week_days(today, back, range(monday_based, monday_based + 1))
+
+
+def _named_day(found: re.Match[str], today: date) -> list[str] | None:
+    """Today, yesterday or the day before, where the match is one of them (both languages' group names)."""
+    if found["before_yesterday"] or found["yesterday"] or found["today"]:
+        return _back(today, "day", 2 if found["before_yesterday"] else 1 if found["yesterday"] else 0)
+    return None
 
 
 def _english(found: re.Match[str], today: date) -> list[str]:
-    if found["before_yesterday"] or found["yesterday"] or found["today"]:
-        return _back(today, "day", 2 if found["before_yesterday"] else 1 if found["yesterday"] else 0)
+    if (day := _named_day(found, today)) is not None:
+        return day
     if found["count"]:
         count = found["count"]
         return _back(today, found["unit"], int(count) if count.isdigit() else _EN_COUNT[count])
     which, span = found["which"], found["span"]
     if span in WEEKDAYS:
-        monday_based = (WEEKDAYS.index(span) - 1) % 7
         if which == "this":  # that day of this week
-            return _week_days(today, 0, range(monday_based, monday_based + 1))
-        gap = (today.weekday() - monday_based) % 7 or 7  # "last Friday": the latest Friday before today
+            return _weekday(today, 0, WEEKDAYS.index(span))
+        gap = (today.weekday() + 1 - WEEKDAYS.index(span)) % 7 or 7  # "last Friday": the latest before today
         return [_day(today - timedelta(days=gap))]
     if span == "weekend":
         return _week_days(today, 1 if which == "last" else 0, range(5, 7))
@@ -151,8 +162,8 @@ def _english(found: re.Match[str], today: date) -> list[str]:
 
 
 def _chinese(found: re.Match[str], today: date) -> list[str]:
-    if found["before_yesterday"] or found["yesterday"] or found["today"]:
-        return _back(today, "day", 2 if found["before_yesterday"] else 1 if found["yesterday"] else 0)
+    if (day := _named_day(found, today)) is not None:
+        return day
     if found["count"]:
         return _back(today, _ZH_UNIT[found["unit"]], _zh_count(found["count"]))
     if found["year"]:
@@ -163,8 +174,7 @@ def _chinese(found: re.Match[str], today: date) -> list[str]:
     if found["span"] == "月":
         return _back(today, "month", back)
     if found["weekday"]:
-        monday_based = (_ZH_WEEKDAY[found["weekday"]] - 1) % 7
-        return _week_days(today, back, range(monday_based, monday_based + 1))
+        return _weekday(today, back, _ZH_WEEKDAY[found["weekday"]])
     return _week_days(today, back)
 
 

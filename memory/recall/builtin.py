@@ -24,10 +24,11 @@ from typing import Any
 from bot.core.config.memory import BUILTIN_PACKAGE
 from bot.core.errors import MateError
 from bot.core.lifecycle import AsyncResource
+from bot.core.text import storable
 from memory.recall.embeddings import EmbeddingFailed
 
 MODEL = "multilingual-e5-small-q4"  # the name vectors are stored under: another model's are made again
-BATCH_SIZE = 8  # texts the backfill reads from the database at a time
+BATCH_SIZE = 8  # texts per backfill call: 8 long ones stay well inside its timeout on one busy core
 MAX_TEXT_CHARS = 2000  # E5 reads 512 tokens; the engine's time grows with the text, and past them it cuts
 THREADS = 1
 
@@ -38,9 +39,8 @@ class BuiltinUnavailable(MateError):
 
 def engine_text(text: str) -> str:
     """What the engine is given: at most MAX_TEXT_CHARS, and text it can encode (a lone
-    surrogate becomes a question mark instead of failing the batch it is in)."""
-    cut = text[:MAX_TEXT_CHARS]
-    return cut if cut.isascii() else cut.encode("utf-8", "replace").decode("utf-8")
+    surrogate, which the engine's UTF-8 encoding refuses, stored as U+FFFD)."""
+    return storable(text[:MAX_TEXT_CHARS])
 
 
 class BuiltinEmbedder(AsyncResource):
