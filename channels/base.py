@@ -148,7 +148,7 @@ class ChannelStateBoard:
         return {channel.name: channel.state for channel in self._channels}
 
     def all_ok(self) -> bool:
-        return all(state in (CHANNEL_OK, CHANNEL_STANDBY) for state in self.states().values())
+        return all(can_send(state) for state in self.states().values())
 
 
 @runtime_checkable

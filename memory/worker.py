@@ -6,8 +6,8 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import defaultdict
-from collections.abc import AsyncIterator, Coroutine
-from contextlib import asynccontextmanager
+from collections.abc import Coroutine
+from contextlib import AbstractAsyncContextManager, nullcontext
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -297,14 +297,9 @@ class MemoryWorker(AsyncResource):
         async with self._locks[agent_id]:
             await self._run_due(agent_id)
 
-    @asynccontextmanager
-    async def _agent_lease(self, agent_id: int) -> AsyncIterator[bool]:
+    def _agent_lease(self, agent_id: int) -> AbstractAsyncContextManager[bool]:
         """Whether this daemon may run the agent's memory work now (always, alone on its database)."""
-        if self._leases is None:
-            yield True
-            return
-        async with self._leases.held(f"{MEMORY_LEASE_PREFIX}{agent_id}") as held:
-            yield held
+        return self._leases.held(f"{MEMORY_LEASE_PREFIX}{agent_id}") if self._leases else nullcontext(True)
 
     async def _run_due(self, agent_id: int) -> None:
         """Analyse every due pending row of the agent (lock held), unless another daemon is at it

@@ -6,7 +6,7 @@ import asyncio
 import logging
 import sqlite3
 from collections.abc import AsyncIterator, Coroutine
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager, nullcontext
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -101,13 +101,8 @@ class _KeyedLocks:
             else:
                 self._locks[key] = (lock, users - 1)
 
-    @asynccontextmanager
-    async def _across_daemons(self, key: str) -> AsyncIterator[None]:
-        if self._leases is None:
-            yield
-            return
-        async with self._leases.waited(f"chat:{key}"):
-            yield
+    def _across_daemons(self, key: str) -> AbstractAsyncContextManager[None]:
+        return self._leases.waited(f"chat:{key}") if self._leases else nullcontext()
 
 
 @dataclass(frozen=True, slots=True)

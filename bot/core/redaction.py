@@ -31,16 +31,28 @@ class Redactor:
         return _URL_CREDENTIALS.sub(lambda m: f"{m.group('scheme')}{MASK}@", text)
 
 
+def _credentials(url: str) -> tuple[str, str, str]:
+    """("scheme://", "user:password" or "", the rest): the credentials end at the URL's last @,
+    since a password may hold an @, a ? or a /."""
+    head, sep, tail = url.partition("://")
+    credentials, _, rest = tail.rpartition("@")
+    return head + sep, credentials, rest
+
+
 def url_passwords(url: str) -> list[str]:
-    """The passwords a URL carries: after user: (up to its last @, a "/" in it included) and in a
-    password= parameter."""
-    found: list[str] = []
-    _, _, rest = url.partition("://")
-    credentials, at, _ = rest.rpartition("@")
-    if at and ":" in credentials:
-        found.append(credentials.split(":", 1)[1])
+    """The passwords a URL carries: after user: and in a password= parameter."""
+    _, credentials, _ = _credentials(url)
+    found = [credentials.split(":", 1)[1]] if ":" in credentials else []
     found += [m.group(0).split("=", 1)[1] for m in _QUERY_PASSWORD.finditer(url)]
     return [p for p in found if p]
+
+
+def redacted(url: str) -> str:
+    """The URL without its password (nor any parameter, where one may be), for messages and logs."""
+    start, credentials, rest = _credentials(url)
+    host = rest.split("?", 1)[0]
+    user = credentials.split(":", 1)[0]
+    return f"{start}{user}@{host}" if user else f"{start}{host}"
 
 
 def config_secrets(config: Config) -> list[str]:

@@ -77,9 +77,6 @@ class Leases:
     async def release(self, name: str) -> None:
         await self._repository.release(name, self.holder)
 
-    async def holder_of(self, name: str) -> str | None:
-        return await self._repository.holder(name, self._clock())
-
     @asynccontextmanager
     async def held(self, name: str, lost: asyncio.Event | None = None) -> AsyncIterator[bool]:
         """Try once to take `name`: yields whether it is held. While held it is renewed; should a

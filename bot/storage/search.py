@@ -173,20 +173,27 @@ class SqliteSearchReads:
         after it, in order (the message itself left out). One query for all of them."""
         if not messages:
             return []
-        # Off-the-record messages are never shown, not even as the context of a hit before them.
-        side = ("SELECT * FROM (SELECT {n}, id, role, content, create_time FROM mate_message WHERE conversation_id = ? "
-                "AND id {op} ? AND role IN ('user', 'assistant') AND content_format = 'text' AND "
-                + NOT_INCOGNITO.format(m="mate_message")
-                + " ORDER BY id {order} LIMIT ?)")
-        rows = self._conn.execute(
-            " UNION ALL ".join(side.format(n=n, op=op, order=order) for n in range(len(messages))
+        return around_found(self._conn.execute(*around_query(messages, count)).fetchall(), len(messages))
+
+
+def around_query(messages: Sequence[tuple[str, int]], count: int) -> tuple[str, tuple[object, ...]]:
+    """SQL and parameters (both backends) of the `count` messages either side of each message."""
+    # Off-the-record messages are never shown, not even as the context of a hit before them.
+    side = ("SELECT * FROM (SELECT {n}, id, role, content, create_time FROM mate_message WHERE conversation_id = ? "
+            "AND id {op} ? AND role IN ('user', 'assistant') AND content_format = 'text' AND "
+            + NOT_INCOGNITO.format(m="mate_message")
+            + " ORDER BY id {order} LIMIT ?) AS side")
+    return (" UNION ALL ".join(side.format(n=n, op=op, order=order) for n in range(len(messages))
                                for op, order in (("<", "DESC"), (">", "ASC"))),
-            tuple(value for conversation, message in messages for _ in "ba" for value in (conversation, message, count)),
-        ).fetchall()
-        found: list[list[ContextMessage]] = [[] for _ in messages]
-        for row in sorted(rows, key=lambda r: int(r[1])):
-            found[int(row[0])].append(ContextMessage(int(row[1]), str(row[2]), str(row[3]), str(row[4])))
-        return found
+            tuple(value for conversation, message in messages for _ in "ba" for value in (conversation, message, count)))
+
+
+def around_found(rows: Sequence[Any], n: int) -> list[list[ContextMessage]]:
+    """around_query's rows as each message's context, in order."""
+    found: list[list[ContextMessage]] = [[] for _ in range(n)]
+    for row in sorted(rows, key=lambda r: int(r[1])):
+        found[int(row[0])].append(ContextMessage(int(row[1]), str(row[2]), str(row[3]), str(row[4])))
+    return found
 
 
 def hit_of(row: Any) -> SearchHit:

@@ -39,8 +39,6 @@ class Transaction(Protocol):
 
     async def fetchone(self, sql: str, params: Sequence[Any] = ()) -> Row | None: ...
 
-    async def fetchall(self, sql: str, params: Sequence[Any] = ()) -> list[Row]: ...
-
     async def serialize(self, name: str) -> None:
         """Until this transaction ends, any other that serializes on `name` waits: a read-then-write
         (the next free id, a count under a limit) stays whole with several writers. SQLite's write
@@ -86,9 +84,6 @@ class SqliteTransaction:
         async with self._conn.execute(sql, params) as cursor:
             row: Row | None = await cursor.fetchone()
             return row
-
-    async def fetchall(self, sql: str, params: Sequence[Any] = ()) -> list[Row]:
-        return list(await self._conn.execute_fetchall(sql, params))
 
     async def serialize(self, name: str) -> None:
         return None  # BEGIN IMMEDIATE: one write transaction at a time

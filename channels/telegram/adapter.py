@@ -252,7 +252,7 @@ class TelegramChannel:
             stored = await self._unless_stopped(self._ledger.until_done(update_id, WEBHOOK_STORE_WAIT))
         except _Stopping:
             stored = False
-        self._ledger.forget(update_id, even_open=True)  # a post again is a new post; the router answers once
+        self._ledger.forget(update_id)  # a post again is a new post; the router answers once
         return stored
 
     async def _connect(self, bot: Bot) -> None:

@@ -54,10 +54,9 @@ class UpdateLedger:
             return False
         return True
 
-    def forget(self, update_id: int, *, even_open: bool = False) -> None:
+    def forget(self, update_id: int) -> None:
         """Webhook mode: no offset confirms an update; once answered, it leaves the ledger."""
-        if self._open.get(update_id) or (even_open and update_id in self._open):
-            del self._open[update_id]
+        self._open.pop(update_id, None)
         self._waiters.pop(update_id, None)
 
     def offset(self) -> int | None:

@@ -94,7 +94,7 @@ def test_a_storage_url_of_another_kind_is_one_line_naming_the_key(tmp_path: Path
 
 def test_a_database_password_never_shows_unmasked(tmp_path: Path) -> None:
     from bot.core.redaction import Redactor, config_secrets
-    from bot.storage.postgres.database import redacted
+    from bot.core.redaction import redacted
 
     for url, password in (("postgresql://matebot:S3c/retPw9@db.example/matebot", "S3c/retPw9"),
                           ("postgresql://matebot:pa?ss#Word9@db.example/matebot", "pa?ss#Word9"),

@@ -71,9 +71,10 @@ async def migrate(config: Config, args: argparse.Namespace) -> int:
     import asyncpg
 
     from bot.app.instance_lock import DatabaseLock
+    from bot.core.redaction import redacted
     from bot.storage import Database
     from bot.storage.postgres.copy import copy_sqlite
-    from bot.storage.postgres.database import PostgresDatabase, redacted
+    from bot.storage.postgres.database import PostgresDatabase
 
     target = str(args.to)
     if not target.startswith(("postgresql://", "postgres://")):

@@ -66,14 +66,17 @@ class TableCopied:
     target_rows: int
 
 
+def _where(table: str) -> str:
+    return f" WHERE {_WHERE[table]}" if table in _WHERE else ""
+
+
 def _source_rows(source: sqlite3.Connection, table: str, columns: tuple[str, ...]) -> sqlite3.Cursor:
-    where = f" WHERE {_WHERE[table]}" if table in _WHERE else ""
-    return source.execute(f"SELECT {', '.join(columns)} FROM {table}{where} ORDER BY 1")
+    return source.execute(f"SELECT {', '.join(columns)} FROM {table}{_where(table)} ORDER BY 1")
 
 
 async def copy_sqlite(source_path: Path, target: PostgresDatabase,
                       progress: Callable[[str], None] = lambda _: None) -> list[TableCopied]:
-    """Copy every table; the counts of each, as read back from both. The target must hold no rows."""
+    """Copy every table; the counts of each: rows read from SQLite, rows found in PostgreSQL after. The target must hold no rows."""
     source = sqlite3.connect(f"{source_path.resolve().as_uri()}?mode=ro", uri=True)
     try:
         async with target.pool.acquire() as conn:
@@ -81,6 +84,7 @@ async def copy_sqlite(source_path: Path, target: PostgresDatabase,
             async with conn.transaction():
                 for table in _DERIVED_TRIGGERS:  # rebuilt in bulk below, not row by row
                     await conn.execute(f"ALTER TABLE {table} DISABLE TRIGGER USER")
+                read: dict[str, int] = {}  # rows read from each SQLite table, under its lock
                 for table, columns in TABLES:
                     started = time.monotonic()
                     cursor = _source_rows(source, table, columns)
@@ -92,6 +96,7 @@ async def copy_sqlite(source_path: Path, target: PostgresDatabase,
                     except (asyncpg.PostgresError, asyncpg.DataError) as exc:
                         raise StorageError(f"copying {table} (after {copied} rows): {exc}") from exc
                     progress(f"{table}: {copied} rows ({time.monotonic() - started:.1f} s)")
+                    read[table] = copied
                 for table in _DERIVED_TRIGGERS:
                     await conn.execute(f"ALTER TABLE {table} ENABLE TRIGGER USER")
                 for table in _IDENTITY:
@@ -104,7 +109,7 @@ async def copy_sqlite(source_path: Path, target: PostgresDatabase,
                 started = time.monotonic()
                 await conn.execute("SELECT mate_search_rebuild()")
                 progress(f"search index rebuilt ({time.monotonic() - started:.1f} s)")
-            return [await _counted(source, conn, table) for table, _ in TABLES]
+            return [TableCopied(table, read[table], await _target_rows(conn, table)) for table, _ in TABLES]
     except sqlite3.Error as exc:
         raise StorageError(f"cannot read {source_path}: {exc}") from exc
     finally:
@@ -117,8 +122,5 @@ async def _refuse_unless_empty(conn: asyncpg.Connection) -> None:
             raise StorageError(f"the target database already holds rows ({table}): migrate copies into an empty one")
 
 
-async def _counted(source: sqlite3.Connection, conn: asyncpg.Connection, table: str) -> TableCopied:
-    where = f" WHERE {_WHERE[table]}" if table in _WHERE else ""
-    mine = int(source.execute(f"SELECT COUNT(*) FROM {table}{where}").fetchone()[0])
-    theirs = int(await conn.fetchval(f"SELECT COUNT(*) FROM {table}{where}"))
-    return TableCopied(table, mine, theirs)
+async def _target_rows(conn: asyncpg.Connection, table: str) -> int:
+    return int(await conn.fetchval(f"SELECT COUNT(*) FROM {table}{_where(table)}"))

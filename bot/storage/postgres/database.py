@@ -13,6 +13,7 @@ from bot.core.clock import Clock, iso
 from bot.core.clock import utc_now as clock_now
 from bot.core.errors import StorageError
 from bot.core.lifecycle import AsyncResource
+from bot.core.redaction import redacted
 from bot.storage.migrations import LATEST_VERSION, MIGRATIONS
 
 from bot.storage.sql import Row, WriteResult
@@ -55,17 +56,6 @@ def _rowcount(status: str) -> int:
     return int(last) if last.isdigit() else 0
 
 
-def redacted(url: str) -> str:
-    """The URL without its password (nor any parameter, where one may be), for messages and logs."""
-    head, sep, tail = url.partition("://")
-    credentials, at, host = tail.rpartition("@")  # the last @: a password may hold one, or a ? or a /
-    host = host.split("?", 1)[0]
-    if not at:
-        return f"{head}{sep}{host}"
-    user = credentials.split(":", 1)[0]
-    return f"{head}{sep}{user}@{host}" if user else f"{head}{sep}{host}"
-
-
 @contextmanager
 def storage_errors() -> Iterator[None]:
     """The driver's and the network's failures as StorageError, as SQLite's are met: the router
@@ -98,9 +88,6 @@ class PostgresTransaction:
     async def fetchone(self, sql: str, params: Sequence[Any] = ()) -> Row | None:
         row: Row | None = await self._conn.fetchrow(self._sql.text(sql), *params)
         return row
-
-    async def fetchall(self, sql: str, params: Sequence[Any] = ()) -> list[Row]:
-        return list(await self._conn.fetch(self._sql.text(sql), *params))
 
     async def serialize(self, name: str) -> None:
         await self._conn.execute("SELECT pg_advisory_xact_lock(hashtext($1))", name)

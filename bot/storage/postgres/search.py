@@ -8,8 +8,7 @@ from collections.abc import Callable, Coroutine, Sequence
 from typing import Any, TypeVar
 
 from bot.storage.postgres.database import PostgresDatabase
-from bot.storage.remembered import NOT_INCOGNITO
-from bot.storage.search import SUBSTRING_SCAN, ContextMessage, SearchHit, SearchReads, hit_of
+from bot.storage.search import SUBSTRING_SCAN, ContextMessage, SearchHit, SearchReads, around_found, around_query, hit_of
 
 T = TypeVar("T")
 
@@ -106,14 +105,4 @@ class PostgresSearchReads:
     def around(self, messages: Sequence[tuple[str, int]], count: int) -> list[list[ContextMessage]]:
         if not messages:
             return []
-        side = ("(SELECT {n} AS n, id, role, content, create_time FROM mate_message WHERE conversation_id = ? "
-                "AND id {op} ? AND role IN ('user', 'assistant') AND content_format = 'text' AND "
-                + NOT_INCOGNITO.format(m="mate_message") + " ORDER BY id {order} LIMIT ?)")
-        rows = self._fetch(
-            " UNION ALL ".join(side.format(n=n, op=op, order=order) for n in range(len(messages))
-                               for op, order in (("<", "DESC"), (">", "ASC"))),
-            tuple(value for conversation, message in messages for _ in "ba" for value in (conversation, message, count)))
-        found: list[list[ContextMessage]] = [[] for _ in messages]
-        for row in sorted(rows, key=lambda r: int(r[1])):
-            found[int(row[0])].append(ContextMessage(int(row[1]), str(row[2]), str(row[3]), str(row[4])))
-        return found
+        return around_found(self._fetch(*around_query(messages, count)), len(messages))
