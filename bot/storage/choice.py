@@ -14,4 +14,4 @@ def database_for(mate: MateConfig, *, clock: Clock = clock_now) -> Database | Po
     storage = mate.storage
     if storage.postgres:
         return PostgresDatabase(storage.url, clock=clock)
-    return Database(storage.sqlite_path(mate.database.path), clock=clock)
+    return Database(mate.sqlite_file, clock=clock)

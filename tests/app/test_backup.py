@@ -54,3 +54,22 @@ def test_a_failed_copy_leaves_nothing_that_looks_like_a_backup(tmp_path: Path) -
     with pytest.raises(sqlite3.DatabaseError):
         copy_database(broken, target)
     assert list(target.parent.iterdir()) == []
+
+
+def test_backup_copies_the_file_a_sqlite_url_names(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    elsewhere = tmp_path / "elsewhere" / "chats.db"
+    elsewhere.parent.mkdir()
+    with sqlite3.connect(elsewhere) as conn:
+        conn.execute("CREATE TABLE mate_message (content TEXT)")
+        conn.execute("INSERT INTO mate_message VALUES ('kept in the other file')")
+    (tmp_path / "media").mkdir()
+    (tmp_path / "media" / "abc.png").write_bytes(b"picture")  # media stay in database.path's folder
+    config_file = tmp_path / "config.yaml"
+    config_file.write_text(f"mate:\n  timezone: UTC\n  database:\n    path: {tmp_path / 'mate.db'}\n"
+                           f"  storage:\n    url: sqlite:///{elsewhere}\n")
+    assert main(["backup", "--config", str(config_file), str(tmp_path / "bk")]) == 0
+    [copy] = list((tmp_path / "bk").glob("mate-*.db"))
+    with sqlite3.connect(copy) as conn:
+        assert conn.execute("SELECT content FROM mate_message").fetchall() == [("kept in the other file",)]
+    assert (tmp_path / "bk" / "media" / "abc.png").read_bytes() == b"picture"
+    assert not (tmp_path / "mate.db").exists()

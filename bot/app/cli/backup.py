@@ -36,8 +36,10 @@ class RestoreReport:
     media_error: str | None = None  # the database is restored, but not every media file
 
 
-def back_up(database: Path, target_dir: Path, *, now: datetime | None = None) -> BackupReport:
-    """DIR/mate-<UTC time>.db, plus DIR/media/ (a file kept once, under its hash, is copied once)."""
+def back_up(database: Path, target_dir: Path, *, now: datetime | None = None,
+            media: Path | None = None) -> BackupReport:
+    """DIR/mate-<UTC time>.db, plus DIR/media/ (a file kept once, under its hash, is copied once).
+    `media`: the daemon's media folder, by default beside the database."""
     if not database.exists():
         raise FileNotFoundError(f"no database at {database}")
     target_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
@@ -47,7 +49,7 @@ def back_up(database: Path, target_dir: Path, *, now: datetime | None = None) ->
         raise FileExistsError(f"{target} already exists")
     copy_database(database, target)
     copied = 0
-    media = database.parent / "media"
+    media = media or database.parent / "media"
     if media.is_dir():
         copied = _copy_new_files(media, target_dir / "media")
     return BackupReport(target, copied)
@@ -65,7 +67,7 @@ def find_backup(given: Path) -> Path:
     return given
 
 
-def restore(database: Path, backup: Path) -> RestoreReport:
+def restore(database: Path, backup: Path, *, media: Path | None = None) -> RestoreReport:
     """Replaces `database` by the backup `backup` (a file, or the folder `matebot backup` wrote).
 
     Refused while a daemon holds the database. Nothing is changed unless the backup passes
@@ -95,9 +97,9 @@ def restore(database: Path, backup: Path) -> RestoreReport:
         except (OSError, StorageError) as exc:  # checked a moment ago: a failing disk, most likely
             _put_back(database, set_aside)
             raise StorageError(f"{exc}; the database is as it was before") from None
-    media = source.parent / "media"
+    kept = source.parent / "media"
     try:
-        copied = _copy_new_files(media, database.parent / "media") if media.is_dir() else 0
+        copied = _copy_new_files(kept, media or database.parent / "media") if kept.is_dir() else 0
     except OSError as exc:
         return RestoreReport(database, source, version, set_aside, 0,
                              f"{exc.strerror or exc} ({exc.filename or media})")

@@ -17,7 +17,7 @@ async def check_config(config: Config, args: argparse.Namespace) -> int:
     from bot.conversation.agents import configured_id_collision
     from bot.storage.agents import read_chat_bindings
 
-    bindings = read_chat_bindings(config.mate.database.path)  # read-only; {} before the first start
+    bindings = read_chat_bindings(config.mate.sqlite_file)  # read-only; {} before the first start
     problem = configured_id_collision(config.mate, bindings)
     if problem:
         raise ConfigError(problem)

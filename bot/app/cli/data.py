@@ -20,7 +20,8 @@ async def backup(config: Config, args: argparse.Namespace) -> int:
     if _on_postgres(config, "backup"):
         return EXIT_RUNTIME
     try:
-        report = await asyncio.to_thread(back_up, Path(config.mate.database.path), args.dir)
+        report = await asyncio.to_thread(back_up, Path(config.mate.sqlite_file), args.dir,
+                                         media=Path(config.mate.database.path).parent / "media")
     except (OSError, sqlite3.Error) as exc:
         print(f"matebot: backup failed: {exc}", file=sys.stderr)
         return EXIT_RUNTIME
@@ -35,9 +36,10 @@ async def restore(config: Config, args: argparse.Namespace) -> int:
 
     if _on_postgres(config, "restore"):
         return EXIT_RUNTIME
-    database = Path(config.mate.database.path)
+    database = Path(config.mate.sqlite_file)
     try:
-        report = await asyncio.to_thread(restore, database, args.backup)
+        report = await asyncio.to_thread(restore, database, args.backup,
+                                         media=Path(config.mate.database.path).parent / "media")
     except (MateError, sqlite3.Error) as exc:
         print(f"matebot: nothing restored: {exc}", file=sys.stderr)
         return EXIT_RUNTIME
@@ -86,7 +88,7 @@ async def migrate(config: Config, args: argparse.Namespace) -> int:
         print(f"matebot: this configuration already uses PostgreSQL ({redacted(storage.url)}); migrate copies "
               "from the SQLite database it used before: point mate.storage.url back to it", file=sys.stderr)
         return EXIT_RUNTIME
-    source = Path(storage.sqlite_path(config.mate.database.path))
+    source = Path(config.mate.sqlite_file)
     if not source.exists():
         print(f"matebot: there is no database at {source} to copy", file=sys.stderr)
         return EXIT_RUNTIME

@@ -93,6 +93,11 @@ class MateConfig(Section):
     # at most 5 s after that.
     shutdown_drain_seconds: float = Field(30, ge=0, le=3600)
     memory: MemoryConfig = MemoryConfig()
+
+    @property
+    def sqlite_file(self) -> str:
+        """The SQLite database file: storage.url's (sqlite:///…) or database.path."""
+        return self.storage.sqlite_path(self.database.path)
     media: MediaConfig = MediaConfig()
     tasks: TasksConfig = TasksConfig()
     channels: ChannelsConfig = ChannelsConfig()
