@@ -171,11 +171,7 @@ class TelegramChannel:
             except _Stopping:
                 return True
             except InvalidToken as exc:
-                cause = exc.__cause__ if exc.__cause__ is not None else exc
-                log.error("telegram channel stopped: the Bot API rejected the bot token (%s); "
-                          "check channels.telegram.token", blank(str(cause), self._config.token))
-                self._state = STOPPED_INVALID_TOKEN
-                return False
+                return self._token_rejected(exc)
             except Conflict:
                 if self._leases is not None:  # another daemon polls: it holds the lease, or took it over
                     self._state = CHANNEL_STANDBY
@@ -200,6 +196,14 @@ class TelegramChannel:
                 if not adopted:
                     await close_bot(bot)
 
+    def _token_rejected(self, exc: InvalidToken) -> bool:
+        """The channel stops for good, one line saying why; False: no offset to confirm."""
+        cause = exc.__cause__ if exc.__cause__ is not None else exc
+        log.error("telegram channel stopped: the Bot API rejected the bot token (%s); "
+                  "check channels.telegram.token", blank(str(cause), self._config.token))
+        self._state = STOPPED_INVALID_TOKEN
+        return False
+
     async def _serve_webhook(self) -> bool:
         """Take the updates Telegram posts (webhook mode) until stop(); False: no offset to confirm."""
         retries = RetryStreak(self._backoff)
@@ -214,11 +218,9 @@ class TelegramChannel:
             except _Stopping:
                 await close_bot(bot)
                 return False
-            except InvalidToken:
+            except InvalidToken as exc:
                 await close_bot(bot)
-                log.error("telegram channel stopped: the Bot API rejected the bot token; check channels.telegram.token")
-                self._state = STOPPED_INVALID_TOKEN
-                return False
+                return self._token_rejected(exc)
             except Exception as exc:  # network down, odd answers: again on a fresh bot
                 await close_bot(bot)
                 delay = retries.next()
