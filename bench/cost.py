@@ -148,16 +148,16 @@ def _burst(turns: int, gap: float, seed: int) -> dict[str, Any]:
     }
 
 
-def _day(messages: int, sessions: int, seed: int, history_tokens: int) -> dict[str, Any]:
+def _day(messages: int, sessions: int, seed: int, history_tokens: int, start: str) -> dict[str, Any]:
     from bench.cost_day import day_result, plan_day, run_day
 
     started = time.perf_counter()
     turns, facts = plan_day(messages, sessions, seed)
     result: dict[str, Any] = {}
     for api in ("anthropic", "openai"):
-        cached = asyncio.run(run_day(turns, facts, cached=True, seed=seed, history_tokens=history_tokens, api=api))
-        uncached = asyncio.run(run_day(turns, facts, cached=False, seed=seed, history_tokens=history_tokens,
-                                       api=api))
+        past = {"history_tokens": history_tokens, "folded": start == "folded"}
+        cached = asyncio.run(run_day(turns, facts, cached=True, seed=seed, api=api, **past))
+        uncached = asyncio.run(run_day(turns, facts, cached=False, seed=seed, api=api, **past))
         figures = day_result(turns, cached, uncached, BASELINE_COST_PER_MESSAGE_TOKENS)
         if api == "anthropic":
             result = figures
@@ -167,6 +167,7 @@ def _day(messages: int, sessions: int, seed: int, history_tokens: int) -> dict[s
                 "uncached_cost_per_message_tokens",
                 "breakdown", "chat_request_tokens_mean", "recorded_matches_billed")}
     result["history_tokens_at_start"] = history_tokens
+    result["start"] = start
     result["seed"] = seed
     result["seconds"] = round(time.perf_counter() - started, 1)
     return result
@@ -179,6 +180,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--sessions", type=int, default=5, help="day: sessions they come in")
     parser.add_argument("--history-tokens", type=int, default=48_000,
                         help="day: tokens of earlier conversation at the start")
+    parser.add_argument("--start", choices=("folded", "backlog"), default="folded",
+                        help="day: the past summarised up to its last exchanges, as a quiet evening leaves it "
+                             "(folded), or all of it unfolded, as the code before quiet folds left it (backlog)")
     parser.add_argument("--turns", type=int, default=200, help="burst: turns")
     parser.add_argument("--gap", type=float, default=30.0, help="burst: seconds between turns on the cache clock")
     parser.add_argument("--seed", type=int, default=7)
@@ -191,7 +195,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     load = HostLoad()
     if args.scenario == "burst":
         return emit(_burst(args.turns, args.gap, args.seed), load)
-    return emit(_day(args.messages, args.sessions, args.seed, args.history_tokens), load)
+    return emit(_day(args.messages, args.sessions, args.seed, args.history_tokens, args.start), load)
 
 
 if __name__ == "__main__":

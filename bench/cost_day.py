@@ -132,8 +132,9 @@ def _bullets(maker: FactMaker, kind: str, budget: int, header: str) -> str:
 
 
 async def _seed_state(rt: Runtime, conversation: ConversationRecord, rng: random.Random,
-                      history_tokens: int) -> None:
-    """Memory files at 70 %, the week's daily notes, and the conversation's past (already extracted)."""
+                      history_tokens: int, folded: bool) -> None:
+    """Memory files at 70 %, the week's daily notes, and the conversation's past (already extracted);
+    `folded`: summarised up to its last exchanges, as the evening's quiet fold leaves it."""
     memory = rt.core.config.mate.memory
     workspace = rt.core.workspace
     maker = FactMaker("en", rng)
@@ -156,10 +157,13 @@ async def _seed_state(rt: Runtime, conversation: ConversationRecord, rng: random
     if rows:
         ids = await rt.core.repos.messages.add_many(conversation.id, rows)
         await rt.core.repos.conversations.set_memory_watermark(conversation.id, ids[-1])
+        kept = 2 * rt.core.config.mate.agent.conversation.window.preserve_recent_pairs
+        if folded and len(ids) > kept:
+            await rt.core.repos.conversations.set_summary(conversation.id, sentence(rng, 150), ids[-kept - 1])
 
 
 async def run_day(turns: list[Turn], facts: dict[str, PlantedFact], *, cached: bool, seed: int,
-                  history_tokens: int = HISTORY_TOKENS, api: str = "anthropic") -> DayRun:
+                  history_tokens: int = HISTORY_TOKENS, api: str = "anthropic", folded: bool = True) -> DayRun:
     from tests.support.fakes.anthropic import FakeAnthropic
     from tests.support.fakes.openai_chat import FakeOpenAIChat
 
@@ -189,7 +193,7 @@ async def run_day(turns: list[Turn], facts: dict[str, PlantedFact], *, cached: b
                 worker = services.worker
                 first = _message(turns[0].text)
                 conversation = await rt.router.conversation_for(first, await rt.router.agent_for(first))
-                await _seed_state(rt, conversation, random.Random(seed + 3), history_tokens)
+                await _seed_state(rt, conversation, random.Random(seed + 3), history_tokens, folded)
                 start_chars = await _file_chars(rt)
 
                 async def settle() -> None:

@@ -70,7 +70,10 @@ class DayModel:
     """
 
     def __init__(self, rng: random.Random, facts: dict[str, PlantedFact], memory_budget: int) -> None:
-        self._rng = rng
+        # One stream per purpose: the chat's answers stay the same whatever else the daemon asks
+        # (a change that adds or drops a memory call must not re-draw the day's answers).
+        self._chat_rng = random.Random(rng.random())
+        self._summary_rng = random.Random(rng.random())
         self._facts = facts  # planted, by text; a fact leaves when it is recorded
         self._memory_budget = memory_budget
         self.answered: list[Answered] = []
@@ -91,11 +94,12 @@ class DayModel:
         if _EMERGENCE_MARK in system:
             return EMERGENCE, TextReply(json.dumps({"should_update": False, "reason": "nothing new to fold in",
                                                     "memory_content": ""}))
-        if _COMPACTION_MARK in system:
-            return COMPACTION, TextReply(sentence(self._rng, 150))
+        last = _text(messages[-1].get("content")) if messages else ""
+        if _COMPACTION_MARK in system or _COMPACTION_MARK in last:  # its own prompt, or after the chat's
+            return COMPACTION, TextReply(sentence(self._summary_rng, 150))
         if _REVIEW_MARK in first:
             return EMERGENCE, self._review(system, messages)
-        return CHAT, TextReply(sentence(self._rng, self._rng.randint(60, 150)))
+        return CHAT, TextReply(sentence(self._chat_rng, self._chat_rng.randint(60, 150)))
 
     def _extraction(self, prompt: str) -> dict[str, Any]:
         transcript = _between(prompt, "transcript")

@@ -17,6 +17,7 @@ from bot.app.core import Core, open_core
 from bot.conversation.commands.handler import CommandHandler
 from bot.core.config import Config, MediaConfig
 from bot.llm.chat_prefix import ChatPrefixes
+from bot.conversation.quiet_fold import QuietFolds
 from bot.llm.tokens import TokenEstimator
 from bot.conversation.window import ConversationWindowManager
 from bot.core.clock import Clock, MinuteLabels, utc_now
@@ -195,10 +196,13 @@ async def open_runtime(
                                   summarizer=services.worker if services else None,
                                   channel_states=channel_states, search=searches, tasks=tasks,
                                   review=services.review if services else None)
+        quiet = QuietFolds(window, prefixes, core.repos, model=agent.model,
+                           quiet_minutes=window_config.fold_after_quiet_minutes, clock=clock, sleep=sleep)
+        stack.push_async_callback(quiet.close)
         router = ChannelMessageRouter(mate, core.repos, core.agents, agent, memory, core.prompts,
                                       commands=commands, media=media, access=access, people=core.people,
                                       tasks=TurnTaskTools(tasks, core.prompts, core.repos.incognito.holds, form=form),
-                                      clock=clock, leases=leases)
+                                      clock=clock, leases=leases, quiet=quiet)
         yield Runtime(core=core, llm=llm, tokens=tokens, window=window, agent=agent, router=router,
                       commands=commands, memory=memory, offline=offline, channel_states=channel_states,
                       access=access, memory_tool=tool, search=searches, memory_services=services, tasks=tasks,

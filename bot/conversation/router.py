@@ -19,6 +19,7 @@ from bot.core.config import PERSON_CHANNELS, MateConfig
 from bot.core.errors import StorageError
 from bot.media.preparer import MediaPreparer, MediaRefused, PreparedMedia
 from bot.conversation.people import Person, PersonDirectory
+from bot.conversation.quiet_fold import QuietFolds
 from bot.conversation.ports import CommandPort
 from bot.core.prompts import PromptLibrary
 from bot.storage.leases import Leases
@@ -120,9 +121,10 @@ class ChannelMessageRouter:
         self, config: MateConfig, repos: Repositories, agents: AgentDirectory, agent: Agent,
         memory: MemoryEventSink, prompts: PromptLibrary, *, commands: CommandPort, people: PersonDirectory,
         media: MediaPreparer | None = None, access: AccessPolicies | None = None, tasks: TurnTasks | None = None,
-        clock: Clock = utc_now, leases: Leases | None = None,
+        clock: Clock = utc_now, leases: Leases | None = None, quiet: QuietFolds | None = None,
     ) -> None:
         self._config = config
+        self._quiet = quiet
         self._clock = clock
         self._tasks = tasks
         self._people = people
@@ -244,12 +246,14 @@ class ChannelMessageRouter:
         self._accepting = False
 
     async def drain(self, timeout: float) -> bool:
-        """Wait for in-flight replies; False when the timeout passed first."""
+        """Wait for in-flight replies and the quiet folds that are due; False when the timeout passed first."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
         try:
             await asyncio.wait_for(self._idle.wait(), timeout)
-            return True
         except TimeoutError:
             return False
+        return self._quiet is None or await self._quiet.drain(max(0.0, deadline - loop.time()))
 
     async def handle(
         self, message: InboundMessage, *, agent_id: int | None = None, stored: Stored | None = None,
@@ -456,6 +460,8 @@ class ChannelMessageRouter:
             # A scheduled task's turn is a `cron` turn wherever it runs: extraction skips it.
             self._track(self._publish(conversation, user_text, reply.text, reply.last_message_id,
                                       reply.message_count, "cron" if scheduled else conversation.trigger_source))
+            if self._quiet is not None:
+                self._quiet.heard(conversation, self._locks.hold)
         return RoutedReply(reply.text, conversation.id, conversation.agent_id, reply.failure, answered=reply.ok)
 
     async def recover_unanswered(self, since: str) -> list[RoutedReply]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import time
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,6 +24,7 @@ from bot.llm.tokens import PER_MESSAGE_OVERHEAD, TIME_LABEL_TOKENS, TokenEstimat
 from bot.core.content.transcript import COMPACTION, TranscriptRenderer
 from bot.core.errors import LLMError
 from bot.llm import LLMClient, LLMRequest
+from bot.llm.chat_prefix import ChatPrefix
 from bot.core.prompts import PromptLibrary
 from bot.storage import Repositories
 from bot.core.records import ConversationRecord
@@ -33,6 +34,7 @@ log = logging.getLogger(__name__)
 
 _PAGE = 256
 _HISTORY_CACHE_CHARS = 20_000_000
+_QUIET_FOLD_MIN_RATIO = 4  # a quiet fold must replace this many times the summary's own length
 
 
 @dataclass(frozen=True, slots=True)
@@ -386,7 +388,54 @@ class ConversationWindowManager:
         window.raw_tokens = self._estimate(window)
         return await self._fold(conversation, window)
 
-    async def _fold(self, conversation: ConversationRecord, window: Window) -> CompactionResult | None:
+    async def fold_quiet(self, conversation: ConversationRecord, prefix: ChatPrefix) -> CompactionResult | None:
+        """Fold a conversation that went quiet, through the prompt cache its last turn left warm.
+
+        The request repeats that turn's prefix (model, tools, system prompt, summary, history)
+        byte for byte and asks for the summary after it, so the history is read at the cache's
+        price; the next session then writes the summary and the recent exchanges to the cache,
+        not the whole history again. None: too little to fold, or the answer was no summary.
+        """
+        summary, cutoff = await self._summary_of(conversation)
+        entry = self._histories.get(conversation.id)
+        if entry is not None and entry.cutoff == cutoff:  # what the last turn sent
+            history = list(entry.items)
+        else:
+            history, complete = await self._load_history(conversation.id, cutoff, 1 << 62, self._load_limit)
+            if not complete:
+                return None  # past the working window: the next turn's compaction folds it
+        if not history or history[-1].id != await self._repos.messages.last_id(conversation.id):
+            return None  # written since (another daemon): not the prefix the cache holds
+        window = Window(prefix.system, prefix.tools, summary, history, [], 0, self.budget, prefix.model)
+        window.raw_tokens = self._estimate(window)
+        exchanges = split_exchanges(history)
+        pairs = self._config.preserve_recent_pairs
+        folded = sum(_item_tokens(i) for e in (exchanges[:-pairs] if pairs else exchanges) for i in e)
+        # A fold is paid with a summary written out (output, 5x input); it pays back only once
+        # it replaces clearly more than it writes.
+        if folded < _QUIET_FOLD_MIN_RATIO * self._config.summary_max_tokens:
+            return None
+
+        async def through_cache() -> str:
+            self.summary_calls += 1
+            messages = self.assemble(window)
+            messages.append({"role": "user", "content": self._prompts.render(
+                "context/conversation-fold-user", max_tokens=self._config.summary_max_tokens)})
+            response = await self._llm.complete(LLMRequest(
+                model=prefix.model, system=prefix.system, messages=messages,
+                max_tokens=self._config.summary_max_tokens, tools=prefix.tools, purpose="summary",
+                agent_id=conversation.agent_id, conversation_id=conversation.id,
+                system_split=prefix.split, cache_messages=(len(messages) - 2,), cache_ttl=prefix.ttl))
+            if response.tool_calls:
+                raise LLMError("the summary came back as a tool call")
+            return _summary_text(response.text)
+
+        return await self._fold(conversation, window, through_cache)
+
+    async def _fold(
+        self, conversation: ConversationRecord, window: Window,
+        summarize: Callable[[], Awaitable[str]] | None = None,
+    ) -> CompactionResult | None:
         exchanges = split_exchanges(window.history)
         pairs = self._config.preserve_recent_pairs
         kept = exchanges[-pairs:] if pairs else []
@@ -406,7 +455,10 @@ class ConversationWindowManager:
             except Exception:  # memory must never block the reply; the watermark keeps the work
                 log.warning("recording the folded messages for memory extraction failed", exc_info=True)
         try:
-            summary = await self._summarize_range(conversation.id, window.summary, cutoff, upto)
+            if summarize is None:
+                summary = await self._summarize_range(conversation.id, window.summary, cutoff, upto)
+            else:
+                summary = await summarize()
         except LLMError as exc:
             log.warning("compaction summary failed, trimming instead: %s", exc)
             return None
@@ -459,7 +511,11 @@ class ConversationWindowManager:
         )
         self.summary_calls += 1
         response = await self._llm.complete(request)
-        text = response.text.strip()
-        if not text:
-            raise LLMError("the summary came back empty")
-        return text
+        return _summary_text(response.text)
+
+
+def _summary_text(answer: str) -> str:
+    text = answer.strip()
+    if not text:
+        raise LLMError("the summary came back empty")
+    return text

@@ -9,7 +9,7 @@ price and sends only its instructions and the transcript (memory/extraction/summ
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -26,11 +26,25 @@ class ChatPrefix:
     system: str
     split: int  # where the base prompt ends and the workspace files begin (a breakpoint)
     tools: list[dict[str, Any]]
-    ttl: CacheTtl
+    ttl: CacheTtl  # what the request's breakpoints were marked with: the lifetime of its conversation's entry
     sent_at: datetime
+    # The tools-and-system entry's own lifetime and last renewal. A read renews an entry for its
+    # own lifetime, and only the entry it reads: a prefix first written for 5 minutes stays a
+    # 5-minute entry while later turns write their history for the hour, and once a turn reads
+    # through the longer history entry, the shorter one is left to expire.
+    prefix_ttl: CacheTtl | None = None  # None: as `ttl`, renewed at `sent_at`
+    prefix_at: datetime | None = None
 
-    def warm(self, now: datetime) -> bool:
-        return still_cached(self.sent_at, CACHE_LIFETIMES[self.ttl] - _MARGIN, now)
+    def warm(self, now: datetime, *, history: bool = False) -> bool:
+        """Whether the tools and system prompt (`history`: the whole conversation as the last
+        request sent it) are still in the provider's cache."""
+        if history:
+            return still_cached(self.sent_at, CACHE_LIFETIMES[self.ttl] - _MARGIN, now)
+        ttl, at = self.prefix_ttl or self.ttl, self.prefix_at or self.sent_at
+        return still_cached(at, CACHE_LIFETIMES[ttl] - _MARGIN, now)
+
+    def same_prefix(self, other: ChatPrefix) -> bool:
+        return (self.model, self.system, self.tools) == (other.model, other.system, other.tools)
 
 
 class ChatPrefixes:
@@ -48,11 +62,19 @@ class ChatPrefixes:
             return
         if len(self._prefixes) >= self._MAX_CONVERSATIONS and conversation_id not in self._prefixes:
             self._prefixes.clear()
+        kept = self._prefixes.get(conversation_id)
+        if kept is not None and kept.same_prefix(prefix):
+            now, ttl = prefix.sent_at, kept.prefix_ttl or kept.ttl
+            if kept.warm(now):  # read again, so renewed for its own lifetime
+                prefix = replace(prefix, prefix_ttl=ttl, prefix_at=now)
+            elif kept.warm(now, history=True):  # read through the history's entry: left to expire
+                prefix = replace(prefix, prefix_ttl=ttl, prefix_at=kept.prefix_at or kept.sent_at)
         self._prefixes[conversation_id] = prefix
 
-    def warm(self, conversation_id: str, model: str, now: datetime) -> ChatPrefix | None:
-        """The conversation's prefix if it was cached for `model` and is still in the cache."""
+    def warm(self, conversation_id: str, model: str, now: datetime, *, history: bool = False) -> ChatPrefix | None:
+        """The conversation's prefix if it was cached for `model` and is still in the cache
+        (`history`: with the conversation the last request sent)."""
         prefix = self._prefixes.get(conversation_id)
-        if prefix is None or prefix.model != model or not prefix.warm(now):
+        if prefix is None or prefix.model != model or not prefix.warm(now, history=history):
             return None
         return prefix

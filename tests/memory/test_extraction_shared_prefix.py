@@ -173,10 +173,26 @@ def test_a_prefix_is_shared_only_while_its_cache_lives_and_for_its_own_model() -
     assert prefixes.warm("c", "m", start + timedelta(minutes=5)) is None
     assert prefixes.warm("c", "other", start) is None
     assert prefixes.warm("c", "m", start - timedelta(minutes=1)) is None  # a clock moved back
-    prefixes.sent("c", ChatPrefix("m", "system", 0, [], "1h", start))
+    prefixes.sent("c", ChatPrefix("m", "new system", 0, [], "1h", start))  # a new prefix, written for the hour
     assert prefixes.warm("c", "m", start + timedelta(minutes=50)) is not None
     prefixes.sent("c", None)  # a turn sent uncached
     assert prefixes.warm("c", "m", start) is None
+
+
+def test_a_prefix_written_for_five_minutes_stays_so_while_later_turns_write_their_history_for_the_hour() -> None:
+    start = datetime(2026, 3, 4, 9, 0, tzinfo=timezone.utc)
+    prefixes = ChatPrefixes()
+    prefixes.sent("c", ChatPrefix("m", "system", 0, [], "5m", start))  # a session's first turn
+    # Two minutes on, the next turn reads that entry (renewing it for 5 minutes) and writes its
+    # history for the hour.
+    prefixes.sent("c", ChatPrefix("m", "system", 0, [], "1h", start + timedelta(minutes=2)))
+    assert prefixes.warm("c", "m", start + timedelta(minutes=6)) is not None
+    assert prefixes.warm("c", "m", start + timedelta(minutes=8)) is None  # the tools-and-system entry expired
+    assert prefixes.warm("c", "m", start + timedelta(minutes=50), history=True) is not None
+    # A turn ten minutes on reads through the history's entry: the shorter one is not renewed.
+    prefixes.sent("c", ChatPrefix("m", "system", 0, [], "1h", start + timedelta(minutes=12)))
+    assert prefixes.warm("c", "m", start + timedelta(minutes=13)) is None
+    assert prefixes.warm("c", "m", start + timedelta(minutes=70), history=True) is not None
 
 
 def test_the_shared_prompt_renders_in_both_locales() -> None:

@@ -54,6 +54,9 @@ class WindowConfig(Section):
     preserve_recent_pairs: int = Field(2, ge=0, le=50)
     summary_max_tokens: int = Field(300, ge=16)
     summary_cache_minutes: float = Field(30, ge=0)
+    # A direct conversation quiet this long is folded through its still-warm prompt cache, so
+    # the next session does not write the whole history to the cache again (0: never).
+    fold_after_quiet_minutes: float = Field(50, ge=0)
 
 
 class ConversationConfig(Section):
