@@ -3,7 +3,8 @@
 Two scenarios; `--scenario day` is the default.
 
 day (bench/cost_day.py): one person's real day — 40 user messages in 5 sessions with seeded
-gaps of 30 s to 3 h, a conversation with a long past, memory files at 70 % of their budgets,
+gaps of 30 s to 3 h, a conversation with a long past (summarised up to its last exchanges, as the
+evening's quiet fold leaves it; `--start backlog`: unfolded), memory files at 70 % of their budgets,
 the default cooldown, extraction, compaction and the nightly memory review all billed, output
 tokens at 5x input. It prints `cost_per_message_tokens`, `cost_ratio` (against the same day
 without caching), `memory_share` and a breakdown per purpose, beside

@@ -14,9 +14,10 @@ The day (seeded): sessions start 1-3 hours apart (log-uniform), messages inside 
 07:30. At the start: PROFILE.md and MEMORY.md at 70 % of their budgets, daily notes for the six
 days before, and `--history-tokens` (48 000) of earlier conversation already analysed by
 extraction: half of the 96 000 at which the window compacted when the baseline was measured,
-where a day of a long-running chat was on average then (with today's 24 000-token working
-window the first message of the day compacts it; `--history-tokens 12000` starts where a chat
-is on average now). User messages are 8-20 words, about half of them with a new
+where a day of a long-running chat was on average then. `--start folded` (the default): that past
+is summarised up to its last two exchanges, as the daemon's quiet fold leaves a conversation the
+evening before (window.fold-after-quiet-minutes); `--start backlog`: all of it unfolded, as the
+code before quiet folds left it (the first message of the day then compacts it, uncached). User messages are 8-20 words, about half of them with a new
 fact (a profile, project or one-off fact, as in bench/memory_soak); answers are 60-150 words.
 
 Billed-equivalent tokens: uncached input x1, 5-minute cache writes x1.25, 1-hour writes x2,
