@@ -46,6 +46,7 @@ from bench.cost_day_model import Answered, DayModel, PlantedFact
 from bench.memory_soak_facts import FactMaker
 from bench.sim_clock import SimClock
 from bot.conversation.agents import EMERGENCE_JOB_NAME
+from bot.core.config.agents import QUIET_FOLD_MINUTES
 from bot.schedule.system_tasks import SystemTaskRunner
 from bot.app.runtime import Runtime, open_runtime
 from bot.core.records import ConversationRecord
@@ -182,7 +183,8 @@ async def run_day(turns: list[Turn], facts: dict[str, PlantedFact], *, cached: b
                                                  "base-url": base_url, "max-retries": 0,
                                                  **({} if cached else {"cache": "off"})},
                                  # What `auto` picks on a hosted API, for which the fake (on 127.0.0.1) stands in.
-                                 memory={"extraction-prompt": "chat" if api == "anthropic" else "own"})
+                                 memory={"extraction-prompt": "chat" if api == "anthropic" else "own"},
+                                 agent={"conversation": {"window": {"fold-after-quiet-minutes": QUIET_FOLD_MINUTES}}})
             model = DayModel(random.Random(seed + 2), dict(facts), config.mate.memory.memory_max_chars)
             fake.responder = model.respond
             # The daemon's time-keeping (the memory worker's cooldown and deferred runs,

@@ -57,6 +57,8 @@ async def fake() -> AsyncIterator[FakeAnthropic]:
 @asynccontextmanager
 async def running(tmp_path: Path, fake: FakeAnthropic, clock: ManualClock,
                   **window: Any) -> AsyncIterator[Runtime]:
+    # 50 minutes, as `auto` picks on a hosted API (the fake stands in for one on 127.0.0.1).
+    window = {"fold-after-quiet-minutes": 50, **window}
     config = make_config(tmp_path, llm={"api-key": "k", "base-url": fake.url, "max-retries": 0},
                          agent={"conversation": {"window": window}})
     fake.now = lambda: clock.now.timestamp()

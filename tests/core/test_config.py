@@ -41,6 +41,8 @@ def test_defaults_match_spec_numbers() -> None:
         ({"timezone": "Mars/Olympus"}, "mate.timezone: unknown time zone"),
         ({"memory": {"emergence-cron": "0 2 * *"}}, "mate.memory.emergence-cron: must be a five-field"),
         ({"channels": {"telegram": {"dm-policy": "maybe"}}}, "mate.channels.telegram.dm-policy:"),
+        ({"agent": {"conversation": {"window": {"fold-after-quiet-minutes": -5}}}},
+         "mate.agent.conversation.window.fold-after-quiet-minutes:"),
     ],
 )
 def test_config_error_is_one_line_naming_the_key(mate: dict, expected: str) -> None:
@@ -109,3 +111,20 @@ def test_every_key_in_config_yaml_is_explained() -> None:
     bare = [line for line in lines if re.match(r"^\s+[a-z-]+: [^#]*$", line)]
     assert bare == []
     assert not any(word in line.lower() for line in lines for word in ("spec", "issue"))
+
+
+@pytest.mark.parametrize(("base_url", "setting", "minutes"), [
+    ("", "auto", 50.0),  # Anthropic's own API
+    ("https://gateway.example.com/v1", "auto", 50.0),
+    ("http://127.0.0.1:8080", "auto", 0.0),  # llama.cpp on this machine
+    ("http://192.168.1.20:8080", "auto", 0.0),
+    ("http://llama:8080", "auto", 0.0),  # a container beside this one
+    ("http://gpu-box.local:8080", "auto", 0.0),
+    ("http://127.0.0.1:8080", 30, 30.0),  # a number is taken as given
+    ("", 0, 0.0),
+])
+def test_quiet_folds_run_on_hosted_apis_unless_a_number_is_given(base_url: str, setting: object, minutes: float) -> None:
+    mate = parse_config({"mate": {"llm": {"base-url": base_url},
+                                  "agent": {"conversation": {"window": {"fold-after-quiet-minutes": setting}}}}},
+                        environ={}).mate
+    assert mate.agent.conversation.window.quiet_fold_minutes(mate.llm.local_server) == minutes

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import (
     Field,
@@ -45,6 +45,10 @@ class PersonEntry(Section):
         return value
 
 
+# Under the hour a warm entry lives, with room for the request to arrive in time.
+QUIET_FOLD_MINUTES = 50.0
+
+
 class WindowConfig(Section):
     default_max_input_tokens: int = Field(128000, ge=256)
     compact_trigger_ratio: float = Field(0.75, gt=0, le=1)
@@ -55,8 +59,15 @@ class WindowConfig(Section):
     summary_max_tokens: int = Field(300, ge=16)
     summary_cache_minutes: float = Field(30, ge=0)
     # A direct conversation quiet this long is folded through its still-warm prompt cache, so
-    # the next session does not write the whole history to the cache again (0: never).
-    fold_after_quiet_minutes: float = Field(50, ge=0)
+    # the next session does not write the whole history to the cache again (0: never). auto:
+    # on a hosted API only: a server on this machine or network bills nothing for its cache,
+    # and a small model's summary loses more than it saves.
+    fold_after_quiet_minutes: Literal["auto"] | Annotated[float, Field(ge=0)] = "auto"
+
+    def quiet_fold_minutes(self, local_server: bool) -> float:
+        if self.fold_after_quiet_minutes == "auto":
+            return 0.0 if local_server else QUIET_FOLD_MINUTES
+        return self.fold_after_quiet_minutes
 
 
 class ConversationConfig(Section):

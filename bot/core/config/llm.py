@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ipaddress
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
@@ -119,6 +120,22 @@ class LlmConfig(Section):
         except ValueError:
             return False
         return host == "anthropic.com" or host.endswith(".anthropic.com")
+
+    @property
+    def local_server(self) -> bool:
+        """`base-url` names this machine or the local network (loopback, private or link-local
+        addresses, localhost, a name without a dot or under .local / .lan / .internal)."""
+        try:
+            host = (urlsplit(self.base_url.strip()).hostname or "").lower()
+        except ValueError:
+            return False
+        if not host:
+            return False
+        try:
+            address = ipaddress.ip_address(host)
+        except ValueError:
+            return host == "localhost" or "." not in host or host.endswith((".local", ".lan", ".internal"))
+        return address.is_loopback or address.is_private or address.is_link_local
 
     @property
     def parses_text_tool_calls(self) -> bool:
