@@ -184,7 +184,8 @@ async def run_day(turns: list[Turn], facts: dict[str, PlantedFact], *, cached: b
                                                  **({} if cached else {"cache": "off"})},
                                  # What `auto` picks on a hosted API, for which the fake (on 127.0.0.1) stands in.
                                  memory={"extraction-prompt": "chat" if api == "anthropic" else "own"},
-                                 agent={"conversation": {"window": {"fold-after-quiet-minutes": QUIET_FOLD_MINUTES}}})
+                                 agent={"conversation": {"window": {
+                                     "fold-after-quiet-minutes": QUIET_FOLD_MINUTES if api == "anthropic" else 0}}})
             model = DayModel(random.Random(seed + 2), dict(facts), config.mate.memory.memory_max_chars)
             fake.responder = model.respond
             # The daemon's time-keeping (the memory worker's cooldown and deferred runs,

@@ -197,8 +197,8 @@ async def open_runtime(
                                   channel_states=channel_states, search=searches, tasks=tasks,
                                   review=services.review if services else None)
         quiet = QuietFolds(window, prefixes, core.repos, model=agent.model,
-                           quiet_minutes=window_config.quiet_fold_minutes(mate.llm.local_server), clock=clock,
-                           sleep=sleep)
+                           quiet_minutes=window_config.quiet_fold_minutes(mate.llm.hosted_messages_api),
+                           clock=clock, sleep=sleep)
         stack.push_async_callback(quiet.close)
         router = ChannelMessageRouter(mate, core.repos, core.agents, agent, memory, core.prompts,
                                       commands=commands, media=media, access=access, people=core.people,

@@ -113,18 +113,21 @@ def test_every_key_in_config_yaml_is_explained() -> None:
     assert not any(word in line.lower() for line in lines for word in ("spec", "issue"))
 
 
-@pytest.mark.parametrize(("base_url", "setting", "minutes"), [
-    ("", "auto", 50.0),  # Anthropic's own API
-    ("https://gateway.example.com/v1", "auto", 50.0),
-    ("http://127.0.0.1:8080", "auto", 0.0),  # llama.cpp on this machine
-    ("http://192.168.1.20:8080", "auto", 0.0),
-    ("http://llama:8080", "auto", 0.0),  # a container beside this one
-    ("http://gpu-box.local:8080", "auto", 0.0),
-    ("http://127.0.0.1:8080", 30, 30.0),  # a number is taken as given
-    ("", 0, 0.0),
+@pytest.mark.parametrize(("llm", "setting", "minutes"), [
+    ({}, "auto", 50.0),  # Anthropic's own API
+    ({"base-url": "https://gateway.example.com"}, "auto", 50.0),  # a gateway in front of it
+    ({"base-url": "https://api.openai.com/v1", "api": "openai"}, "auto", 0.0),  # the provider's own cache lifetime
+    ({"base-url": "http://127.0.0.1:8080"}, "auto", 0.0),  # llama.cpp on this machine
+    ({"base-url": "http://192.168.1.20:8080"}, "auto", 0.0),
+    ({"base-url": "http://llama:8080"}, "auto", 0.0),  # a container beside this one
+    ({"base-url": "http://gpu-box.local:8080"}, "auto", 0.0),
+    ({"base-url": "http://127.0.0.1:8080"}, 30, 30.0),  # a number is taken as given
+    ({}, 0, 0.0),
 ])
-def test_quiet_folds_run_on_hosted_apis_unless_a_number_is_given(base_url: str, setting: object, minutes: float) -> None:
-    mate = parse_config({"mate": {"llm": {"base-url": base_url},
+def test_quiet_folds_run_on_hosted_messages_apis_unless_a_number_is_given(
+    llm: dict[str, str], setting: object, minutes: float,
+) -> None:
+    mate = parse_config({"mate": {"llm": {"api-key": "k", **llm},
                                   "agent": {"conversation": {"window": {"fold-after-quiet-minutes": setting}}}}},
                         environ={}).mate
-    assert mate.agent.conversation.window.quiet_fold_minutes(mate.llm.local_server) == minutes
+    assert mate.agent.conversation.window.quiet_fold_minutes(mate.llm.hosted_messages_api) == minutes

@@ -138,6 +138,12 @@ class LlmConfig(Section):
         return address.is_loopback or address.is_private or address.is_link_local
 
     @property
+    def hosted_messages_api(self) -> bool:
+        """The Messages API of a hosted service (Anthropic's, or a gateway in front of it): cache
+        entries live as long as a request asks, and every token is billed."""
+        return self.protocol == "anthropic" and not self.local_server
+
+    @property
     def parses_text_tool_calls(self) -> bool:
         if self.text_tool_calls == "auto":
             return bool(self.base_url.strip())
