@@ -274,7 +274,8 @@ class Agent:
         # What memory extraction may reuse, once the provider says it cached it (a group's prompt
         # changes with who speaks: never).
         prefix = None if lifetime is None or conversation.is_group else ChatPrefix(
-            self.model, window.system, split, window.tools, lifetime, self._clock())
+            self.model, window.system, split, window.tools, lifetime, self._clock(), summary=window.summary,
+            message_ids=tuple(i.id for i in (*window.history, *window.current)))
         while True:
             extra = [("assistant" if role in ("assistant", "imitation") else "user", content) for role, content in turn]
             messages = self._window.assemble(window, extra)

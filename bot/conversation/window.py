@@ -6,7 +6,7 @@ import logging
 import time
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from bot.core.config import WindowConfig
@@ -89,6 +89,7 @@ class CompactionResult:
     folded: int
     before_tokens: int
     after_tokens: int
+    cache_read: int | None = None  # a quiet fold: what it read from the prompt cache (0: a miss)
 
 
 class ConversationWindowManager:
@@ -404,8 +405,9 @@ class ConversationWindowManager:
             history, complete = await self._load_history(conversation.id, cutoff, 1 << 62, self._load_limit)
             if not complete:
                 return None  # past the working window: the next turn's compaction folds it
-        if not history or history[-1].id != await self._repos.messages.last_id(conversation.id):
-            return None  # written since (another daemon): not the prefix the cache holds
+        if not prefix.continued_by(summary, tuple(i.id for i in history)) \
+                or history[-1].id != await self._repos.messages.last_id(conversation.id):
+            return None  # changed since the last turn (deleted, compacted, written elsewhere): a miss
         window = Window(prefix.system, prefix.tools, summary, history, [], 0, self.budget, prefix.model)
         window.raw_tokens = self._estimate(window)
         exchanges = split_exchanges(history)
@@ -416,11 +418,16 @@ class ConversationWindowManager:
         if folded < _QUIET_FOLD_MIN_RATIO * self._config.summary_max_tokens:
             return None
 
+        read = 0
+
         async def through_cache() -> str:
+            nonlocal read
             self.summary_calls += 1
             messages = self.assemble(window)
             messages.append({"role": "user", "content": self._prompts.render(
-                "context/conversation-fold-user", max_tokens=self._config.summary_max_tokens)})
+                "context/conversation-fold-user", max_tokens=self._config.summary_max_tokens, kept_exchanges=pairs)})
+            # tool_choice stays the chat's: changing it would void the cached messages; the
+            # prompt asks for no tool, and a tool call is taken as no summary.
             response = await self._llm.complete(LLMRequest(
                 model=prefix.model, system=prefix.system, messages=messages,
                 max_tokens=self._config.summary_max_tokens, tools=prefix.tools, purpose="summary",
@@ -428,9 +435,11 @@ class ConversationWindowManager:
                 system_split=prefix.split, cache_messages=(len(messages) - 2,), cache_ttl=prefix.ttl))
             if response.tool_calls:
                 raise LLMError("the summary came back as a tool call")
+            read = response.cache_read_input_tokens
             return _summary_text(response.text)
 
-        return await self._fold(conversation, window, through_cache)
+        result = await self._fold(conversation, window, through_cache)
+        return replace(result, cache_read=read) if result is not None else None
 
     async def _fold(
         self, conversation: ConversationRecord, window: Window,
@@ -460,7 +469,7 @@ class ConversationWindowManager:
             else:
                 summary = await summarize()
         except LLMError as exc:
-            log.warning("compaction summary failed, trimming instead: %s", exc)
+            log.warning("the summary failed, the conversation is left as it was: %s", exc)
             return None
         await self._repos.conversations.set_summary(conversation.id, summary, upto)
         self.folded(conversation.id, summary, upto)

@@ -34,6 +34,9 @@ class ChatPrefix:
     # through the longer history entry, the shorter one is left to expire.
     prefix_ttl: CacheTtl | None = None  # None: as `ttl`, renewed at `sent_at`
     prefix_at: datetime | None = None
+    # The conversation the request carried: its summary and the ids of its messages, in order.
+    summary: str | None = None
+    message_ids: tuple[int, ...] = ()
 
     def warm(self, now: datetime, *, history: bool = False) -> bool:
         """Whether the tools and system prompt (`history`: the whole conversation as the last
@@ -45,6 +48,11 @@ class ChatPrefix:
 
     def same_prefix(self, other: ChatPrefix) -> bool:
         return (self.model, self.system, self.tools) == (other.model, other.system, other.tools)
+
+    def continued_by(self, summary: str | None, message_ids: tuple[int, ...]) -> bool:
+        """A conversation that starts with the one this request carried: it can be read from
+        the entry the request wrote."""
+        return summary == self.summary and message_ids[:len(self.message_ids)] == self.message_ids
 
 
 class ChatPrefixes:
@@ -67,7 +75,8 @@ class ChatPrefixes:
             now, ttl = prefix.sent_at, kept.prefix_ttl or kept.ttl
             if kept.warm(now):  # read again, so renewed for its own lifetime
                 prefix = replace(prefix, prefix_ttl=ttl, prefix_at=now)
-            elif kept.warm(now, history=True):  # read through the history's entry: left to expire
+            elif kept.warm(now, history=True) and kept.continued_by(prefix.summary, prefix.message_ids):
+                # read through the history's entry: the shorter one is left to expire
                 prefix = replace(prefix, prefix_ttl=ttl, prefix_at=kept.prefix_at or kept.sent_at)
         self._prefixes[conversation_id] = prefix
 

@@ -5,13 +5,16 @@ against the fake Messages API, whose cache keeps time by the test's clock)."""
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, nullcontext
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from bot.app.runtime import Runtime, open_runtime
+from bot.conversation.quiet_fold import QuietFolds
+from bot.llm.chat_prefix import ChatPrefixes
 from bot.core.records import ConversationRecord
 from bot.llm import AnthropicClient
 from tests.support.config import make_config
@@ -165,3 +168,62 @@ async def test_a_fold_answered_without_a_summary_changes_nothing(
 
     assert conversation.summary is None and conversation.summary_upto_message_id == 0
     assert "Message 0" in str(fake.requests[-1].body["messages"])  # the whole history, as before
+
+
+async def test_a_group_or_a_closed_daemon_counts_no_quiet_time(tmp_path: Path, fake: FakeAnthropic) -> None:
+    fake.responder = Model()
+    clock = ManualClock()
+    async with running(tmp_path, fake, clock) as rt:
+        await chat(rt, "Hello there, this is a direct chat.")
+        conversation = await the_conversation(rt)
+        quiet = QuietFolds(rt.window, ChatPrefixes(), rt.core.repos, model="m", quiet_minutes=50, clock=clock,
+                           sleep=clock.sleep)
+        quiet.heard(replace(conversation, is_group=True), lambda key: nullcontext())
+        assert quiet.waiting == 0  # a group's prompt changes with who speaks: nothing to fold through
+        quiet.heard(conversation, lambda key: nullcontext())
+        assert quiet.waiting == 1
+        await quiet.close()
+        assert quiet.waiting == 0
+        quiet.heard(conversation, lambda key: nullcontext())
+        assert quiet.waiting == 0
+
+
+@pytest.mark.parametrize("change", ["/new", "/incognito"])
+async def test_a_conversation_ended_or_changed_since_its_last_turn_is_not_folded(
+    tmp_path: Path, fake: FakeAnthropic, change: str,
+) -> None:
+    fake.responder = Model()
+    clock = ManualClock()
+    async with running(tmp_path, fake, clock) as rt:
+        await session(rt, clock, 8)
+        if change == "/new":
+            clock.advance(20 * 60)
+            await chat(rt, "/new")  # archived: the timer of its last turn finds nothing to fold
+        else:  # three turns off the record, deleted when it ends: the cache holds what no longer is
+            await chat(rt, "/incognito on")
+            for index in range(3):
+                clock.advance(60)
+                await chat(rt, f"Secret {index}: something off the record, about bees.")
+            await chat(rt, "/incognito off")
+        await wait_quiet(rt, clock, 51)
+
+    assert folds(fake) == []
+
+
+async def test_folds_stop_after_three_in_a_row_miss_the_cache(tmp_path: Path, fake: FakeAnthropic) -> None:
+    fake.responder = Model()
+    clock = ManualClock()
+    async with running(tmp_path, fake, clock) as rt:
+        for sender in ("ana", "ben", "cleo"):
+            for index in range(8):
+                clock.advance(60)
+                await chat(rt, f"Message {index}: tell me more about bees and travel plans.", sender=sender)
+        fake.cache.enabled = False  # the server forgets: every fold reads nothing from a cache
+        for minutes in (34, 8, 8):  # to each one's 50 quiet minutes (their last turns were 8 minutes apart)
+            await wait_quiet(rt, clock, minutes)
+        assert len(folds(fake)) == 3
+        fake.cache.enabled = True
+        await session(rt, clock, 8)
+        await wait_quiet(rt, clock, 51)
+
+    assert len(folds(fake)) == 3  # no fourth

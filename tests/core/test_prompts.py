@@ -55,7 +55,7 @@ TEMPLATES: dict[str, dict[str, object]] = {
     "memory/cut-off": {"max_tokens": 6789, "files": "MEMORY-AND-PROFILE", "edit_fields": "EDIT-FIELDS",
                        "replacement_fields": "REPLACEMENT-FIELDS"},
     "context/conversation-summary-system": {"max_tokens": 301},
-    "context/conversation-fold-user": {"max_tokens": 302},
+    "context/conversation-fold-user": {"max_tokens": 302, "kept_exchanges": 3},
     "context/conversation-summary-user": {
         "previous_summary": "PREVIOUS-SUMMARY",
         "transcript": "User: TRANSCRIPT-BODY",

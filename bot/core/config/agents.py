@@ -64,7 +64,8 @@ class WindowConfig(Section):
     # server on this machine or network bills nothing for its cache (and a small model's summary
     # loses more than it saves); an OpenAI-compatible provider keeps its cache as long as it likes
     # (on the day bench the folds there saved under 3 %).
-    fold_after_quiet_minutes: Literal["auto"] | Annotated[float, Field(ge=0)] = "auto"
+    # At most 59: a cache entry written for the hour is gone after that.
+    fold_after_quiet_minutes: Literal["auto"] | Annotated[float, Field(ge=0, le=59)] = "auto"
 
     def quiet_fold_minutes(self, hosted_messages_api: bool) -> float:
         if self.fold_after_quiet_minutes == "auto":
