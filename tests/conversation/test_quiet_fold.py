@@ -196,16 +196,18 @@ async def test_a_conversation_ended_or_changed_since_its_last_turn_is_not_folded
     clock = ManualClock()
     async with running(tmp_path, fake, clock) as rt:
         await session(rt, clock, 8)
+        quiet = 51.0
         if change == "/new":
             clock.advance(20 * 60)
             await chat(rt, "/new")  # archived: the timer of its last turn finds nothing to fold
+            quiet -= 20
         else:  # three turns off the record, deleted when it ends: the cache holds what no longer is
             await chat(rt, "/incognito on")
             for index in range(3):
                 clock.advance(60)
                 await chat(rt, f"Secret {index}: something off the record, about bees.")
             await chat(rt, "/incognito off")
-        await wait_quiet(rt, clock, 51)
+        await wait_quiet(rt, clock, quiet)  # 51 minutes after the last turn
 
     assert folds(fake) == []
 
