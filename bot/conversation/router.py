@@ -124,7 +124,6 @@ class ChannelMessageRouter:
         clock: Clock = utc_now, leases: Leases | None = None, quiet: QuietFolds | None = None,
     ) -> None:
         self._config = config
-        self._quiet = quiet
         self._clock = clock
         self._tasks = tasks
         self._people = people
@@ -136,6 +135,7 @@ class ChannelMessageRouter:
         self._memory = memory
         self._prompts = prompts
         self._locks = _KeyedLocks(leases)  # one turn of a chat at a time, across daemons too
+        self._quiet = quiet  # told of each answered turn: a chat quiet long enough is folded
         self._shared = leases is not None  # other daemons change conversations too: nothing cached
         self._voice_lanes = _KeyedLocks()  # a chat's voice notes, in the order they came
         self._active: dict[str, ConversationRecord] = {}
