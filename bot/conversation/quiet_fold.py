@@ -59,16 +59,14 @@ class QuietFolds:
         if previous is not None:
             previous.cancel()
         self._due[conversation.id] = asyncio.create_task(
-            self._when_quiet(conversation.id, self._clock() + self._quiet, hold), name=f"quiet-fold-{conversation.id}")
+            self._when_quiet(conversation.id, self._clock() + self._quiet, hold(conversation.chat_key)),
+            name=f"quiet-fold-{conversation.id}")
 
-    async def _when_quiet(self, conversation_id: str, at: datetime, hold: HoldChat) -> None:
+    async def _when_quiet(self, conversation_id: str, at: datetime, chat_turn: AbstractAsyncContextManager[Any]) -> None:
         await self._sleep(max(0.0, (at - self._clock()).total_seconds()))
         self._folding += 1
         try:
-            found = await self._repos.conversations.get(conversation_id)
-            if found is None:
-                return
-            async with hold(found.chat_key):
+            async with chat_turn:
                 conversation = await self._repos.conversations.get(conversation_id)  # /new may have come first
                 if conversation is None or conversation.archived or not self._current(conversation_id):
                     return  # archived, or a turn came while this waited for the chat
